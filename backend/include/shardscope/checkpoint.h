@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/dtype.h"
+#include "shardscope/pyvalue.h"
+#include "shardscope/result.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+enum class Format : uint8_t {
+    Dcp,                 ///< plain torch.distributed.checkpoint directory
+    MegatronTorchDist,   ///< Megatron dist_checkpointing torch_dist (metadata.json + DCP)
+    MegatronFsdpDtensor, ///< Megatron-FSDP fsdp_dtensor (DCP with model.module./optimizer.state.)
+    MegatronLegacy,      ///< mp_rank_XX[_YYY]/model_optim_rng.pt files
+    TorchSave,           ///< one torch.save zip archive (.pt, .bin)
+    Safetensors,         ///< one .safetensors file
+    SafetensorsIndex,    ///< model.safetensors.index.json and its shards
+};
+std::string_view formatName(Format f);
+
+/** How the bytes of a stored item are laid out. */
+enum class Encoding : uint8_t {
+    TorchSaveArchive, ///< a standalone torch.save zip (DCP items)
+    RawStorage,       ///< raw little-endian elements, see TensorEntry::strides/storageOffset
+};
+
+/** Where one stored item lives. `file` indexes CheckpointIndex::files. */
+struct Location
+{
+    uint32_t file = 0;
+    uint16_t transforms = 0; ///< index into CheckpointIndex::transformChains; 0 = none
+    Encoding encoding = Encoding::TorchSaveArchive;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+};
+
+/** One tensor of the checkpoint: its global view and the chunks that store it. */
+struct TensorEntry
+{
+    std::string key;               ///< flattened key as stored ("model.module.decoder.…")
+    std::vector<std::string> path; ///< true nesting (DCP planner_data); empty = split key at dots
+    DType dtype = DType::Unknown;
+    std::string dtypeName; ///< torch's name, kept even when dtype is Unknown
+    std::vector<int64_t> shape;
+    std::vector<Location> chunks;
+    /** Per chunk: ndim offsets, then ndim sizes (flat, to keep 1.5 M chunks compact). */
+    std::vector<int64_t> chunkDims;
+    /** RawStorage only (one chunk): element strides and storage offset, in elements. */
+    std::vector<int64_t> strides;
+    int64_t storageOffset = 0;
+
+    size_t ndim() const { return shape.size(); }
+    std::span<const int64_t> chunkOffsets(size_t i) const
+    {
+        return {chunkDims.data() + 2 * ndim() * i, ndim()};
+    }
+    std::span<const int64_t> chunkSizes(size_t i) const
+    {
+        return {chunkDims.data() + 2 * ndim() * i + ndim(), ndim()};
+    }
+    int64_t numel() const;
+    uint64_t nbytes() const { return uint64_t(numel()) * uint64_t(elementSize(dtype)); }
+};
+
+/** A non-tensor entry (DCP BYTE_IO, or a leaf of a torch.save payload). */
+struct ObjectEntry
+{
+    std::string key;
+    std::vector<std::string> path;
+    std::optional<Location> location;     ///< stored bytes (DCP BYTE_IO)
+    std::shared_ptr<const PyValue> value; ///< already decoded (torch.save leaves)
+};
+
+/** Something wrong with the checkpoint that does not stop it from being read. */
+struct Problem
+{
+    std::string key;
+    std::string file;
+    std::optional<uint64_t> offset;
+    std::string message;
+    std::string toString() const;
+};
+
+/** Everything known about a checkpoint from its metadata, without its tensor data. */
+struct CheckpointIndex
+{
+    Format format = Format::Dcp;
+    std::string inputPath; ///< what the user named
+    std::string dataDir;   ///< directory that `files` are relative to
+    std::vector<std::string> files;
+    std::vector<uint64_t> fileSizes; ///< as found when opened; UINT64_MAX = missing
+    std::vector<std::vector<std::string>> transformChains{{}};
+    std::vector<TensorEntry> tensors;
+    std::vector<ObjectEntry> objects;
+    /** Facts about the container: "dcp_version", "iteration", "sharded_backend", … */
+    std::map<std::string, std::string> info;
+    /** Found while opening (e.g. a metadata entry that names a missing file). */
+    std::vector<Problem> problems;
+
+    const TensorEntry *findTensor(std::string_view key) const;
+    const ObjectEntry *findObject(std::string_view key) const;
+    uint64_t chunkCount() const;
+};
+
+struct OpenOptions
+{
+    /** Check every stored item against the files on disk (cheap: sizes only). */
+    bool checkIntegrity = true;
+};
+
+/** Detects the format of `path` (file or directory) and reads its metadata. */
+Result<CheckpointIndex> openCheckpoint(const std::string &path, const OpenOptions &options = {});
+
+/** Every stored item checked against the files on disk: missing file, file too short. */
+std::vector<Problem> checkIntegrity(const CheckpointIndex &index);
+
+/** Decodes a non-tensor entry through the safe pickle decoder. */
+Result<PyValue> readObject(const CheckpointIndex &index, const ObjectEntry &entry);
+
+} // namespace shardscope

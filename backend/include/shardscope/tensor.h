@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/checkpoint.h"
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+/** A dense tensor value: contiguous, row-major, little-endian bytes. */
+struct TensorData
+{
+    DType dtype = DType::Unknown;
+    std::vector<int64_t> shape;
+    std::vector<std::byte> bytes;
+    int64_t numel() const;
+};
+
+/** A sub-box of a tensor: per dimension, start and extent. Empty = the whole tensor. */
+struct Box
+{
+    std::vector<int64_t> offsets;
+    std::vector<int64_t> sizes;
+};
+
+/**
+ * Reads a tensor (or a sub-box of it) by assembling it from its stored chunks. Only chunks that
+ * intersect the box are read; holes that no chunk covers are an error naming the first one.
+ */
+Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &entry,
+                              const Box &box = {});
+
+struct TensorStats
+{
+    int64_t count = 0;  ///< elements (complex: real and imaginary parts count separately)
+    int64_t finite = 0; ///< elements that took part in min/max/mean/std
+    int64_t nanCount = 0;
+    int64_t posInfCount = 0;
+    int64_t negInfCount = 0;
+    double min = 0, max = 0, mean = 0, std = 0; ///< std: population (unbiased = false)
+    double l2 = 0;
+};
+
+/** Statistics over the finite elements, accumulated in double precision. */
+Result<TensorStats> computeStats(const TensorData &data);
+
+/** SHA-256 of the contiguous row-major little-endian bytes, lower-case hex. */
+std::string sha256Hex(const TensorData &data);
+std::string sha256Hex(std::span<const std::byte> bytes);
+
+} // namespace shardscope

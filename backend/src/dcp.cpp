@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: MIT
+// PyTorch Distributed Checkpoint metadata (.metadata) → CheckpointIndex.
+#include "mappedfile.h"
+#include "pickle.h"
+#include "readers.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <unordered_map>
+
+namespace fs = std::filesystem;
+
+namespace shardscope::detail {
+
+namespace {
+
+struct DcpBuilder
+{
+    CheckpointIndex &index;
+    const PickleArena *a = nullptr;
+    std::string metaFile;
+    std::unordered_map<std::string, uint32_t> tensorByKey;
+    std::unordered_map<std::string, uint32_t> objectByKey;
+
+    Error fail(std::string msg, NodeId at, const std::string &key = {}) const
+    {
+        Error e = makeError(Error::Code::Format, std::move(msg)).inFile(metaFile);
+        if (at != kNil)
+            e.atOffset(a->offsetOf(at));
+        if (!key.empty())
+            e.atKey(key);
+        return e;
+    }
+
+    bool classIs(NodeId obj, std::string_view suffix) const
+    {
+        if (obj == kNil || a->kind(obj) != NodeKind::Object)
+            return false;
+        NodeId c = a->objClass(obj);
+        return c != kNil && a->kind(c) == NodeKind::Global && a->globalName(c) == suffix;
+    }
+
+    Result<std::vector<int64_t>> ints(NodeId n, const std::string &key, const char *what) const
+    {
+        auto v = a->intTuple(n);
+        if (!v)
+            return fail(std::string(what) + " is not a tuple of ints", n, key);
+        return v;
+    }
+
+    Status tensorEntry(const std::string &key, NodeId tsm)
+    {
+        NodeId props = a->get(tsm, "properties");
+        NodeId size = a->get(tsm, "size");
+        NodeId chunks = a->get(tsm, "chunks");
+        if (props == kNil || size == kNil || chunks == kNil || a->kind(chunks) != NodeKind::List)
+            return fail("TensorStorageMetadata without properties/size/chunks", tsm, key);
+        // TensorProperties pickles its state as a 5-tuple (dtype first); older torch as a dict.
+        NodeId state = a->kind(props) == NodeKind::Object ? a->objState(props) : kNil;
+        NodeId dt = kNil;
+        if (state != kNil && a->kind(state) == NodeKind::Tuple)
+            dt = a->item(state, 0);
+        else if (state != kNil)
+            dt = a->get(props, "dtype");
+        if (dt == kNil || a->kind(dt) != NodeKind::Global)
+            return fail("TensorProperties without a dtype", props, key);
+        auto shape = ints(size, key, "size");
+        if (!shape)
+            return shape.error();
+
+        uint32_t ti;
+        if (auto it = tensorByKey.find(key); it != tensorByKey.end()) {
+            ti = it->second; // rank-local metadata files: the same key from another rank
+            if (index.tensors[ti].shape != *shape)
+                return fail("global shape differs between metadata files", size, key);
+        } else {
+            ti = uint32_t(index.tensors.size());
+            TensorEntry t;
+            t.key = key;
+            t.dtypeName = std::string(a->globalName(dt));
+            t.dtype = dtypeFromName(t.dtypeName).value_or(DType::Unknown);
+            t.shape = std::move(*shape);
+            index.tensors.push_back(std::move(t));
+            tensorByKey.emplace(key, ti);
+        }
+        TensorEntry &t = index.tensors[ti];
+        const size_t nd = t.shape.size();
+        t.chunks.reserve(t.chunks.size() + a->size(chunks));
+        t.chunkDims.reserve(t.chunkDims.size() + 2 * nd * a->size(chunks));
+        Status st = Ok{};
+        a->forEachItem(chunks, [&](NodeId c) {
+            if (!st)
+                return;
+            NodeId off = a->get(c, "offsets"), sz = a->get(c, "sizes");
+            auto o = a->intTuple(off);
+            auto s = a->intTuple(sz);
+            if (!o || !s || o->size() != nd || s->size() != nd) {
+                st = fail("chunk offsets/sizes do not match the tensor's rank", c, key);
+                return;
+            }
+            t.chunkDims.insert(t.chunkDims.end(), o->begin(), o->end());
+            t.chunkDims.insert(t.chunkDims.end(), s->begin(), s->end());
+            Location loc;
+            loc.file = kUnassigned;
+            t.chunks.push_back(loc);
+        });
+        return st;
+    }
+
+    Status parse(NodeId root)
+    {
+        if (!classIs(root, "Metadata") && !classIs(root, "MCoreMetadata"))
+            return fail("not a DCP Metadata object (found " +
+                            (a->kind(root) == NodeKind::Object ? a->className(root)
+                                                               : std::string("a plain value")) +
+                            ")",
+                        root);
+        if (classIs(root, "MCoreMetadata"))
+            index.info["metadata_class"] = "MCoreMetadata";
+        NodeId sdm = a->get(root, "state_dict_metadata");
+        if (sdm == kNil || a->kind(sdm) != NodeKind::Dict)
+            return fail("Metadata without state_dict_metadata", root);
+
+        Status st = Ok{};
+        a->forEachPair(sdm, [&](NodeId k, NodeId v) {
+            if (!st)
+                return;
+            if (!a->isStr(k)) {
+                st = fail("state_dict_metadata key is not a string", k);
+                return;
+            }
+            std::string key(a->bytes(k));
+            if (classIs(v, "TensorStorageMetadata")) {
+                st = tensorEntry(key, v);
+            } else if (classIs(v, "BytesStorageMetadata")) {
+                if (!objectByKey.count(key)) {
+                    objectByKey.emplace(key, uint32_t(index.objects.size()));
+                    ObjectEntry o;
+                    o.key = key;
+                    index.objects.push_back(std::move(o));
+                }
+            } else {
+                st = fail(
+                    "unknown storage metadata class '" +
+                        (a->kind(v) == NodeKind::Object ? a->className(v) : std::string("?")) + "'",
+                    v, key);
+            }
+        });
+        if (!st)
+            return st;
+
+        if (NodeId pd = a->get(root, "planner_data"); pd != kNil && a->kind(pd) == NodeKind::Dict)
+            plannerData(pd);
+        if (NodeId sd = a->get(root, "storage_data"); sd != kNil && a->kind(sd) == NodeKind::Dict) {
+            st = storageData(sd);
+            if (!st)
+                return st;
+        } else {
+            return fail("Metadata without storage_data (not written by FileSystemWriter?)", root);
+        }
+        if (NodeId v = a->get(root, "version"); v != kNil) {
+            if (a->isStr(v))
+                index.info["dcp_version"] = std::string(a->bytes(v));
+            else if (a->kind(v) == NodeKind::Float)
+                index.info["dcp_version"] = std::to_string(a->real(v));
+        }
+        if (NodeId sm = a->get(root, "storage_meta");
+            sm != kNil && a->kind(sm) == NodeKind::Object) {
+            if (NodeId id = a->get(sm, "save_id"); id != kNil && a->isStr(id))
+                index.info["save_id"] = std::string(a->bytes(id));
+            if (NodeId cp = a->get(sm, "checkpoint_id"); cp != kNil) {
+                if (a->isStr(cp)) {
+                    index.info["saved_as"] = std::string(a->bytes(cp));
+                } else if (a->kind(cp) == NodeKind::Object) { // pathlib.PosixPath('/', 'a', …)
+                    std::string p;
+                    for (NodeId part : a->items(a->objArgs(cp)))
+                        if (a->isStr(part)) {
+                            std::string s(a->bytes(part));
+                            p += (p.empty() || p.back() == '/') ? s : "/" + s;
+                        }
+                    index.info["saved_as"] = p;
+                }
+            }
+        }
+        if (a->get(root, "mcore_data") != kNil)
+            index.info["mcore_data"] = "present";
+        return Ok{};
+    }
+
+    void plannerData(NodeId pd)
+    {
+        a->forEachPair(pd, [&](NodeId k, NodeId v) {
+            if (!a->isStr(k) || (a->kind(v) != NodeKind::Tuple && a->kind(v) != NodeKind::List))
+                return;
+            std::vector<std::string> path;
+            a->forEachItem(v, [&](NodeId e) {
+                if (a->isStr(e))
+                    path.emplace_back(a->bytes(e));
+                else if (a->isInt(e))
+                    path.push_back(std::to_string(a->integer(e)));
+            });
+            std::string key(a->bytes(k));
+            if (auto it = tensorByKey.find(key); it != tensorByKey.end())
+                index.tensors[it->second].path = std::move(path);
+            else if (auto jt = objectByKey.find(key); jt != objectByKey.end())
+                index.objects[jt->second].path = std::move(path);
+        });
+    }
+
+    Status storageData(NodeId sd)
+    {
+        std::unordered_map<std::string_view, uint32_t> files;
+        std::vector<int64_t> offsets;
+        Status st = Ok{};
+        a->forEachPair(sd, [&](NodeId mi, NodeId si) {
+            if (!st)
+                return;
+            NodeId fqnNode = a->get(mi, "fqn");
+            if (fqnNode == kNil || !a->isStr(fqnNode)) {
+                st = fail("storage_data key without an fqn", mi);
+                return;
+            }
+            std::string fqn(a->bytes(fqnNode));
+            NodeId rel = a->get(si, "relative_path"), off = a->get(si, "offset"),
+                   len = a->get(si, "length");
+            if (rel == kNil || !a->isStr(rel) || off == kNil || !a->isInt(off) || len == kNil ||
+                !a->isInt(len) || a->integer(off) < 0 || a->integer(len) < 0) {
+                st = fail("_StorageInfo without relative_path/offset/length", si, fqn);
+                return;
+            }
+            Location loc;
+            std::string_view relPath = a->bytes(rel);
+            if (auto it = files.find(relPath); it != files.end()) {
+                loc.file = it->second;
+            } else {
+                std::string p(relPath);
+                if (p.empty() || p.find("..") != std::string::npos || p[0] == '/') {
+                    st = fail("data file name '" + p + "' leaves the checkpoint directory", rel,
+                              fqn);
+                    return;
+                }
+                loc.file = internFile(index, p);
+                files.emplace(relPath, loc.file);
+            }
+            loc.offset = uint64_t(a->integer(off));
+            loc.length = uint64_t(a->integer(len));
+            if (NodeId td = a->get(si, "transform_descriptors");
+                td != kNil && (a->kind(td) == NodeKind::List || a->kind(td) == NodeKind::Tuple) &&
+                a->size(td) > 0) {
+                std::vector<std::string> chain;
+                a->forEachItem(td, [&](NodeId d) {
+                    if (a->isStr(d))
+                        chain.emplace_back(a->bytes(d));
+                });
+                loc.transforms = internTransforms(index, std::move(chain));
+            }
+            if (auto it = objectByKey.find(fqn); it != objectByKey.end()) {
+                index.objects[it->second].location = loc;
+                return;
+            }
+            auto it = tensorByKey.find(fqn);
+            if (it == tensorByKey.end()) {
+                index.problems.push_back(
+                    {fqn, metaFile, a->offsetOf(mi), "storage entry for a key with no metadata"});
+                return;
+            }
+            TensorEntry &t = index.tensors[it->second];
+            auto o = a->intTuple(a->get(mi, "offset"));
+            if (!o) {
+                st = fail("storage_data index without chunk offsets", mi, fqn);
+                return;
+            }
+            const size_t nd = t.ndim();
+            auto matches = [&](size_t c) {
+                return std::equal(o->begin(), o->end(), t.chunkOffsets(c).begin(),
+                                  t.chunkOffsets(c).end());
+            };
+            // `index` is the chunk's position: a hint, verified against the offsets.
+            size_t chunk = SIZE_MAX;
+            if (NodeId hint = a->get(mi, "index");
+                hint != kNil && a->isInt(hint) && a->integer(hint) >= 0 &&
+                size_t(a->integer(hint)) < t.chunks.size() && o->size() == nd &&
+                matches(size_t(a->integer(hint))))
+                chunk = size_t(a->integer(hint));
+            for (size_t c = 0; chunk == SIZE_MAX && c < t.chunks.size(); ++c)
+                if (o->size() == nd && matches(c))
+                    chunk = c;
+            if (chunk == SIZE_MAX) {
+                index.problems.push_back({fqn, metaFile, a->offsetOf(mi),
+                                          "storage entry for chunk offsets that no chunk has"});
+                return;
+            }
+            t.chunks[chunk] = loc;
+        });
+        return st;
+    }
+};
+
+} // namespace
+
+Status readDcp(const std::string &dir, CheckpointIndex &index)
+{
+    std::vector<std::string> metas;
+    if (fs::exists(fs::path(dir) / ".metadata")) {
+        metas.push_back(".metadata");
+    } else {
+        std::error_code ec;
+        for (const auto &e : fs::directory_iterator(dir, ec)) {
+            const std::string n = e.path().filename().string();
+            if (n.starts_with("__") && n.ends_with(".metadata"))
+                metas.push_back(n);
+        }
+        std::sort(metas.begin(), metas.end());
+        if (!metas.empty())
+            index.info["rank_local_metadata"] = std::to_string(metas.size());
+    }
+    if (metas.empty())
+        return makeError(Error::Code::NotFound, "no .metadata file").inFile(dir);
+
+    DcpBuilder b{index};
+    for (const std::string &m : metas) {
+        const std::string path = (fs::path(dir) / m).string();
+        auto file = MappedFile::open(path);
+        if (!file)
+            return file.error();
+        if ((*file)->size() == 0)
+            return makeError(Error::Code::Format, "empty metadata file").inFile(path);
+        auto arena = parsePickle((*file)->bytes());
+        if (!arena)
+            return arena.error().inFile(path);
+        b.a = &*arena;
+        b.metaFile = path;
+        Status st = b.parse(arena->root());
+        if (!st)
+            return st;
+    }
+    // Every chunk must have been given a place by storage_data.
+    for (TensorEntry &t : index.tensors) {
+        size_t missing = 0;
+        for (const Location &l : t.chunks)
+            missing += l.file == kUnassigned;
+        if (missing)
+            index.problems.push_back({t.key,
+                                      (fs::path(dir) / metas.front()).string(),
+                                      {},
+                                      std::to_string(missing) + " of " +
+                                          std::to_string(t.chunks.size()) +
+                                          " chunks have no storage entry"});
+    }
+    for (ObjectEntry &o : index.objects)
+        if (!o.location)
+            index.problems.push_back({o.key,
+                                      (fs::path(dir) / metas.front()).string(),
+                                      {},
+                                      "object has no storage entry"});
+    return Ok{};
+}
+
+uint32_t internFile(CheckpointIndex &index, const std::string &relativePath)
+{
+    for (size_t i = 0; i < index.files.size(); ++i)
+        if (index.files[i] == relativePath)
+            return uint32_t(i);
+    index.files.push_back(relativePath);
+    return uint32_t(index.files.size() - 1);
+}
+
+uint16_t internTransforms(CheckpointIndex &index, std::vector<std::string> chain)
+{
+    for (size_t i = 0; i < index.transformChains.size(); ++i)
+        if (index.transformChains[i] == chain)
+            return uint16_t(i);
+    if (index.transformChains.size() >= UINT16_MAX)
+        return 0;
+    index.transformChains.push_back(std::move(chain));
+    return uint16_t(index.transformChains.size() - 1);
+}
+
+void statFiles(CheckpointIndex &index)
+{
+    index.fileSizes.assign(index.files.size(), UINT64_MAX);
+    for (size_t i = 0; i < index.files.size(); ++i) {
+        std::error_code ec;
+        auto sz = fs::file_size(fs::path(index.dataDir) / index.files[i], ec);
+        if (!ec)
+            index.fileSizes[i] = sz;
+    }
+}
+
+} // namespace shardscope::detail

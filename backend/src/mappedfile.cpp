@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+#include "mappedfile.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace shardscope::detail {
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &path)
+{
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return makeError(Error::Code::Io, std::strerror(errno)).inFile(path);
+    struct stat st
+    {
+    };
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return makeError(Error::Code::Io, "not a regular file").inFile(path);
+    }
+    std::shared_ptr<MappedFile> f(new MappedFile);
+    f->m_path = path;
+    f->m_size = uint64_t(st.st_size);
+    if (f->m_size > 0) {
+        void *p = ::mmap(nullptr, f->m_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            ::close(fd);
+            return makeError(Error::Code::Io, std::string("mmap: ") + std::strerror(errno))
+                .inFile(path);
+        }
+        f->m_data = static_cast<const uint8_t *>(p);
+    }
+    ::close(fd);
+    return std::shared_ptr<const MappedFile>(std::move(f));
+}
+
+MappedFile::~MappedFile()
+{
+    if (m_data)
+        ::munmap(const_cast<uint8_t *>(m_data), m_size);
+}
+
+Result<std::span<const uint8_t>> MappedFile::range(uint64_t offset, uint64_t length) const
+{
+    if (offset > m_size || length > m_size - offset) {
+        return makeError(Error::Code::Format, "byte range [" + std::to_string(offset) + ", +" +
+                                                  std::to_string(length) +
+                                                  ") runs past the end of the file (" +
+                                                  std::to_string(m_size) + " bytes)")
+            .inFile(m_path)
+            .atOffset(offset);
+    }
+    return std::span<const uint8_t>(m_data + offset, length);
+}
+
+Result<std::string> readTextFile(const std::string &path, uint64_t maxBytes)
+{
+    auto f = MappedFile::open(path);
+    if (!f)
+        return f.error();
+    if ((*f)->size() > maxBytes)
+        return makeError(Error::Code::Limit,
+                         "file larger than " + std::to_string(maxBytes) + " bytes")
+            .inFile(path);
+    auto b = (*f)->bytes();
+    return std::string(reinterpret_cast<const char *>(b.data()), b.size());
+}
+
+} // namespace shardscope::detail

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/result.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace shardscope::detail {
+
+/** A read-only memory map of a whole file. Opened O_RDONLY: we never write a checkpoint. */
+class MappedFile
+{
+public:
+    static Result<std::shared_ptr<const MappedFile>> open(const std::string &path);
+    ~MappedFile();
+    MappedFile(const MappedFile &) = delete;
+    MappedFile &operator=(const MappedFile &) = delete;
+
+    const std::string &path() const { return m_path; }
+    uint64_t size() const { return m_size; }
+    std::span<const uint8_t> bytes() const { return {m_data, m_size}; }
+    /** [offset, offset+length) or an Error naming the file when it runs past the end. */
+    Result<std::span<const uint8_t>> range(uint64_t offset, uint64_t length) const;
+
+private:
+    MappedFile() = default;
+    std::string m_path;
+    const uint8_t *m_data = nullptr;
+    uint64_t m_size = 0;
+};
+
+/** Reads a whole (small) file into a string. */
+Result<std::string> readTextFile(const std::string &path, uint64_t maxBytes = 1 << 20);
+
+} // namespace shardscope::detail

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+#include "itemloader.h"
+#include "shardscope/tensor.h"
+#include "torchsave.h"
+#include "ziparchive.h"
+
+#include <openssl/evp.h>
+
+namespace shardscope {
+
+using namespace detail;
+
+Result<PyValue> readObject(const CheckpointIndex &index, const ObjectEntry &entry)
+{
+    if (entry.value)
+        return *entry.value;
+    if (!entry.location)
+        return makeError(Error::Code::NotFound, "object has no storage entry").atKey(entry.key);
+    FileCache files(index);
+    auto item = loadItem(index, *entry.location, files);
+    if (!item)
+        return item.error().atKey(entry.key);
+    // The default planner torch.saves each object; converters may store raw bytes instead.
+    if (!looksLikeZip(item->bytes)) {
+        PyValue v;
+        v.kind = PyValue::Kind::Bytes;
+        v.text.assign(reinterpret_cast<const char *>(item->bytes.data()), item->bytes.size());
+        return v;
+    }
+    auto payload = TorchSavePayload::open(item->bytes, item->base);
+    if (!payload)
+        return payload.error().inFile(item->path).atKey(entry.key);
+    return payload->toValue(payload->root());
+}
+
+std::string sha256Hex(std::span<const std::byte> bytes)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
+    static const char *hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned i = 0; i < len; ++i) {
+        out += hex[md[i] >> 4];
+        out += hex[md[i] & 15];
+    }
+    return out;
+}
+
+std::string sha256Hex(const TensorData &data)
+{
+    return sha256Hex(std::span(data.bytes));
+}
+
+} // namespace shardscope

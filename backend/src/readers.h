@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/checkpoint.h"
+
+#include <string>
+
+// Format readers. Each fills a CheckpointIndex; paths in index.files are relative to dataDir.
+namespace shardscope::detail {
+
+inline constexpr uint32_t kUnassigned = UINT32_MAX;
+
+uint32_t internFile(CheckpointIndex &index, const std::string &relativePath);
+uint16_t internTransforms(CheckpointIndex &index, std::vector<std::string> chain);
+
+/** A DCP directory: `.metadata`, or rank-local `__<rank>.metadata` files. */
+Status readDcp(const std::string &dir, CheckpointIndex &index);
+/** A torch.save zip archive; keys get `keyPrefix` in front. */
+Status readTorchSave(const std::string &dataDir, const std::string &relativePath,
+                     const std::string &keyPrefix, CheckpointIndex &index);
+Status readSafetensors(const std::string &dataDir, const std::string &relativePath,
+                       CheckpointIndex &index);
+Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index);
+
+/** Records file sizes (UINT64_MAX when missing) for every interned file. */
+void statFiles(CheckpointIndex &index);
+
+} // namespace shardscope::detail
