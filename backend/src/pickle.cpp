@@ -38,6 +38,40 @@ uint32_t saturate32(uint64_t v)
     return v > UINT32_MAX ? UINT32_MAX : uint32_t(v);
 }
 
+// Little-endian two's complement (LONG1/LONG4) to decimal text, by long division.
+std::string bigIntDecimal(std::string_view le)
+{
+    std::vector<uint8_t> mag(le.begin(), le.end()); // little-endian
+    const bool negative = !mag.empty() && (mag.back() & 0x80);
+    if (negative) { // magnitude = ~x + 1
+        unsigned carry = 1;
+        for (uint8_t &b : mag) {
+            unsigned t = unsigned(uint8_t(~b)) + carry;
+            b = uint8_t(t);
+            carry = t >> 8;
+        }
+    }
+    while (!mag.empty() && mag.back() == 0)
+        mag.pop_back();
+    std::string digits;
+    while (!mag.empty()) {
+        unsigned rem = 0;
+        for (size_t i = mag.size(); i-- > 0;) {
+            unsigned cur = (rem << 8) | mag[i];
+            mag[i] = uint8_t(cur / 10);
+            rem = cur % 10;
+        }
+        digits.push_back(char('0' + rem));
+        while (!mag.empty() && mag.back() == 0)
+            mag.pop_back();
+    }
+    if (digits.empty())
+        digits = "0";
+    if (negative)
+        digits.push_back('-');
+    return std::string(digits.rbegin(), digits.rend());
+}
+
 } // namespace
 
 std::string_view PickleArena::bytes(NodeId n) const
@@ -169,14 +203,7 @@ PyValue PickleArena::toPyValueImpl(NodeId n, int depth, std::vector<NodeId> &sta
         break;
     case NodeKind::BigInt: {
         v.kind = PyValue::Kind::BigInt;
-        // Show as hex of the little-endian two's complement; exact and cheap.
-        std::string_view b = bytes(n);
-        static const char *hex = "0123456789abcdef";
-        v.text = "0x";
-        for (size_t i = b.size(); i-- > 0;) {
-            v.text += hex[uint8_t(b[i]) >> 4];
-            v.text += hex[uint8_t(b[i]) & 15];
-        }
+        v.text = bigIntDecimal(bytes(n));
         break;
     }
     case NodeKind::Float:

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+// The public backend API on checkpoints written by real torch (tools/make_fixtures.py), checked
+// against torch itself (tools/oracle.py).
+#include <shardscope/checkpoint.h>
+#include <shardscope/tensor.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace shardscope;
+
+namespace {
+
+std::string fixture(const std::string &name)
+{
+    const char *dir = std::getenv("SHARDSCOPE_FIXTURES");
+    return dir ? (fs::path(dir) / name).string() : std::string();
+}
+
+std::string shellQuote(const std::string &s)
+{
+    std::string out = "'";
+    for (char c : s)
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+json runOracle(const std::string &args)
+{
+    const std::string cmd = shellQuote(std::getenv("SHARDSCOPE_PYTHON")) + " " +
+                            shellQuote(std::string(std::getenv("SHARDSCOPE_TOOLS")) + "/oracle.py") +
+                            " " + args;
+    std::string out;
+    FILE *p = popen(cmd.c_str(), "r");
+    if (!p)
+        return nullptr;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+        out.append(buf.data(), n);
+    if (pclose(p) != 0)
+        return nullptr;
+    return json::parse(out, nullptr, false);
+}
+
+std::string ints(const std::vector<int64_t> &v)
+{
+    std::string s;
+    for (int64_t x : v)
+        s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+}
+
+#define REQUIRE_FIXTURES()                                                                         \
+    if (!std::getenv("SHARDSCOPE_FIXTURES") || !std::getenv("SHARDSCOPE_PYTHON"))                  \
+    GTEST_SKIP() << "fixtures not configured (run through ctest)"
+
+} // namespace
+
+// A sub-box that straddles chunk boundaries reads only the chunks it touches and equals torch's
+// narrow() of the fully loaded tensor, bit for bit.
+TEST(Checkpoint, SubBoxAcrossShardsMatchesTorch)
+{
+    REQUIRE_FIXTURES();
+    const std::string path = fixture("dcp_4ranks");
+    auto index = openCheckpoint(path);
+    ASSERT_TRUE(index.ok()) << index.error().toString();
+    int checked = 0;
+    for (const TensorEntry &t : index->tensors) {
+        if (t.chunks.size() < 2 || t.ndim() == 0 || t.numel() < 4 || checked >= 3)
+            continue;
+        Box box;
+        for (int64_t d : t.shape) {
+            box.offsets.push_back(d > 2 ? 1 : 0);
+            box.sizes.push_back(d > 2 ? d - 2 : d);
+        }
+        auto data = readTensor(*index, t, box);
+        ASSERT_TRUE(data.ok()) << data.error().toString();
+        json want = runOracle("box " + shellQuote(path) + " " + shellQuote(t.key) + " " +
+                              ints(box.offsets) + " " + ints(box.sizes));
+        ASSERT_TRUE(want.is_object()) << "oracle failed for " << t.key;
+        EXPECT_EQ(sha256Hex(*data), want["sha256"].get<std::string>()) << t.key;
+        ++checked;
+    }
+    EXPECT_GT(checked, 0) << "no multi-chunk tensor in the 4-rank fixture";
+}
+
+TEST(Checkpoint, BoxOutsideTheTensorIsAnError)
+{
+    REQUIRE_FIXTURES();
+    auto index = openCheckpoint(fixture("dcp_2ranks"));
+    ASSERT_TRUE(index.ok()) << index.error().toString();
+    for (const TensorEntry &t : index->tensors) {
+        if (t.ndim() == 0)
+            continue;
+        Box box{std::vector<int64_t>(t.ndim(), 0), t.shape};
+        box.sizes[0] += 1;
+        auto r = readTensor(*index, t, box);
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.error().key, t.key);
+        return;
+    }
+}
+
+// Every BYTE_IO object of a multi-rank DCP decodes through the safe decoder.
+TEST(Checkpoint, ObjectsDecode)
+{
+    REQUIRE_FIXTURES();
+    for (const char *name : {"dcp_2ranks", "megatron_fsdp_dtensor", "megatron_torch_dist"}) {
+        auto index = openCheckpoint(fixture(name));
+        ASSERT_TRUE(index.ok()) << index.error().toString();
+        ASSERT_FALSE(index->objects.empty()) << name;
+        for (const ObjectEntry &o : index->objects) {
+            auto v = readObject(*index, o);
+            EXPECT_TRUE(v.ok()) << name << " " << o.key << ": " << v.error().toString();
+        }
+    }
+}
+
+TEST(Checkpoint, MegatronRootsAreDetected)
+{
+    REQUIRE_FIXTURES();
+    const std::map<std::string, Format> want = {
+        {"megatron_torch_dist", Format::MegatronTorchDist},
+        {"megatron_fsdp_dtensor", Format::MegatronFsdpDtensor},
+        {"megatron_legacy", Format::MegatronLegacy},
+        {"dcp_1rank", Format::Dcp},
+        {"safetensors_sharded", Format::SafetensorsIndex},
+    };
+    for (const auto &[name, format] : want) {
+        auto index = openCheckpoint(fixture(name));
+        ASSERT_TRUE(index.ok()) << name << ": " << index.error().toString();
+        EXPECT_EQ(index->format, format) << name;
+        EXPECT_TRUE(index->problems.empty()) << name << ": " << index->problems.front().toString();
+    }
+}
+
+// Opening and reading everything leaves the checkpoint exactly as it was.
+TEST(Checkpoint, NothingIsWritten)
+{
+    REQUIRE_FIXTURES();
+    const std::string dir = fixture("dcp_2ranks");
+    auto snapshot = [&] {
+        std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> s;
+        for (const auto &e : fs::recursive_directory_iterator(dir))
+            s[e.path().string()] = {e.is_regular_file() ? e.file_size() : 0, e.last_write_time()};
+        return s;
+    };
+    const auto before = snapshot();
+    auto index = openCheckpoint(dir);
+    ASSERT_TRUE(index.ok());
+    for (const TensorEntry &t : index->tensors)
+        ASSERT_TRUE(readTensor(*index, t).ok()) << t.key;
+    for (const ObjectEntry &o : index->objects)
+        (void)readObject(*index, o);
+    EXPECT_EQ(before, snapshot());
+}

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+// The safe pickle decoder against hostile and malformed streams (hand-built: these are the
+// inputs no well-behaved writer produces, so no tool can generate them for us).
+#include "pickle.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace std::string_literals;
+
+using namespace shardscope;
+using namespace shardscope::detail;
+
+namespace {
+
+std::span<const uint8_t> bytesOf(const std::string &s)
+{
+    return {reinterpret_cast<const uint8_t *>(s.data()), s.size()};
+}
+
+std::string proto(int p) { return std::string("\x80", 1) + char(p); }
+
+} // namespace
+
+TEST(Pickle, RefusesOsSystemGlobal)
+{
+    const std::string s = proto(2) + "cos\nsystem\nX\x02\x00\x00\x00lsR."s;
+    auto r = parsePickle(bytesOf(s), 100);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Error::Code::Unsafe);
+    EXPECT_NE(r.error().message.find("os.system"), std::string::npos);
+    ASSERT_TRUE(r.error().offset.has_value());
+    EXPECT_EQ(*r.error().offset, 102u); // the GLOBAL opcode, in file coordinates
+}
+
+TEST(Pickle, RefusesBuiltinsEvalViaStackGlobal)
+{
+    const std::string s = proto(4) + "\x8c\x08" + "builtins" + "\x8c\x04" + "eval" + "\x93" + ".";
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Error::Code::Unsafe);
+    EXPECT_NE(r.error().toString().find("builtins.eval"), std::string::npos);
+}
+
+TEST(Pickle, UnknownClassesStayInert)
+{
+    // mypkg.Thing() with dict state {'a': 1}: recorded by name, never looked up.
+    const std::string s = proto(2) + "cmypkg\nThing\n)\x81}X\x01\x00\x00\x00"s + "aK\x01sb.";
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_TRUE(r.ok()) << r.error().toString();
+    PyValue v = r->toPyValue(r->root());
+    EXPECT_EQ(v.kind, PyValue::Kind::Object);
+    EXPECT_EQ(v.text, "mypkg");
+    EXPECT_EQ(v.name, "Thing");
+    ASSERT_NE(v.get("a"), nullptr);
+    EXPECT_EQ(v.get("a")->integer, 1);
+}
+
+TEST(Pickle, DeepNestingIsBoundedNotRecursive)
+{
+    // 100000 nested lists built with EMPTY_LIST… then APPEND…: the VM never recurses, and the
+    // conversion to values stops at its depth bound instead of overflowing the stack.
+    const int depth = 100000;
+    std::string s = proto(2) + std::string(depth, ']') + std::string(depth - 1, 'a') + ".";
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_TRUE(r.ok()) << r.error().toString();
+    PyValue v = r->toPyValue(r->root(), 64);
+    int seen = 0;
+    const PyValue *p = &v;
+    while (p->kind == PyValue::Kind::List && !p->items.empty()) {
+        p = &p->items[0];
+        ++seen;
+    }
+    EXPECT_EQ(p->kind, PyValue::Kind::Truncated);
+    EXPECT_LE(seen, 64);
+}
+
+TEST(Pickle, SelfReferenceEndsInCycleMarker)
+{
+    // l = []; l.append(l)
+    const std::string s = proto(2) + "]q\x00h\x00"s + "a.";
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_TRUE(r.ok()) << r.error().toString();
+    PyValue v = r->toPyValue(r->root());
+    ASSERT_EQ(v.kind, PyValue::Kind::List);
+    ASSERT_EQ(v.items.size(), 1u);
+    EXPECT_EQ(v.items[0].kind, PyValue::Kind::Truncated);
+}
+
+TEST(Pickle, SharedReferencesCannotExplode)
+{
+    // l0 = []; l(i+1) = [li, li] for 60 levels: 2^60 leaves if expanded naively.
+    std::string s = proto(2) + "]q\x00"s;
+    for (int i = 0; i < 60; ++i) {
+        s += "(h";
+        s += char(i);
+        s += "h";
+        s += char(i);
+        s += "lq";
+        s += char(i + 1);
+    }
+    s += ".";
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_TRUE(r.ok()) << r.error().toString();
+    PyValue v = r->toPyValue(r->root(), 64, 10000); // returns: the node budget bounds the work
+    EXPECT_EQ(v.kind, PyValue::Kind::List);
+}
+
+TEST(Pickle, TruncatedStreamNamesOffset)
+{
+    const std::string s = proto(2) + "X\xff\xff\x00\x00"s + "abc";
+    auto r = parsePickle(bytesOf(s), 1000);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("truncated"), std::string::npos);
+    EXPECT_EQ(*r.error().offset, 1002u);
+}
+
+TEST(Pickle, MissingStopIsAnError)
+{
+    const std::string s = proto(2) + "K\x01";
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("STOP"), std::string::npos);
+}
+
+TEST(Pickle, MemoGetOfUnstoredKeyFails)
+{
+    const std::string s = proto(2) + "h\x05.";
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("memo"), std::string::npos);
+}
+
+TEST(Pickle, HugeMemoIndexAllocatesNothing)
+{
+    // LONG_BINPUT 0x7fffffff must not size a vector by that number.
+    const std::string s = proto(2) + "K\x07r\xff\xff\xff\x0fj\xff\xff\xff\x0f.";
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_TRUE(r.ok()) << r.error().toString();
+    EXPECT_EQ(r->integer(r->root()), 7);
+}
+
+TEST(Pickle, UnsupportedOpcodeIsNamed)
+{
+    const std::string s = proto(2) + "\xf0.";
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("0xf0"), std::string::npos);
+}
+
+TEST(Pickle, StackUnderflowIsAnError)
+{
+    for (const char *body : {"t", "a", "s", "R", "b", "0.", "u", "\x85"}) {
+        const std::string s = proto(2) + body + ".";
+        auto r = parsePickle(bytesOf(s));
+        EXPECT_FALSE(r.ok()) << "opcode " << body;
+    }
+}
+
+TEST(Pickle, Latin1BytesFromCodecsEncode)
+{
+    // Protocol 2's bytes: _codecs.encode('\xff\x00', 'latin1') with the text in UTF-8.
+    const std::string s = proto(2) + "c_codecs\nencode\nX\x03\x00\x00\x00\xc3\xbf\x00"s +
+                          "X\x06\x00\x00\x00latin1\x86R."s;
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_TRUE(r.ok()) << r.error().toString();
+    EXPECT_EQ(r->kind(r->root()), NodeKind::Bytes);
+    EXPECT_EQ(r->bytes(r->root()), "\xff\x00"s);
+}

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+#include "testutil.h"
+
+#include "model/checkpointtreemodel.h"
+
+#include <QAbstractItemModelTester>
+#include <QElapsedTimer>
+#include <QSignalSpy>
+
+#include <gtest/gtest.h>
+
+using namespace shardscope;
+using namespace shardscope::model;
+using namespace shardscope::model::test;
+
+namespace {
+
+QStringList strings(std::initializer_list<const char *> list)
+{
+    QStringList out;
+    for (const char *s : list)
+        out.push_back(QString::fromUtf8(s));
+    return out;
+}
+
+class TreeModelTest : public ::testing::Test
+{
+protected:
+    CheckpointTreeModel model;
+    QAbstractItemModelTester tester{&model, QAbstractItemModelTester::FailureReportingMode::Fatal};
+};
+
+} // namespace
+
+TEST_F(TreeModelTest, EmptyModelHasNoRows)
+{
+    EXPECT_EQ(model.rowCount(), 0);
+    EXPECT_EQ(model.columnCount(), int(ColumnCount));
+    EXPECT_FALSE(model.hasChildren());
+    model.clear();
+    EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST_F(TreeModelTest, GroupsKeysByDottedPrefix)
+{
+    QSignalSpy resets(&model, &QAbstractItemModel::modelReset);
+    model.setIndex(makeSmallIndex());
+    EXPECT_EQ(resets.count(), 1);
+
+    EXPECT_EQ(childNames(model), strings({"model", "scale", "iteration"}));
+    const QModelIndex m = path(model, strings({"model"}));
+    EXPECT_EQ(childNames(model, m), strings({"embed", "layers", "norm"}));
+    const QModelIndex layers = path(model, strings({"model", "layers"}));
+    EXPECT_EQ(childNames(model, layers), strings({"0", "1", "10"}));
+    const QModelIndex layer0 = path(model, strings({"model", "layers", "0"}));
+    EXPECT_EQ(childNames(model, layer0), strings({"attn", "mlp"}));
+    EXPECT_EQ(layer0.parent(), layers);
+    EXPECT_EQ(layers.parent(), m);
+    EXPECT_FALSE(m.parent().isValid());
+    // root; groups model, embed, layers, 0, attn, mlp, 1, attn, mlp, 10, attn; leaves: five
+    // weights, embed.weight, norm, scale, iteration
+    EXPECT_EQ(model.nodeCount(), 21u);
+}
+
+TEST_F(TreeModelTest, LeavesNeverHaveChildren)
+{
+    model.setIndex(makeSmallIndex());
+    const QModelIndex leaf = path(model, strings({"model", "layers", "0", "mlp", "weight"}));
+    ASSERT_TRUE(leaf.isValid());
+    EXPECT_TRUE(model.flags(leaf).testFlag(Qt::ItemNeverHasChildren));
+    EXPECT_EQ(model.rowCount(leaf), 0);
+    const QModelIndex object = path(model, strings({"iteration"}));
+    EXPECT_TRUE(model.flags(object).testFlag(Qt::ItemNeverHasChildren));
+    const QModelIndex group = path(model, strings({"model", "layers"}));
+    EXPECT_FALSE(model.flags(group).testFlag(Qt::ItemNeverHasChildren));
+    EXPECT_TRUE(model.hasChildren(group));
+}
+
+TEST_F(TreeModelTest, ColumnsAndRoles)
+{
+    model.setIndex(makeSmallIndex());
+    const QModelIndex leaf = path(model, strings({"model", "layers", "0", "mlp", "weight"}));
+    ASSERT_TRUE(leaf.isValid());
+    auto col = [&](int c) { return leaf.siblingAtColumn(c); };
+    EXPECT_EQ(col(DTypeColumn).data().toString(), QStringLiteral("float32"));
+    EXPECT_EQ(col(ShapeColumn).data().toString(), QStringLiteral("[32, 8]"));
+    EXPECT_EQ(col(ChunksColumn).data().toString(), QStringLiteral("4"));
+    EXPECT_EQ(col(SizeColumn).data().toString(), QStringLiteral("1.00 KiB"));
+    EXPECT_TRUE(col(StatusColumn).data().toString().contains(QStringLiteral("past end")));
+
+    EXPECT_EQ(leaf.data(KeyRole).toString(), QStringLiteral("model.layers.0.mlp.weight"));
+    EXPECT_EQ(NodeKind(leaf.data(KindRole).toInt()), NodeKind::Tensor);
+    EXPECT_EQ(leaf.data(NumelRole).toLongLong(), 256);
+    EXPECT_EQ(leaf.data(BytesRole).toULongLong(), 1024u);
+    EXPECT_EQ(leaf.data(ChunkCountRole).toULongLong(), 4u);
+    EXPECT_TRUE(leaf.data(HasProblemRole).toBool());
+    EXPECT_EQ(leaf.data(DTypeRole).toString(), QStringLiteral("float32"));
+    EXPECT_EQ(leaf.data(EntryIndexRole).toInt(), 2);
+    ASSERT_NE(model.tensorAt(leaf), nullptr);
+    EXPECT_EQ(model.tensorAt(leaf)->key, "model.layers.0.mlp.weight");
+    ASSERT_EQ(model.problemsAt(leaf).size(), 1u);
+
+    // Groups: dotted prefix as key, sums over their subtree.
+    const QModelIndex layers = path(model, strings({"model", "layers"}));
+    EXPECT_EQ(layers.data(KeyRole).toString(), QStringLiteral("model.layers"));
+    EXPECT_EQ(NodeKind(layers.data(KindRole).toInt()), NodeKind::Group);
+    EXPECT_EQ(layers.data(NumelRole).toLongLong(), 64 + 256 + 64 + 256 + 64);
+    EXPECT_EQ(layers.data(ChunkCountRole).toULongLong(), 1u + 4 + 1 + 1 + 1);
+    EXPECT_TRUE(layers.data(HasProblemRole).toBool());
+    EXPECT_EQ(layers.data(ProblemCountRole).toInt(), 1);
+    EXPECT_EQ(model.tensorAt(layers), nullptr);
+    const QModelIndex layer1 = path(model, strings({"model", "layers", "1"}));
+    EXPECT_FALSE(layer1.data(HasProblemRole).toBool());
+
+    // Sort role: numbers for numeric columns, the name for the name column.
+    EXPECT_EQ(col(SizeColumn).data(SortRole).toULongLong(), 1024u);
+    EXPECT_EQ(col(ShapeColumn).data(SortRole).toULongLong(), 256u);
+    EXPECT_EQ(leaf.data(SortRole).toString(), QStringLiteral("weight"));
+
+    const QModelIndex object = path(model, strings({"iteration"}));
+    EXPECT_EQ(NodeKind(object.data(KindRole).toInt()), NodeKind::Object);
+    EXPECT_EQ(object.siblingAtColumn(ShapeColumn).data().toString(), QStringLiteral("42"));
+    ASSERT_NE(model.objectAt(object), nullptr);
+    EXPECT_EQ(model.dtypeNames(),
+              strings({"bfloat16", "float32", "float64"}));
+}
+
+TEST_F(TreeModelTest, IndexForKeyFindsLeaves)
+{
+    model.setIndex(makeSmallIndex());
+    const QModelIndex i = model.indexForKey(QStringLiteral("model.layers.10.attn.weight"));
+    ASSERT_TRUE(i.isValid());
+    EXPECT_EQ(i.data(KeyRole).toString(), QStringLiteral("model.layers.10.attn.weight"));
+    EXPECT_FALSE(model.indexForKey(QStringLiteral("model.layers")).isValid());
+    EXPECT_FALSE(model.indexForKey(QStringLiteral("nope")).isValid());
+}
+
+TEST_F(TreeModelTest, UsesRecordedNestingOverDots)
+{
+    auto index = std::make_shared<CheckpointIndex>();
+    TensorEntry t = makeTensor("model.layers.1.x", DType::Float32, {3});
+    t.path = {"model", "layers", "1.x"};
+    index->tensors.push_back(t);
+    // A key that is both a leaf and a prefix of other keys keeps both rows.
+    index->tensors.push_back(makeTensor("a", DType::Float32, {1}));
+    index->tensors.push_back(makeTensor("a.b", DType::Float32, {1}));
+    model.setIndex(index);
+    EXPECT_EQ(childNames(model, path(model, strings({"model", "layers"}))), strings({"1.x"}));
+    EXPECT_EQ(childNames(model), strings({"model", "a", "a"}));
+}
+
+TEST_F(TreeModelTest, ResetReplacesContents)
+{
+    model.setIndex(makeSmallIndex());
+    auto other = std::make_shared<CheckpointIndex>();
+    other->tensors.push_back(makeTensor("x", DType::Int64, {2}));
+    model.setIndex(other);
+    EXPECT_EQ(childNames(model), strings({"x"}));
+    model.clear();
+    EXPECT_EQ(model.rowCount(), 0);
+}
+
+// DeepSeek-V3 scale: ~10^5 keys with 1.5 M chunks must build in well under a second.
+TEST(TreeModelScale, DeepSeekSizedIndexBuildsFast)
+{
+    auto index = std::make_shared<CheckpointIndex>();
+    const int layers = 61, experts = 256;
+    index->tensors.reserve(size_t(layers) * (experts * 3 + 20));
+    uint64_t chunks = 0;
+    for (int l = 0; l < layers; ++l) {
+        const std::string layer = "model.layers." + std::to_string(l) + ".";
+        for (int e = 0; e < experts; ++e) {
+            for (const char *w : {"gate_proj", "up_proj", "down_proj"}) {
+                TensorEntry t = makeTensor(layer + "mlp.experts." + std::to_string(e) + "." + w +
+                                               ".weight",
+                                           DType::Float8E4M3FN, {2048, 7168}, 32);
+                chunks += t.chunks.size();
+                index->tensors.push_back(std::move(t));
+            }
+        }
+        for (int k = 0; k < 20; ++k) {
+            TensorEntry t = makeTensor(layer + "self_attn.w" + std::to_string(k), DType::BFloat16,
+                                       {7168, 512}, 16);
+            chunks += t.chunks.size();
+            index->tensors.push_back(std::move(t));
+        }
+    }
+    ASSERT_GT(index->tensors.size(), 45'000u);
+    ASSERT_GT(chunks, 1'500'000u);
+
+    CheckpointTreeModel model;
+    QElapsedTimer timer;
+    timer.start();
+    model.setIndex(index);
+    const qint64 ms = timer.elapsed();
+    std::printf("  built %zu nodes from %zu keys (%llu chunks) in %lld ms\n", model.nodeCount(),
+                index->tensors.size(), static_cast<unsigned long long>(chunks),
+                static_cast<long long>(ms));
+    EXPECT_LT(ms, 1000);
+    EXPECT_EQ(model.rowCount(), 1);
+    const QModelIndex experts0 =
+        path(model, strings({"model", "layers", "0", "mlp", "experts"}));
+    EXPECT_EQ(model.rowCount(experts0), experts);
+    EXPECT_EQ(model.index(0, 0).data(ChunkCountRole).toULongLong(), chunks);
+}

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+#include "testutil.h"
+
+#include "model/chunktablemodel.h"
+#include "model/problemlistmodel.h"
+#include "model/roles.h"
+
+#include <QAbstractItemModelTester>
+
+#include <gtest/gtest.h>
+
+using namespace shardscope;
+using namespace shardscope::model;
+using namespace shardscope::model::test;
+
+TEST(ChunkTableModel, ShowsOneRowPerChunk)
+{
+    ChunkTableModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    EXPECT_EQ(model.rowCount(), 0);
+
+    auto index = makeSmallIndex();
+    model.setTensor(index, 0); // model.embed.weight: 2 chunks of [8, 8] in file 1
+    ASSERT_EQ(model.rowCount(), 2);
+    EXPECT_EQ(model.columnCount(), int(ChunkTableModel::ColumnCount));
+    auto cell = [&](int row, int col) { return model.index(row, col).data().toString(); };
+    EXPECT_EQ(cell(1, ChunkTableModel::IndexColumn), QStringLiteral("1"));
+    EXPECT_EQ(cell(1, ChunkTableModel::OffsetsColumn), QStringLiteral("[8, 0]"));
+    EXPECT_EQ(cell(1, ChunkTableModel::SizesColumn), QStringLiteral("[8, 8]"));
+    EXPECT_EQ(cell(1, ChunkTableModel::FileColumn), QStringLiteral("__1_0.distcp"));
+    EXPECT_EQ(cell(1, ChunkTableModel::ByteOffsetColumn), QStringLiteral("4,096"));
+    EXPECT_EQ(cell(1, ChunkTableModel::LengthColumn), QStringLiteral("4.00 KiB"));
+    EXPECT_EQ(model.index(1, ChunkTableModel::ByteOffsetColumn).data(SortRole).toULongLong(),
+              4096u);
+
+    model.setTensor(index, 7); // scale: a scalar, one chunk
+    ASSERT_EQ(model.rowCount(), 1);
+    EXPECT_EQ(cell(0, ChunkTableModel::OffsetsColumn), QStringLiteral("[]"));
+    model.setTensor(index, 99);
+    EXPECT_EQ(model.rowCount(), 0);
+    EXPECT_EQ(model.tensor(), nullptr);
+}
+
+TEST(ProblemListModel, ListsProblems)
+{
+    ProblemListModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    model.setIndex(makeSmallIndex());
+    ASSERT_EQ(model.rowCount(), 2);
+    auto cell = [&](int row, int col) { return model.index(row, col).data().toString(); };
+    EXPECT_EQ(cell(0, ProblemListModel::KeyColumn), QStringLiteral("model.layers.0.mlp.weight"));
+    EXPECT_EQ(cell(0, ProblemListModel::OffsetColumn), QStringLiteral("8,192"));
+    EXPECT_EQ(cell(1, ProblemListModel::OffsetColumn), QString());
+    EXPECT_EQ(cell(1, ProblemListModel::MessageColumn),
+              QStringLiteral("unreferenced file __9_0.distcp"));
+    EXPECT_EQ(model.index(0, 0).data(KeyRole).toString(),
+              QStringLiteral("model.layers.0.mlp.weight"));
+    ASSERT_NE(model.problemAt(1), nullptr);
+    EXPECT_EQ(model.problemAt(2), nullptr);
+    model.clear();
+    EXPECT_EQ(model.rowCount(), 0);
+}
