@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // PyTorch Distributed Checkpoint metadata (.metadata) → CheckpointIndex.
+#include "flatmap.h"
 #include "mappedfile.h"
 #include "pickle.h"
 #include "readers.h"
@@ -19,8 +20,11 @@ struct DcpBuilder
     CheckpointIndex &index;
     const PickleArena *a = nullptr;
     std::string metaFile;
-    std::unordered_map<std::string, uint32_t> tensorByKey;
-    std::unordered_map<std::string, uint32_t> objectByKey;
+    // Key → tensor index, or object index | kObjectBit. Views point into the mapped metadata
+    // files, which readDcp keeps open until the index is complete.
+    static constexpr uint32_t kObjectBit = 0x80000000u;
+    FlatStringMap byKey{1 << 16};
+    std::vector<int64_t> scratch;
 
     Error fail(std::string msg, NodeId at, const std::string &key = {}) const
     {
@@ -48,11 +52,12 @@ struct DcpBuilder
         return v;
     }
 
-    Status tensorEntry(const std::string &key, NodeId tsm)
+    Status tensorEntry(std::string_view keyView, NodeId tsm)
     {
         NodeId props = a->get(tsm, "properties");
         NodeId size = a->get(tsm, "size");
         NodeId chunks = a->get(tsm, "chunks");
+        const std::string key(keyView);
         if (props == kNil || size == kNil || chunks == kNil || a->kind(chunks) != NodeKind::List)
             return fail("TensorStorageMetadata without properties/size/chunks", tsm, key);
         // TensorProperties pickles its state as a 5-tuple (dtype first); older torch as a dict.
@@ -68,9 +73,11 @@ struct DcpBuilder
         if (!shape)
             return shape.error();
 
-        uint32_t ti;
-        if (auto it = tensorByKey.find(key); it != tensorByKey.end()) {
-            ti = it->second; // rank-local metadata files: the same key from another rank
+        uint32_t ti = byKey.find(keyView);
+        if (ti != FlatStringMap::kAbsent) {
+            if (ti & kObjectBit)
+                return fail("key is both a tensor and an object", tsm, key);
+            // rank-local metadata files: the same key from another rank
             if (index.tensors[ti].shape != *shape)
                 return fail("global shape differs between metadata files", size, key);
         } else {
@@ -81,30 +88,32 @@ struct DcpBuilder
             t.dtype = dtypeFromName(t.dtypeName).value_or(DType::Unknown);
             t.shape = std::move(*shape);
             index.tensors.push_back(std::move(t));
-            tensorByKey.emplace(key, ti);
+            byKey.insert(keyView, ti);
         }
         TensorEntry &t = index.tensors[ti];
         const size_t nd = t.shape.size();
         t.chunks.reserve(t.chunks.size() + a->size(chunks));
         t.chunkDims.reserve(t.chunkDims.size() + 2 * nd * a->size(chunks));
-        Status st = Ok{};
+        scratch.resize(2 * nd);
+        bool ok = true;
+        NodeId bad = kNil;
         a->forEachItem(chunks, [&](NodeId c) {
-            if (!st)
+            if (!ok)
                 return;
-            NodeId off = a->get(c, "offsets"), sz = a->get(c, "sizes");
-            auto o = a->intTuple(off);
-            auto s = a->intTuple(sz);
-            if (!o || !s || o->size() != nd || s->size() != nd) {
-                st = fail("chunk offsets/sizes do not match the tensor's rank", c, key);
+            if (!a->intTupleInto(a->get(c, "offsets"), std::span(scratch).first(nd)) ||
+                !a->intTupleInto(a->get(c, "sizes"), std::span(scratch).subspan(nd))) {
+                ok = false;
+                bad = c;
                 return;
             }
-            t.chunkDims.insert(t.chunkDims.end(), o->begin(), o->end());
-            t.chunkDims.insert(t.chunkDims.end(), s->begin(), s->end());
+            t.chunkDims.insert(t.chunkDims.end(), scratch.begin(), scratch.end());
             Location loc;
             loc.file = kUnassigned;
             t.chunks.push_back(loc);
         });
-        return st;
+        if (!ok)
+            return fail("chunk offsets/sizes do not match the tensor's rank", bad, key);
+        return Ok{};
     }
 
     Status parse(NodeId root)
@@ -129,21 +138,21 @@ struct DcpBuilder
                 st = fail("state_dict_metadata key is not a string", k);
                 return;
             }
-            std::string key(a->bytes(k));
+            std::string_view key = a->bytes(k);
             if (classIs(v, "TensorStorageMetadata")) {
                 st = tensorEntry(key, v);
             } else if (classIs(v, "BytesStorageMetadata")) {
-                if (!objectByKey.count(key)) {
-                    objectByKey.emplace(key, uint32_t(index.objects.size()));
+                const uint32_t oi = uint32_t(index.objects.size());
+                if (byKey.insert(key, oi | kObjectBit) == (oi | kObjectBit)) {
                     ObjectEntry o;
-                    o.key = key;
+                    o.key = std::string(key);
                     index.objects.push_back(std::move(o));
                 }
             } else {
                 st = fail(
                     "unknown storage metadata class '" +
                         (a->kind(v) == NodeKind::Object ? a->className(v) : std::string("?")) + "'",
-                    v, key);
+                    v, std::string(key));
             }
         });
         if (!st)
@@ -199,19 +208,21 @@ struct DcpBuilder
                 else if (a->isInt(e))
                     path.push_back(std::to_string(a->integer(e)));
             });
-            std::string key(a->bytes(k));
-            if (auto it = tensorByKey.find(key); it != tensorByKey.end())
-                index.tensors[it->second].path = std::move(path);
-            else if (auto jt = objectByKey.find(key); jt != objectByKey.end())
-                index.objects[jt->second].path = std::move(path);
+            const uint32_t found = byKey.find(a->bytes(k));
+            if (found == FlatStringMap::kAbsent)
+                return;
+            if (found & kObjectBit)
+                index.objects[found & ~kObjectBit].path = std::move(path);
+            else
+                index.tensors[found].path = std::move(path);
         });
     }
 
     Status storageData(NodeId sd)
     {
         std::unordered_map<std::string_view, uint32_t> files;
-        std::vector<int64_t> offsets;
         Status st = Ok{};
+        std::vector<int64_t> offsets;
         a->forEachPair(sd, [&](NodeId mi, NodeId si) {
             if (!st)
                 return;
@@ -220,23 +231,23 @@ struct DcpBuilder
                 st = fail("storage_data key without an fqn", mi);
                 return;
             }
-            std::string fqn(a->bytes(fqnNode));
+            const std::string_view fqn = a->bytes(fqnNode);
             NodeId rel = a->get(si, "relative_path"), off = a->get(si, "offset"),
                    len = a->get(si, "length");
             if (rel == kNil || !a->isStr(rel) || off == kNil || !a->isInt(off) || len == kNil ||
                 !a->isInt(len) || a->integer(off) < 0 || a->integer(len) < 0) {
-                st = fail("_StorageInfo without relative_path/offset/length", si, fqn);
+                st = fail("_StorageInfo without relative_path/offset/length", si, std::string(fqn));
                 return;
             }
             Location loc;
-            std::string_view relPath = a->bytes(rel);
+            const std::string_view relPath = a->bytes(rel);
             if (auto it = files.find(relPath); it != files.end()) {
                 loc.file = it->second;
             } else {
                 std::string p(relPath);
                 if (p.empty() || p.find("..") != std::string::npos || p[0] == '/') {
                     st = fail("data file name '" + p + "' leaves the checkpoint directory", rel,
-                              fqn);
+                              std::string(fqn));
                     return;
                 }
                 loc.file = internFile(index, p);
@@ -254,39 +265,39 @@ struct DcpBuilder
                 });
                 loc.transforms = internTransforms(index, std::move(chain));
             }
-            if (auto it = objectByKey.find(fqn); it != objectByKey.end()) {
-                index.objects[it->second].location = loc;
+            const uint32_t found = byKey.find(fqn);
+            if (found == FlatStringMap::kAbsent) {
+                index.problems.push_back({std::string(fqn), metaFile, a->offsetOf(mi),
+                                          "storage entry for a key with no metadata"});
                 return;
             }
-            auto it = tensorByKey.find(fqn);
-            if (it == tensorByKey.end()) {
-                index.problems.push_back(
-                    {fqn, metaFile, a->offsetOf(mi), "storage entry for a key with no metadata"});
+            if (found & kObjectBit) {
+                index.objects[found & ~kObjectBit].location = loc;
                 return;
             }
-            TensorEntry &t = index.tensors[it->second];
-            auto o = a->intTuple(a->get(mi, "offset"));
-            if (!o) {
-                st = fail("storage_data index without chunk offsets", mi, fqn);
-                return;
-            }
+            TensorEntry &t = index.tensors[found];
             const size_t nd = t.ndim();
+            offsets.resize(nd);
+            if (!a->intTupleInto(a->get(mi, "offset"), offsets)) {
+                st = fail("storage_data index without chunk offsets of the tensor's rank", mi,
+                          t.key);
+                return;
+            }
             auto matches = [&](size_t c) {
-                return std::equal(o->begin(), o->end(), t.chunkOffsets(c).begin(),
-                                  t.chunkOffsets(c).end());
+                return std::equal(offsets.begin(), offsets.end(), t.chunkOffsets(c).begin());
             };
             // `index` is the chunk's position: a hint, verified against the offsets.
             size_t chunk = SIZE_MAX;
-            if (NodeId hint = a->get(mi, "index");
-                hint != kNil && a->isInt(hint) && a->integer(hint) >= 0 &&
-                size_t(a->integer(hint)) < t.chunks.size() && o->size() == nd &&
-                matches(size_t(a->integer(hint))))
+            if (NodeId hint = a->get(mi, "index"); hint != kNil && a->isInt(hint) &&
+                                                   a->integer(hint) >= 0 &&
+                                                   size_t(a->integer(hint)) < t.chunks.size() &&
+                                                   matches(size_t(a->integer(hint))))
                 chunk = size_t(a->integer(hint));
             for (size_t c = 0; chunk == SIZE_MAX && c < t.chunks.size(); ++c)
-                if (o->size() == nd && matches(c))
+                if (matches(c))
                     chunk = c;
             if (chunk == SIZE_MAX) {
-                index.problems.push_back({fqn, metaFile, a->offsetOf(mi),
+                index.problems.push_back({t.key, metaFile, a->offsetOf(mi),
                                           "storage entry for chunk offsets that no chunk has"});
                 return;
             }
@@ -318,13 +329,15 @@ Status readDcp(const std::string &dir, CheckpointIndex &index)
         return makeError(Error::Code::NotFound, "no .metadata file").inFile(dir);
 
     DcpBuilder b{index};
+    std::vector<std::shared_ptr<const MappedFile>> keepMapped; // b.byKey views into them
     for (const std::string &m : metas) {
         const std::string path = (fs::path(dir) / m).string();
-        auto file = MappedFile::open(path);
+        auto file = MappedFile::open(path, true);
         if (!file)
             return file.error();
         if ((*file)->size() == 0)
             return makeError(Error::Code::Format, "empty metadata file").inFile(path);
+        keepMapped.push_back(*file);
         auto arena = parsePickle((*file)->bytes());
         if (!arena)
             return arena.error().inFile(path);

@@ -10,7 +10,7 @@
 
 namespace shardscope::detail {
 
-Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &path)
+Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &path, bool populate)
 {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -26,7 +26,8 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &pa
     f->m_path = path;
     f->m_size = uint64_t(st.st_size);
     if (f->m_size > 0) {
-        void *p = ::mmap(nullptr, f->m_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        void *p = ::mmap(nullptr, f->m_size, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0),
+                         fd, 0);
         if (p == MAP_FAILED) {
             ::close(fd);
             return makeError(Error::Code::Io, std::string("mmap: ") + std::strerror(errno))

@@ -14,7 +14,9 @@ namespace shardscope::detail {
 class MappedFile
 {
 public:
-    static Result<std::shared_ptr<const MappedFile>> open(const std::string &path);
+    /** `populate`: fault every page in now (one kernel call) for files read front to back. */
+    static Result<std::shared_ptr<const MappedFile>> open(const std::string &path,
+                                                          bool populate = false);
     ~MappedFile();
     MappedFile(const MappedFile &) = delete;
     MappedFile &operator=(const MappedFile &) = delete;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 namespace shardscope::detail {
@@ -74,12 +75,94 @@ std::string bigIntDecimal(std::string_view le)
 
 } // namespace
 
-std::string_view PickleArena::bytes(NodeId n) const
+namespace {
+
+// Value tags (low 3 bits).
+constexpr uint64_t kTagNode = 0, kTagInt = 1, kTagStr = 2, kTagBytes = 3, kTagSpecial = 4;
+constexpr NodeId kNone = (0 << 3) | kTagSpecial;
+constexpr NodeId kTrue = (1 << 3) | kTagSpecial;
+constexpr NodeId kFalse = (2 << 3) | kTagSpecial;
+constexpr NodeId kEmptyTuple = (3 << 3) | kTagSpecial;
+constexpr int64_t kInlineIntMax = (int64_t(1) << 60) - 1;
+constexpr int64_t kInlineIntMin = -(int64_t(1) << 60);
+constexpr uint64_t kInlineStrMaxLen = (uint64_t(1) << 21) - 1;
+constexpr uint64_t kInlineStrMaxOffset = (uint64_t(1) << 40) - 1;
+
+inline uint64_t tag(NodeId v) { return v & 7; }
+inline NodeId inlineInt(int64_t i) { return (uint64_t(i) << 3) | kTagInt; }
+inline NodeId inlineStr(uint64_t tagBits, uint64_t offset, uint64_t len)
 {
-    const Node &node = m_nodes[n];
-    if (node.owned)
-        return std::string_view(m_owned).substr(node.u, node.a);
-    return {reinterpret_cast<const char *>(m_stream.data()) + node.u, node.a};
+    return (offset << 24) | (len << 3) | tagBits;
+}
+
+} // namespace
+
+NodeKind PickleArena::kind(NodeId v) const
+{
+    switch (tag(v)) {
+    case kTagNode:
+        return m_nodes[nodeIndex(v)].kind;
+    case kTagInt:
+        return NodeKind::Int;
+    case kTagStr:
+        return NodeKind::Str;
+    case kTagBytes:
+        return NodeKind::Bytes;
+    case kTagSpecial:
+        return v == kNone         ? NodeKind::None
+               : v == kEmptyTuple ? NodeKind::Tuple
+                                  : NodeKind::Bool;
+    default:
+        return NodeKind::None;
+    }
+}
+
+uint64_t PickleArena::offsetOf(NodeId v) const
+{
+    return isNode(v) ? m_base + m_nodes[nodeIndex(v)].pos : m_base;
+}
+
+int64_t PickleArena::integer(NodeId v) const
+{
+    if (tag(v) == kTagInt)
+        return int64_t(v) >> 3;
+    if (v == kTrue)
+        return 1;
+    if (v == kFalse)
+        return 0;
+    if (isNode(v) && node(v).kind == NodeKind::Int)
+        return int64_t(node(v).x);
+    return 0;
+}
+
+double PickleArena::real(NodeId v) const
+{
+    if (!isNode(v) || node(v).kind != NodeKind::Float)
+        return double(integer(v));
+    double d;
+    std::memcpy(&d, &node(v).x, 8);
+    return d;
+}
+
+std::string_view PickleArena::bytes(NodeId v) const
+{
+    if (tag(v) == kTagStr || tag(v) == kTagBytes)
+        return {reinterpret_cast<const char *>(m_stream.data()) + (v >> 24),
+                size_t((v >> 3) & kInlineStrMaxLen)};
+    if (!isNode(v))
+        return {};
+    const Node &n = node(v);
+    if (n.owned)
+        return std::string_view(m_owned).substr(n.x, n.y);
+    return {reinterpret_cast<const char *>(m_stream.data()) + n.x, size_t(n.y)};
+}
+
+uint64_t PickleArena::size(NodeId v) const
+{
+    if (!isNode(v))
+        return 0;
+    const NodeKind k = node(v).kind;
+    return k >= NodeKind::Tuple && k <= NodeKind::FrozenSet ? node(v).y : 0;
 }
 
 std::vector<NodeId> PickleArena::items(NodeId n) const
@@ -92,9 +175,10 @@ std::vector<NodeId> PickleArena::items(NodeId n) const
 
 NodeId PickleArena::item(NodeId n, uint64_t i) const
 {
-    if (kind(n) != NodeKind::Tuple && kind(n) != NodeKind::List)
+    const NodeKind k = kind(n);
+    if ((k != NodeKind::Tuple && k != NodeKind::List) || !isNode(n))
         return kNil;
-    for (uint32_t s = m_nodes[n].a; s != kNil; s = m_segments[s].next) {
+    for (uint32_t s = firstSegment(n); s != kNoSegment; s = m_segments[s].next) {
         if (i < m_segments[s].count)
             return m_pool[m_segments[s].start + i];
         i -= m_segments[s].count;
@@ -104,24 +188,21 @@ NodeId PickleArena::item(NodeId n, uint64_t i) const
 
 NodeId PickleArena::get(NodeId n, std::string_view key) const
 {
-    if (n == kNil)
+    if (n == kNil || !isNode(n))
         return kNil;
     if (kind(n) == NodeKind::Object)
         n = objState(n);
-    if (n == kNil || kind(n) != NodeKind::Dict)
+    if (n == kNil || !isNode(n) || kind(n) != NodeKind::Dict)
         return kNil;
-    NodeId found = kNil;
-    for (uint32_t s = m_nodes[n].a; s != kNil && found == kNil; s = m_segments[s].next) {
+    for (uint32_t s = firstSegment(n); s != kNoSegment; s = m_segments[s].next) {
         const Segment &seg = m_segments[s];
         for (uint32_t i = 0; i + 1 < seg.count; i += 2) {
             NodeId k = m_pool[seg.start + i];
-            if (kind(k) == NodeKind::Str && bytes(k) == key) {
-                found = m_pool[seg.start + i + 1];
-                break;
-            }
+            if (kind(k) == NodeKind::Str && bytes(k) == key)
+                return m_pool[seg.start + i + 1];
         }
     }
-    return found;
+    return kNil;
 }
 
 bool PickleArena::isGlobal(NodeId n, std::string_view module, std::string_view name) const
@@ -138,21 +219,30 @@ std::string PickleArena::className(NodeId n) const
     return std::string(globalModule(c)) + "." + std::string(globalName(c));
 }
 
+bool PickleArena::intTupleInto(NodeId n, std::span<int64_t> out) const
+{
+    if (n == kEmptyTuple)
+        return out.empty();
+    const NodeKind k = kind(n);
+    if ((k != NodeKind::Tuple && k != NodeKind::List) || size(n) != out.size())
+        return false;
+    size_t i = 0;
+    bool ok = true;
+    forEachItem(n, [&](NodeId v) {
+        if (tag(v) == kTagInt)
+            out[i++] = int64_t(v) >> 3;
+        else if (kind(v) == NodeKind::Int)
+            out[i++] = integer(v);
+        else
+            ok = false;
+    });
+    return ok;
+}
+
 Result<std::vector<int64_t>> PickleArena::intTuple(NodeId n) const
 {
-    if (n == kNil || (kind(n) != NodeKind::Tuple && kind(n) != NodeKind::List))
-        return makeError(Error::Code::Format, "expected a tuple of ints")
-            .atOffset(n == kNil ? m_base : offsetOf(n));
-    std::vector<int64_t> out;
-    out.reserve(size(n));
-    bool bad = false;
-    forEachItem(n, [&](NodeId v) {
-        if (kind(v) == NodeKind::Int)
-            out.push_back(integer(v));
-        else
-            bad = true;
-    });
-    if (bad)
+    std::vector<int64_t> out(size_t(std::min<uint64_t>(size(n), 1u << 16)));
+    if (n == kNil || !intTupleInto(n, out))
         return makeError(Error::Code::Format, "expected a tuple of ints").atOffset(offsetOf(n));
     return out;
 }
@@ -268,7 +358,8 @@ PyValue PickleArena::toPyValueImpl(NodeId n, int depth, std::vector<NodeId> &sta
 
 // The virtual machine. Every length it reads is checked against the bytes that remain, every
 // index against what exists, and it never recurses, so no input can make it allocate more than a
-// small multiple of the input size or overflow the C++ stack.
+// small multiple of the input size or overflow the C++ stack. Hot paths report failure through
+// m_error and a false return, keeping the common case free of Error construction.
 class PickleMachine
 {
 public:
@@ -280,8 +371,12 @@ public:
     {
         A.m_stream = s;
         A.m_base = base;
-        A.m_nodes.reserve(std::min<size_t>(s.size() / 4 + 16, size_t(1) << 26));
-        A.m_pool.reserve(std::min<size_t>(s.size() / 8 + 16, size_t(1) << 26));
+        // Generous reservations cost only address space (pages are touched as used), and they
+        // avoid copying hundreds of megabytes when a big metadata file outgrows a guess.
+        A.m_nodes.reserve(std::min<size_t>(s.size() / 12 + 16, size_t(1) << 28));
+        A.m_pool.reserve(std::min<size_t>(s.size() / 5 + 16, size_t(1) << 29));
+
+        m_stack.reserve(256);
     }
 
     Status run();
@@ -289,11 +384,18 @@ public:
 private:
     using Node = PickleArena::Node;
 
-    Error fail(std::string msg, Error::Code code = Error::Code::Format) const
+    bool fail(std::string msg, Error::Code code = Error::Code::Format)
     {
-        return makeError(code, "pickle: " + std::move(msg)).atOffset(A.m_base + m_op);
+        if (!m_error)
+            m_error = makeError(code, "pickle: " + std::move(msg)).atOffset(A.m_base + m_op);
+        return false;
     }
-    bool need(uint64_t n) const { return n <= m_s.size() - m_p; }
+    bool need(uint64_t n)
+    {
+        if (n <= m_s.size() - m_p)
+            return true;
+        return fail("truncated: opcode needs " + std::to_string(n) + " more bytes than remain");
+    }
     template<typename T>
     T readLE()
     {
@@ -302,26 +404,40 @@ private:
         m_p += sizeof(T);
         return v;
     }
-    NodeId newNode(NodeKind k)
+    NodeId newNode(NodeKind k, uint64_t x = 0, uint64_t y = 0)
     {
         Node n;
         n.kind = k;
         n.pos = saturate32(m_op);
+        n.x = x;
+        n.y = y;
         A.m_nodes.push_back(n);
-        return NodeId(A.m_nodes.size() - 1);
-    }
-    NodeId newStr(NodeKind k, uint64_t offset, uint64_t len)
-    {
-        NodeId id = newNode(k);
-        A.m_nodes[id].u = offset;
-        A.m_nodes[id].a = uint32_t(len);
-        return id;
+        return NodeId(A.m_nodes.size() - 1) << 3;
     }
     NodeId newContainer(NodeKind k, size_t from)
     {
-        NodeId id = newNode(k);
+        NodeId id = newNode(k, uint64_t(PickleArena::kNoSegment) |
+                                   (uint64_t(PickleArena::kNoSegment) << 32));
         appendItems(id, from);
         return id;
+    }
+    NodeId newObject(NodeId cls, NodeId args, NodeId extra = kNil)
+    {
+        NodeId id = newNode(NodeKind::Object, cls, args);
+        newNode(NodeKind::None, kNil, extra); // state, extra
+        return id;
+    }
+    NodeId newStr(NodeKind k, uint64_t offset, uint64_t len)
+    {
+        if (len <= kInlineStrMaxLen && offset <= kInlineStrMaxOffset)
+            return inlineStr(k == NodeKind::Str ? kTagStr : kTagBytes, offset, len);
+        return newNode(k, offset, len);
+    }
+    NodeId newInt(int64_t i)
+    {
+        if (i >= kInlineIntMin && i <= kInlineIntMax)
+            return inlineInt(i);
+        return newNode(NodeKind::Int, uint64_t(i));
     }
     // Moves stack[from..] into the container's item list.
     void appendItems(NodeId c, size_t from)
@@ -329,139 +445,139 @@ private:
         const size_t count = m_stack.size() - from;
         if (count == 0)
             return;
-        Node &node = A.m_nodes[c];
+        Node &node = A.m_nodes[A.nodeIndex(c)];
         const uint32_t poolEnd = uint32_t(A.m_pool.size());
-        if (node.b != kNil) {
-            auto &last = A.m_segments[node.b];
-            if (last.start + last.count == poolEnd) { // extend in place: APPEND in a loop
-                A.m_pool.insert(A.m_pool.end(), m_stack.begin() + long(from), m_stack.end());
-                last.count += uint32_t(count);
-                node.u += k(c) == NodeKind::Dict ? count / 2 : count;
-                m_stack.resize(from);
+        const uint32_t last = uint32_t(node.x >> 32);
+        const uint64_t added = node.kind == NodeKind::Dict ? count / 2 : count;
+        A.m_pool.insert(A.m_pool.end(), m_stack.begin() + long(from), m_stack.end());
+        m_stack.resize(from);
+        node.y += added;
+        if (last != PickleArena::kNoSegment) {
+            auto &seg = A.m_segments[last];
+            if (seg.start + seg.count == poolEnd) { // APPEND in a loop: extend in place
+                seg.count += uint32_t(count);
                 return;
             }
         }
-        A.m_pool.insert(A.m_pool.end(), m_stack.begin() + long(from), m_stack.end());
-        A.m_segments.push_back({poolEnd, uint32_t(count), kNil});
+        A.m_segments.push_back({poolEnd, uint32_t(count), PickleArena::kNoSegment});
         const uint32_t seg = uint32_t(A.m_segments.size() - 1);
-        if (node.b == kNil)
-            node.a = seg;
-        else
-            A.m_segments[node.b].next = seg;
-        node.b = seg;
-        node.u += k(c) == NodeKind::Dict ? count / 2 : count;
-        m_stack.resize(from);
+        if (last == PickleArena::kNoSegment)
+            node.x = uint64_t(seg) | (uint64_t(seg) << 32);
+        else {
+            A.m_segments[last].next = seg;
+            node.x = (node.x & 0xffffffffu) | (uint64_t(seg) << 32);
+        }
     }
-    NodeKind k(NodeId n) const { return A.m_nodes[n].kind; }
-
-    Result<size_t> popMark()
+    size_t floor() const { return m_marks.empty() ? 0 : m_marks.back(); }
+    bool popMark(size_t &m)
     {
         if (m_marks.empty())
             return fail("MARK expected but the mark stack is empty");
-        size_t m = m_marks.back();
+        m = m_marks.back();
         m_marks.pop_back();
-        return m;
+        return true;
     }
-    Result<NodeId> pop()
+    bool pop(NodeId &v)
     {
-        if (m_stack.size() <= (m_marks.empty() ? 0 : m_marks.back()))
+        if (m_stack.size() <= floor())
             return fail("stack underflow");
-        NodeId v = m_stack.back();
+        v = m_stack.back();
         m_stack.pop_back();
-        return v;
+        return true;
     }
-    Status push(NodeId n)
+    bool push(NodeId n)
     {
-        if (m_stack.size() >= m_limits.maxStack)
+        if (m_stack.size() >= m_limits.maxStack) [[unlikely]]
             return fail("stack deeper than " + std::to_string(m_limits.maxStack),
                         Error::Code::Limit);
         m_stack.push_back(n);
-        return Ok{};
+        return true;
     }
-    Status memoPut(uint64_t idx)
+    bool memoPut(uint64_t idx)
     {
         if (m_stack.empty())
             return fail("memo store with an empty stack");
         if (idx >= m_limits.maxMemo)
-            return fail("memo index " + std::to_string(idx) + " out of bounds", Error::Code::Limit);
-        NodeId v = m_stack.back();
+            return fail("memo index " + std::to_string(idx) + " out of bounds",
+                        Error::Code::Limit);
+        const NodeId v = m_stack.back();
         if (idx < m_memo.size()) {
             m_memo[idx] = v;
+        } else if (idx == m_memo.size()) {
+            m_memo.push_back(v);
         } else if (idx < m_memo.size() + 4096) {
             m_memo.resize(idx + 1, kNil);
             m_memo[idx] = v;
         } else {
             m_sparseMemo[idx] = v;
         }
-        return Ok{};
+        return true;
     }
-    Status memoGet(uint64_t idx)
+    bool memoGet(uint64_t idx)
     {
         NodeId v = kNil;
-        if (idx < m_memo.size()) {
+        if (idx < m_memo.size())
             v = m_memo[idx];
-        } else if (auto it = m_sparseMemo.find(idx); it != m_sparseMemo.end()) {
+        else if (auto it = m_sparseMemo.find(idx); it != m_sparseMemo.end())
             v = it->second;
-        }
         if (v == kNil)
             return fail("memo key " + std::to_string(idx) + " was never stored");
         return push(v);
     }
-    Status addTo(NodeId target, size_t from, bool pairs);
-    Status doReduce(NodeId callable, NodeId args);
-    Status makeGlobal(NodeId module, NodeId name);
-    Result<NodeId> bytesFromLatin1(NodeId text);
+    bool addTo(NodeId target, size_t from, bool pairs);
+    bool doReduce(NodeId callable, NodeId args);
+    bool makeGlobal(NodeId module, NodeId name);
+    bool bytesFromLatin1(NodeId text, NodeId &out);
+    bool step(uint8_t op);
 
     PickleArena &A;
     std::span<const uint8_t> m_s;
     PickleLimits m_limits;
     uint64_t m_p = 0;
     uint64_t m_op = 0;
+    bool m_done = false;
+    std::optional<Error> m_error;
     std::vector<NodeId> m_stack;
     std::vector<size_t> m_marks;
     std::vector<NodeId> m_memo;
     std::unordered_map<uint64_t, NodeId> m_sparseMemo;
 };
 
-Status PickleMachine::addTo(NodeId target, size_t from, bool pairs)
+bool PickleMachine::addTo(NodeId target, size_t from, bool pairs)
 {
-    if ((m_stack.size() - from) % 2 != 0 && pairs)
+    if (pairs && (m_stack.size() - from) % 2 != 0)
         return fail("odd number of items for a dict");
-    NodeKind tk = k(target);
+    NodeKind tk = A.kind(target);
     if (tk == NodeKind::Object) {
         // A dict or list subclass built by NEWOBJ: keep its items beside its state.
-        NodeId extra = A.objExtra(target);
-        if (extra == kNil) {
-            extra = newNode(pairs ? NodeKind::Dict : NodeKind::List);
-            A.m_nodes[target].u = (A.m_nodes[target].u & 0xffffffffu) | (uint64_t(extra) << 32);
-        }
-        target = extra;
-        tk = k(target);
+        Node &ext = A.m_nodes[A.nodeIndex(target) + 1];
+        if (ext.y == kNil)
+            ext.y = newContainer(pairs ? NodeKind::Dict : NodeKind::List, m_stack.size());
+        target = A.m_nodes[A.nodeIndex(target) + 1].y;
+        tk = A.kind(target);
     }
-    const bool ok = pairs ? tk == NodeKind::Dict : (tk == NodeKind::List || tk == NodeKind::Set);
+    const bool ok = A.isNode(target) && (pairs ? tk == NodeKind::Dict
+                                               : (tk == NodeKind::List || tk == NodeKind::Set));
     if (!ok)
         return fail(std::string(pairs ? "SETITEM(S)" : "APPEND(S)/ADDITEMS") +
                     " on a value that is not a " + (pairs ? "dict" : "list or set"));
     appendItems(target, from);
-    return Ok{};
+    return true;
 }
 
-Status PickleMachine::makeGlobal(NodeId module, NodeId name)
+bool PickleMachine::makeGlobal(NodeId module, NodeId name)
 {
-    if (k(module) != NodeKind::Str || k(name) != NodeKind::Str)
+    if (A.kind(module) != NodeKind::Str || A.kind(name) != NodeKind::Str)
         return fail("global reference with non-string module or name");
     if (isForbiddenGlobal(A.bytes(module), A.bytes(name)))
         return fail("refusing global '" + std::string(A.bytes(module)) + "." +
                         std::string(A.bytes(name)) + "': it exists only to run code",
                     Error::Code::Unsafe);
-    NodeId g = newNode(NodeKind::Global);
-    A.m_nodes[g].a = module;
-    A.m_nodes[g].b = name;
-    return push(g);
+    return push(newNode(NodeKind::Global, module, name));
 }
 
 // Protocol 2 cannot encode bytes directly, so Python writes _codecs.encode(latin1_text, 'latin1').
-Result<NodeId> PickleMachine::bytesFromLatin1(NodeId text)
+bool PickleMachine::bytesFromLatin1(NodeId text, NodeId &result)
 {
     std::string_view s = A.bytes(text);
     std::string out;
@@ -480,396 +596,313 @@ Result<NodeId> PickleMachine::bytesFromLatin1(NodeId text)
             return fail("_codecs.encode: text is not latin-1");
         }
     }
-    NodeId id = newNode(NodeKind::Bytes);
-    A.m_nodes[id].owned = 1;
-    A.m_nodes[id].u = A.m_owned.size();
-    A.m_nodes[id].a = uint32_t(out.size());
+    result = newNode(NodeKind::Bytes, A.m_owned.size(), out.size());
+    A.m_nodes.back().owned = 1;
     A.m_owned += out;
-    return id;
+    return true;
 }
 
-Status PickleMachine::doReduce(NodeId callable, NodeId args)
+bool PickleMachine::doReduce(NodeId callable, NodeId args)
 {
-    if (k(callable) == NodeKind::Global) {
+    if (A.kind(callable) == NodeKind::Global) {
         std::string_view mod = A.globalModule(callable), name = A.globalName(callable);
-        const uint64_t nargs = k(args) == NodeKind::Tuple ? A.size(args) : UINT64_MAX;
+        const NodeKind ak = A.kind(args);
+        const uint64_t nargs = ak == NodeKind::Tuple ? A.size(args) : UINT64_MAX;
+        const bool builtins = mod == "builtins" || mod == "__builtin__";
         if (mod == "collections" && name == "OrderedDict" && nargs == 0)
-            return push(newNode(NodeKind::Dict));
+            return push(newContainer(NodeKind::Dict, m_stack.size()));
         if (mod == "torch" && name == "Size" && nargs == 1) {
             NodeId dims = A.item(args, 0);
-            if (k(dims) == NodeKind::Tuple || k(dims) == NodeKind::List)
+            const NodeKind dk = A.kind(dims);
+            if (dk == NodeKind::Tuple || dk == NodeKind::List)
                 return push(dims);
         }
-        if ((mod == "builtins" || mod == "__builtin__") && (name == "set" || name == "frozenset")) {
-            NodeId s = newNode(name == "set" ? NodeKind::Set : NodeKind::FrozenSet);
+        if (builtins && (name == "set" || name == "frozenset")) {
+            NodeId s = newContainer(name == "set" ? NodeKind::Set : NodeKind::FrozenSet,
+                                    m_stack.size());
             if (nargs == 1) {
                 NodeId src = A.item(args, 0);
-                if (k(src) == NodeKind::List || k(src) == NodeKind::Tuple) {
-                    size_t from = m_stack.size();
-                    for (NodeId v : A.items(src))
-                        m_stack.push_back(v);
+                if (A.kind(src) == NodeKind::List || A.kind(src) == NodeKind::Tuple) {
+                    const size_t from = m_stack.size();
+                    A.forEachItem(src, [&](NodeId v) { m_stack.push_back(v); });
                     appendItems(s, from);
                 }
             }
             return push(s);
         }
-        if (((mod == "_codecs" && name == "encode") ||
-             ((mod == "builtins" || mod == "__builtin__") && name == "bytearray")) &&
-            nargs == 2 && k(A.item(args, 0)) == NodeKind::Str) {
-            auto b = bytesFromLatin1(A.item(args, 0));
-            if (!b)
-                return b.error();
-            return push(*b);
+        if (((mod == "_codecs" && name == "encode") || (builtins && name == "bytearray")) &&
+            nargs == 2 && A.kind(A.item(args, 0)) == NodeKind::Str) {
+            NodeId b;
+            return bytesFromLatin1(A.item(args, 0), b) && push(b);
         }
-        if ((mod == "builtins" || mod == "__builtin__") && name == "bytes" && nargs == 0) {
-            NodeId id = newStr(NodeKind::Bytes, 0, 0);
-            return push(id);
-        }
+        if (builtins && name == "bytes" && nargs == 0)
+            return push(inlineStr(kTagBytes, 0, 0));
     }
-    NodeId o = newNode(NodeKind::Object);
-    A.m_nodes[o].a = callable;
-    A.m_nodes[o].b = args;
-    A.m_nodes[o].u = uint64_t(kNil) | (uint64_t(kNil) << 32);
-    return push(o);
+    return push(newObject(callable, args));
 }
 
-#define SS_TRY(expr)                                                                               \
-    do {                                                                                           \
-        auto _st = (expr);                                                                         \
-        if (!_st)                                                                                  \
-            return _st.error();                                                                    \
-    } while (0)
-
-#define SS_POP(var)                                                                                \
-    NodeId var;                                                                                    \
-    {                                                                                              \
-        auto _r = pop();                                                                           \
-        if (!_r)                                                                                   \
-            return _r.error();                                                                     \
-        var = *_r;                                                                                 \
+bool PickleMachine::step(uint8_t op)
+{
+    switch (op) {
+    case 0x80: // PROTO
+        if (!need(1))
+            return false;
+        if (m_s[m_p] > 5)
+            return fail("unsupported pickle protocol " + std::to_string(m_s[m_p]),
+                        Error::Code::Unsupported);
+        ++m_p;
+        return true;
+    case 0x95: // FRAME: a length hint only
+        if (!need(8))
+            return false;
+        m_p += 8;
+        return true;
+    case '.': { // STOP
+        NodeId v = kNil;
+        if (!pop(v))
+            return false;
+        A.m_root = v;
+        m_done = true;
+        return true;
     }
-
-#define SS_NEED(n)                                                                                 \
-    do {                                                                                           \
-        if (!need(n))                                                                              \
-            return fail("truncated: opcode needs " + std::to_string(uint64_t(n)) +                 \
-                        " more bytes than remain");                                                \
-    } while (0)
+    case '(':
+        if (m_marks.size() >= m_limits.maxMarks)
+            return fail("too many nested MARKs", Error::Code::Limit);
+        m_marks.push_back(m_stack.size());
+        return true;
+    case '0': { // POP
+        if (!m_marks.empty() && m_marks.back() == m_stack.size()) {
+            m_marks.pop_back();
+            return true;
+        }
+        NodeId v = kNil;
+        return pop(v);
+    }
+    case '1': { // POP_MARK
+        size_t m = 0;
+        if (!popMark(m))
+            return false;
+        m_stack.resize(m);
+        return true;
+    }
+    case '2': // DUP
+        if (m_stack.size() <= floor())
+            return fail("DUP on an empty stack");
+        return push(m_stack.back());
+    case 'N':
+        return push(kNone);
+    case 0x88:
+        return push(kTrue);
+    case 0x89:
+        return push(kFalse);
+    case 'J': // BININT
+        return need(4) && push(newInt(readLE<int32_t>()));
+    case 'K':
+        return need(1) && push(newInt(readLE<uint8_t>()));
+    case 'M':
+        return need(2) && push(newInt(readLE<uint16_t>()));
+    case 0x8a:   // LONG1
+    case 0x8b: { // LONG4
+        uint64_t n;
+        if (op == 0x8a) {
+            if (!need(1))
+                return false;
+            n = readLE<uint8_t>();
+        } else {
+            if (!need(4))
+                return false;
+            const int32_t n4 = readLE<int32_t>();
+            if (n4 < 0)
+                return fail("LONG4 with negative length");
+            n = uint64_t(n4);
+        }
+        if (!need(n))
+            return false;
+        NodeId v = kNil;
+        if (n <= 8) {
+            uint64_t u = 0;
+            for (uint64_t i = 0; i < n; ++i)
+                u |= uint64_t(m_s[m_p + i]) << (8 * i);
+            if (n > 0 && n < 8 && (m_s[m_p + n - 1] & 0x80))
+                u |= ~uint64_t(0) << (8 * n); // sign-extend
+            v = newInt(int64_t(u));
+        } else {
+            v = newNode(NodeKind::BigInt, m_p, n);
+        }
+        m_p += n;
+        return push(v);
+    }
+    case 'G': { // BINFLOAT, big-endian
+        if (!need(8))
+            return false;
+        uint64_t be = 0;
+        for (int i = 0; i < 8; ++i)
+            be = (be << 8) | m_s[m_p + i];
+        m_p += 8;
+        return push(newNode(NodeKind::Float, be));
+    }
+    case 'X':    // BINUNICODE
+    case 0x8c:   // SHORT_BINUNICODE
+    case 0x8d:   // BINUNICODE8
+    case 'T':    // BINSTRING (Python 2 str)
+    case 'U':    // SHORT_BINSTRING
+    case 'B':    // BINBYTES
+    case 'C':    // SHORT_BINBYTES
+    case 0x8e:   // BINBYTES8
+    case 0x96: { // BYTEARRAY8
+        uint64_t n;
+        if (op == 0x8c || op == 'U' || op == 'C') {
+            if (!need(1))
+                return false;
+            n = readLE<uint8_t>();
+        } else if (op == 'X' || op == 'T' || op == 'B') {
+            if (!need(4))
+                return false;
+            n = readLE<uint32_t>();
+        } else {
+            if (!need(8))
+                return false;
+            n = readLE<uint64_t>();
+        }
+        if (!need(n))
+            return false;
+        const bool text = op == 'X' || op == 0x8c || op == 0x8d || op == 'T' || op == 'U';
+        const NodeId v = newStr(text ? NodeKind::Str : NodeKind::Bytes, m_p, n);
+        m_p += n;
+        return push(v);
+    }
+    case ')':
+        return push(kEmptyTuple);
+    case ']':
+        return push(newContainer(NodeKind::List, m_stack.size()));
+    case '}':
+        return push(newContainer(NodeKind::Dict, m_stack.size()));
+    case 0x8f:
+        return push(newContainer(NodeKind::Set, m_stack.size()));
+    case 0x85:
+    case 0x86:
+    case 0x87: { // TUPLE1..3
+        const size_t n = size_t(op - 0x84);
+        if (m_stack.size() < floor() + n)
+            return fail("stack underflow");
+        return push(newContainer(NodeKind::Tuple, m_stack.size() - n));
+    }
+    case 't':
+    case 'l':
+    case 'd':
+    case 0x91: { // TUPLE, LIST, DICT, FROZENSET (from MARK)
+        size_t m = 0;
+        if (!popMark(m))
+            return false;
+        const NodeKind nk = op == 't'   ? NodeKind::Tuple
+                            : op == 'l' ? NodeKind::List
+                            : op == 'd' ? NodeKind::Dict
+                                        : NodeKind::FrozenSet;
+        if (nk == NodeKind::Dict && (m_stack.size() - m) % 2)
+            return fail("odd number of items for DICT");
+        if (nk == NodeKind::Tuple && m == m_stack.size())
+            return push(kEmptyTuple);
+        return push(newContainer(nk, m));
+    }
+    case 'a': { // APPEND
+        if (m_stack.size() < floor() + 2)
+            return fail("APPEND without a list");
+        return addTo(m_stack[m_stack.size() - 2], m_stack.size() - 1, false);
+    }
+    case 's': { // SETITEM
+        if (m_stack.size() < floor() + 3)
+            return fail("SETITEM without a dict");
+        return addTo(m_stack[m_stack.size() - 3], m_stack.size() - 2, true);
+    }
+    case 'e':    // APPENDS
+    case 'u':    // SETITEMS
+    case 0x90: { // ADDITEMS
+        size_t m = 0;
+        if (!popMark(m))
+            return false;
+        if (m == 0 || m > m_stack.size())
+            return fail("no container below MARK");
+        return addTo(m_stack[m - 1], m, op == 'u');
+    }
+    case 'c': { // GLOBAL "module\nname\n"
+        NodeId parts[2];
+        for (NodeId &part : parts) {
+            const uint8_t *start = m_s.data() + m_p;
+            const size_t avail = size_t(std::min<uint64_t>(m_s.size() - m_p, 4096));
+            const void *nl = std::memchr(start, '\n', avail);
+            if (!nl)
+                return fail("GLOBAL without a newline-terminated name");
+            const size_t len = size_t(static_cast<const uint8_t *>(nl) - start);
+            part = newStr(NodeKind::Str, m_p, len);
+            m_p += len + 1;
+        }
+        return makeGlobal(parts[0], parts[1]);
+    }
+    case 0x93: { // STACK_GLOBAL
+        NodeId name = kNil, module = kNil;
+        return pop(name) && pop(module) && makeGlobal(module, name);
+    }
+    case 'R': { // REDUCE
+        NodeId args = kNil, callable = kNil;
+        return pop(args) && pop(callable) && doReduce(callable, args);
+    }
+    case 0x81: { // NEWOBJ
+        NodeId args = kNil, cls = kNil;
+        return pop(args) && pop(cls) && push(newObject(cls, args));
+    }
+    case 0x92: { // NEWOBJ_EX
+        NodeId kwargs = kNil, args = kNil, cls = kNil;
+        return pop(kwargs) && pop(args) && pop(cls) && push(newObject(cls, args, kwargs));
+    }
+    case 'b': { // BUILD
+        NodeId state = kNil;
+        if (!pop(state))
+            return false;
+        if (m_stack.size() <= floor())
+            return fail("BUILD without an object");
+        const NodeId target = m_stack.back();
+        if (A.isNode(target) && A.kind(target) == NodeKind::Object)
+            A.m_nodes[A.nodeIndex(target) + 1].x = state;
+        return true;
+    }
+    case 'Q': { // BINPERSID
+        NodeId pid = kNil;
+        return pop(pid) && push(newNode(NodeKind::PersId, pid));
+    }
+    case 'q':
+        return need(1) && memoPut(readLE<uint8_t>());
+    case 'r':
+        return need(4) && memoPut(readLE<uint32_t>());
+    case 0x94: // MEMOIZE
+        return memoPut(m_memo.size());
+    case 'h':
+        return need(1) && memoGet(readLE<uint8_t>());
+    case 'j':
+        return need(4) && memoGet(readLE<uint32_t>());
+    default: {
+        static const char *hex = "0123456789abcdef";
+        std::string name = "0x";
+        name += hex[op >> 4];
+        name += hex[op & 15];
+        return fail("unsupported opcode " + name, Error::Code::Unsupported);
+    }
+    }
+}
 
 Status PickleMachine::run()
 {
-    while (true) {
-        if (m_p >= m_s.size())
-            return fail("truncated: stream ends before STOP");
+    while (!m_done) {
+        if (m_p >= m_s.size()) {
+            m_op = m_p;
+            fail("truncated: stream ends before STOP");
+            return *m_error;
+        }
         m_op = m_p;
-        const uint8_t op = m_s[m_p++];
-        switch (op) {
-        case 0x80: // PROTO
-            SS_NEED(1);
-            if (m_s[m_p] > 5)
-                return fail("unsupported pickle protocol " + std::to_string(m_s[m_p]),
-                            Error::Code::Unsupported);
-            ++m_p;
-            break;
-        case 0x95: // FRAME: a length hint only
-            SS_NEED(8);
-            m_p += 8;
-            break;
-        case '.': { // STOP
-            SS_POP(v);
-            A.m_root = v;
-            return Ok{};
-        }
-        case '(':
-            if (m_marks.size() >= m_limits.maxMarks)
-                return fail("too many nested MARKs", Error::Code::Limit);
-            m_marks.push_back(m_stack.size());
-            break;
-        case '0': { // POP
-            if (!m_marks.empty() && m_marks.back() == m_stack.size()) {
-                m_marks.pop_back();
-            } else {
-                SS_POP(v);
-                (void)v;
-            }
-            break;
-        }
-        case '1': { // POP_MARK
-            auto m = popMark();
-            if (!m)
-                return m.error();
-            m_stack.resize(*m);
-            break;
-        }
-        case '2': // DUP
-            if (m_stack.empty())
-                return fail("DUP on an empty stack");
-            SS_TRY(push(m_stack.back()));
-            break;
-        case 'N':
-            SS_TRY(push(newNode(NodeKind::None)));
-            break;
-        case 0x88:
-        case 0x89: {
-            NodeId id = newNode(NodeKind::Bool);
-            A.m_nodes[id].i = op == 0x88;
-            SS_TRY(push(id));
-            break;
-        }
-        case 'J': { // BININT
-            SS_NEED(4);
-            NodeId id = newNode(NodeKind::Int);
-            A.m_nodes[id].i = readLE<int32_t>();
-            SS_TRY(push(id));
-            break;
-        }
-        case 'K': {
-            SS_NEED(1);
-            NodeId id = newNode(NodeKind::Int);
-            A.m_nodes[id].i = readLE<uint8_t>();
-            SS_TRY(push(id));
-            break;
-        }
-        case 'M': {
-            SS_NEED(2);
-            NodeId id = newNode(NodeKind::Int);
-            A.m_nodes[id].i = readLE<uint16_t>();
-            SS_TRY(push(id));
-            break;
-        }
-        case 0x8a:   // LONG1
-        case 0x8b: { // LONG4
-            uint64_t n;
-            if (op == 0x8a) {
-                SS_NEED(1);
-                n = readLE<uint8_t>();
-            } else {
-                SS_NEED(4);
-                int32_t n4 = readLE<int32_t>();
-                if (n4 < 0)
-                    return fail("LONG4 with negative length");
-                n = uint64_t(n4);
-            }
-            SS_NEED(n);
-            if (n <= 8) {
-                uint64_t u = 0;
-                for (uint64_t i = 0; i < n; ++i)
-                    u |= uint64_t(m_s[m_p + i]) << (8 * i);
-                if (n > 0 && n < 8 && (m_s[m_p + n - 1] & 0x80))
-                    u |= ~uint64_t(0) << (8 * n); // sign-extend
-                NodeId id = newNode(NodeKind::Int);
-                A.m_nodes[id].u = u;
-                SS_TRY(push(id));
-            } else {
-                SS_TRY(push(newStr(NodeKind::BigInt, m_p, n)));
-            }
-            m_p += n;
-            break;
-        }
-        case 'G': { // BINFLOAT, big-endian
-            SS_NEED(8);
-            uint64_t be = 0;
-            for (int i = 0; i < 8; ++i)
-                be = (be << 8) | m_s[m_p + i];
-            m_p += 8;
-            NodeId id = newNode(NodeKind::Float);
-            std::memcpy(&A.m_nodes[id].f, &be, 8);
-            SS_TRY(push(id));
-            break;
-        }
-        case 'X':    // BINUNICODE
-        case 0x8c:   // SHORT_BINUNICODE
-        case 0x8d:   // BINUNICODE8
-        case 'T':    // BINSTRING (Python 2 str)
-        case 'U':    // SHORT_BINSTRING
-        case 'B':    // BINBYTES
-        case 'C':    // SHORT_BINBYTES
-        case 0x8e:   // BINBYTES8
-        case 0x96: { // BYTEARRAY8
-            uint64_t n;
-            if (op == 0x8c || op == 'U' || op == 'C') {
-                SS_NEED(1);
-                n = readLE<uint8_t>();
-            } else if (op == 'X' || op == 'T' || op == 'B') {
-                SS_NEED(4);
-                n = readLE<uint32_t>();
-            } else {
-                SS_NEED(8);
-                n = readLE<uint64_t>();
-            }
-            SS_NEED(n);
-            if (n > UINT32_MAX)
-                return fail("string of " + std::to_string(n) + " bytes", Error::Code::Limit);
-            const bool text = op == 'X' || op == 0x8c || op == 0x8d || op == 'T' || op == 'U';
-            SS_TRY(push(newStr(text ? NodeKind::Str : NodeKind::Bytes, m_p, n)));
-            m_p += n;
-            break;
-        }
-        case ')':
-            SS_TRY(push(newNode(NodeKind::Tuple)));
-            break;
-        case ']':
-            SS_TRY(push(newNode(NodeKind::List)));
-            break;
-        case '}':
-            SS_TRY(push(newNode(NodeKind::Dict)));
-            break;
-        case 0x8f:
-            SS_TRY(push(newNode(NodeKind::Set)));
-            break;
-        case 0x85:
-        case 0x86:
-        case 0x87: { // TUPLE1..3
-            const size_t n = size_t(op - 0x84);
-            const size_t floor = m_marks.empty() ? 0 : m_marks.back();
-            if (m_stack.size() < floor + n)
-                return fail("stack underflow");
-            NodeId t = newContainer(NodeKind::Tuple, m_stack.size() - n);
-            SS_TRY(push(t));
-            break;
-        }
-        case 't':
-        case 'l':
-        case 'd':
-        case 0x91: { // TUPLE, LIST, DICT, FROZENSET (from MARK)
-            auto m = popMark();
-            if (!m)
-                return m.error();
-            const NodeKind nk = op == 't'   ? NodeKind::Tuple
-                                : op == 'l' ? NodeKind::List
-                                : op == 'd' ? NodeKind::Dict
-                                            : NodeKind::FrozenSet;
-            if (nk == NodeKind::Dict && (m_stack.size() - *m) % 2)
-                return fail("odd number of items for DICT");
-            NodeId c = newContainer(nk, *m);
-            SS_TRY(push(c));
-            break;
-        }
-        case 'a': { // APPEND
-            SS_POP(v);
-            if (m_stack.size() <= (m_marks.empty() ? 0 : m_marks.back()))
-                return fail("APPEND without a list");
-            NodeId target = m_stack.back();
-            m_stack.push_back(v);
-            SS_TRY(addTo(target, m_stack.size() - 1, false));
-            break;
-        }
-        case 's': { // SETITEM
-            if (m_stack.size() < 3 + (m_marks.empty() ? 0 : m_marks.back()))
-                return fail("SETITEM without a dict");
-            NodeId target = m_stack[m_stack.size() - 3];
-            SS_TRY(addTo(target, m_stack.size() - 2, true));
-            break;
-        }
-        case 'e':    // APPENDS
-        case 'u':    // SETITEMS
-        case 0x90: { // ADDITEMS
-            auto m = popMark();
-            if (!m)
-                return m.error();
-            if (*m == 0 || *m > m_stack.size())
-                return fail("no container below MARK");
-            NodeId target = m_stack[*m - 1];
-            SS_TRY(addTo(target, *m, op == 'u'));
-            break;
-        }
-        case 'c': { // GLOBAL "module\nname\n"
-            NodeId parts[2];
-            for (NodeId &part : parts) {
-                const uint8_t *start = m_s.data() + m_p;
-                const size_t avail = size_t(std::min<uint64_t>(m_s.size() - m_p, 4096));
-                const void *nl = std::memchr(start, '\n', avail);
-                if (!nl)
-                    return fail("GLOBAL without a newline-terminated name");
-                const size_t len = size_t(static_cast<const uint8_t *>(nl) - start);
-                part = newStr(NodeKind::Str, m_p, len);
-                m_p += len + 1;
-            }
-            SS_TRY(makeGlobal(parts[0], parts[1]));
-            break;
-        }
-        case 0x93: { // STACK_GLOBAL
-            SS_POP(name);
-            SS_POP(module);
-            SS_TRY(makeGlobal(module, name));
-            break;
-        }
-        case 'R': { // REDUCE
-            SS_POP(args);
-            SS_POP(callable);
-            SS_TRY(doReduce(callable, args));
-            break;
-        }
-        case 0x81: { // NEWOBJ
-            SS_POP(args);
-            SS_POP(cls);
-            NodeId o = newNode(NodeKind::Object);
-            A.m_nodes[o].a = cls;
-            A.m_nodes[o].b = args;
-            A.m_nodes[o].u = uint64_t(kNil) | (uint64_t(kNil) << 32);
-            SS_TRY(push(o));
-            break;
-        }
-        case 0x92: { // NEWOBJ_EX
-            SS_POP(kwargs);
-            SS_POP(args);
-            SS_POP(cls);
-            NodeId o = newNode(NodeKind::Object);
-            A.m_nodes[o].a = cls;
-            A.m_nodes[o].b = args;
-            A.m_nodes[o].u = uint64_t(kNil) | (uint64_t(kwargs) << 32);
-            SS_TRY(push(o));
-            break;
-        }
-        case 'b': { // BUILD
-            SS_POP(state);
-            if (m_stack.empty())
-                return fail("BUILD without an object");
-            NodeId target = m_stack.back();
-            if (k(target) == NodeKind::Object)
-                A.m_nodes[target].u = (A.m_nodes[target].u & ~uint64_t(0xffffffffu)) | state;
-            break;
-        }
-        case 'Q': { // BINPERSID
-            SS_POP(pid);
-            NodeId id = newNode(NodeKind::PersId);
-            A.m_nodes[id].a = pid;
-            SS_TRY(push(id));
-            break;
-        }
-        case 'q':
-            SS_NEED(1);
-            SS_TRY(memoPut(readLE<uint8_t>()));
-            break;
-        case 'r':
-            SS_NEED(4);
-            SS_TRY(memoPut(readLE<uint32_t>()));
-            break;
-        case 0x94: // MEMOIZE
-            SS_TRY(memoPut(m_memo.size()));
-            break;
-        case 'h':
-            SS_NEED(1);
-            SS_TRY(memoGet(readLE<uint8_t>()));
-            break;
-        case 'j':
-            SS_NEED(4);
-            SS_TRY(memoGet(readLE<uint32_t>()));
-            break;
-        default: {
-            static const char *hex = "0123456789abcdef";
-            std::string name = "0x";
-            name += hex[op >> 4];
-            name += hex[op & 15];
-            return fail("unsupported opcode " + name, Error::Code::Unsupported);
-        }
-        }
+        if (!step(m_s[m_p++]))
+            return *m_error;
     }
+    return Ok{};
 }
-
-#undef SS_TRY
-#undef SS_POP
-#undef SS_NEED
 
 Result<PickleArena> parsePickle(std::span<const uint8_t> stream, uint64_t baseOffset,
                                 const PickleLimits &limits)

@@ -12,14 +12,20 @@
 
 namespace shardscope::detail {
 
-using NodeId = uint32_t;
-inline constexpr NodeId kNil = UINT32_MAX;
+/**
+ * A decoded pickle value: a tagged 64-bit word. Small ints, short strings (as a reference into
+ * the stream), None, booleans and the empty tuple live in the word itself; everything else is an
+ * index into the arena's nodes. DCP metadata is millions of tiny objects whose fields are mostly
+ * ints and memoised strings, so keeping those out of the arena is what makes parsing fast.
+ */
+using NodeId = uint64_t;
+inline constexpr NodeId kNil = 7; // tag 7: no value
 
 enum class NodeKind : uint8_t {
     None,
     Bool,
     Int,
-    BigInt, // little-endian two's complement bytes (LONG1/LONG4 beyond 64 bits)
+    BigInt, // little-endian two's complement bytes (LONG1/LONG4 beyond 61 bits)
     Float,
     Str,
     Bytes,
@@ -34,96 +40,100 @@ enum class NodeKind : uint8_t {
 };
 
 /**
- * The decoded pickle: a flat arena of inert nodes. Strings point into the stream (zero copy), so
- * the arena must not outlive the bytes it was parsed from. Nothing is executed while decoding; a
- * handful of well-known reductions (OrderedDict, set, _codecs.encode for protocol-2 bytes,
- * torch.Size) are interpreted natively because they only build containers.
+ * The decoded pickle. Strings point into the stream (zero copy), so the arena must not outlive
+ * the bytes it was parsed from. Nothing is executed while decoding; a handful of well-known
+ * reductions (OrderedDict, set, _codecs.encode for protocol-2 bytes, torch.Size) are interpreted
+ * natively because they only build containers.
  */
 class PickleArena
 {
 public:
     NodeId root() const { return m_root; }
-    NodeKind kind(NodeId n) const { return m_nodes[n].kind; }
-    /** Byte offset (within the whole file) of the opcode that made the node. */
-    uint64_t offsetOf(NodeId n) const { return m_base + m_nodes[n].pos; }
+    NodeKind kind(NodeId v) const;
+    /** Byte offset (within the whole file) of the opcode that made the value, when known. */
+    uint64_t offsetOf(NodeId v) const;
     uint64_t baseOffset() const { return m_base; }
 
-    int64_t integer(NodeId n) const { return m_nodes[n].i; }
-    double real(NodeId n) const { return m_nodes[n].f; }
+    int64_t integer(NodeId v) const;
+    double real(NodeId v) const;
     /** Str, Bytes, BigInt raw bytes. */
-    std::string_view bytes(NodeId n) const;
-    bool isStr(NodeId n) const { return kind(n) == NodeKind::Str; }
-    bool isInt(NodeId n) const { return kind(n) == NodeKind::Int || kind(n) == NodeKind::Bool; }
+    std::string_view bytes(NodeId v) const;
+    bool isStr(NodeId v) const { return kind(v) == NodeKind::Str; }
+    bool isInt(NodeId v) const { return kind(v) == NodeKind::Int || kind(v) == NodeKind::Bool; }
+
+    /** Values that are arena nodes (containers, objects…) have a dense index for side tables. */
+    bool isNode(NodeId v) const { return (v & 7) == 0; }
+    uint32_t nodeIndex(NodeId v) const { return uint32_t(v >> 3); }
 
     /** Number of items (dict: pairs). */
-    uint64_t size(NodeId n) const { return m_nodes[n].count(); }
-    /** Calls f(item) for tuple/list/set items, f(key, value) pairs for dicts. */
+    uint64_t size(NodeId v) const;
+    /** Calls f(item) for tuple/list/set items. */
     template<typename F>
-    void forEachItem(NodeId n, F &&f) const
+    void forEachItem(NodeId v, F &&f) const
     {
-        for (uint32_t s = m_nodes[n].a; s != kNil; s = m_segments[s].next) {
+        if (!isNode(v))
+            return;
+        for (uint32_t s = firstSegment(v); s != kNoSegment; s = m_segments[s].next) {
             const Segment &seg = m_segments[s];
             for (uint32_t i = 0; i < seg.count; ++i)
                 f(m_pool[seg.start + i]);
         }
     }
+    /** Calls f(key, value) for dict pairs. */
     template<typename F>
-    void forEachPair(NodeId n, F &&f) const
+    void forEachPair(NodeId v, F &&f) const
     {
-        for (uint32_t s = m_nodes[n].a; s != kNil; s = m_segments[s].next) {
+        if (!isNode(v))
+            return;
+        for (uint32_t s = firstSegment(v); s != kNoSegment; s = m_segments[s].next) {
             const Segment &seg = m_segments[s];
             for (uint32_t i = 0; i + 1 < seg.count; i += 2)
                 f(m_pool[seg.start + i], m_pool[seg.start + i + 1]);
         }
     }
-    std::vector<NodeId> items(NodeId n) const;
+    std::vector<NodeId> items(NodeId v) const;
     /** Item i of a tuple/list (kNil when out of range). */
-    NodeId item(NodeId n, uint64_t i) const;
+    NodeId item(NodeId v, uint64_t i) const;
     /** Value for a string key of a Dict; for an Object, of its dict state. kNil when absent. */
-    NodeId get(NodeId n, std::string_view key) const;
+    NodeId get(NodeId v, std::string_view key) const;
 
-    std::string_view globalModule(NodeId n) const { return bytes(m_nodes[n].a); }
-    std::string_view globalName(NodeId n) const { return bytes(m_nodes[n].b); }
-    bool isGlobal(NodeId n, std::string_view module, std::string_view name) const;
+    std::string_view globalModule(NodeId v) const { return bytes(node(v).x); }
+    std::string_view globalName(NodeId v) const { return bytes(node(v).y); }
+    bool isGlobal(NodeId v, std::string_view module, std::string_view name) const;
 
-    NodeId objClass(NodeId n) const { return m_nodes[n].a; }
-    NodeId objArgs(NodeId n) const { return m_nodes[n].b; }
-    NodeId objState(NodeId n) const { return NodeId(m_nodes[n].u & 0xffffffffu); }
-    NodeId objExtra(NodeId n) const { return NodeId(m_nodes[n].u >> 32); }
+    NodeId objClass(NodeId v) const { return node(v).x; }
+    NodeId objArgs(NodeId v) const { return node(v).y; }
+    NodeId objState(NodeId v) const { return m_nodes[nodeIndex(v) + 1].x; }
+    NodeId objExtra(NodeId v) const { return m_nodes[nodeIndex(v) + 1].y; }
     /** "module.name" of an Object's class/callable ("" when it is not a Global). */
-    std::string className(NodeId n) const;
-    NodeId persId(NodeId n) const { return m_nodes[n].a; }
+    std::string className(NodeId v) const;
+    NodeId persId(NodeId v) const { return node(v).x; }
 
     /** Reads ints out of a tuple/list of ints (torch.Size, shapes). */
-    Result<std::vector<int64_t>> intTuple(NodeId n) const;
+    Result<std::vector<int64_t>> intTuple(NodeId v) const;
+    /** Same without allocating: false unless `v` is a tuple/list of exactly out.size() ints. */
+    bool intTupleInto(NodeId v, std::span<int64_t> out) const;
 
     /**
      * Converts to a public value, bounded in depth and in total size (cycles, and shared
      * references beyond the budget, end in a Truncated node).
      */
-    PyValue toPyValue(NodeId n, int maxDepth = 64, size_t maxNodes = 1u << 20) const;
+    PyValue toPyValue(NodeId v, int maxDepth = 64, size_t maxNodes = 1u << 20) const;
 
     size_t nodeCount() const { return m_nodes.size(); }
 
 private:
     friend class PickleMachine;
+    static constexpr uint32_t kNoSegment = UINT32_MAX;
     struct Node
     {
         NodeKind kind = NodeKind::None;
         uint8_t owned = 0; // Str/Bytes: bytes live in m_owned rather than the stream
-        uint32_t a = kNil; // container: first segment; global: module; object: class; str: length
-        uint32_t b = kNil; // container: last segment; global: name; object: args
         uint32_t pos = 0;  // opcode offset within the stream (saturated)
-        union
-        {
-            int64_t i;
-            double f;
-            uint64_t u; // container: item count; object: state | extra << 32; str: offset
-        };
-        Node()
-            : u(0)
-        {}
-        uint64_t count() const { return u; }
+        // container: first | last segment << 32, count; global: module, name; object: class,
+        // args (state, extra in the next node); str: offset, length; float: bits; persid: pid
+        uint64_t x = 0;
+        uint64_t y = 0;
     };
     struct Segment
     {
@@ -131,7 +141,9 @@ private:
         uint32_t count;
         uint32_t next;
     };
-    PyValue toPyValueImpl(NodeId n, int depth, std::vector<NodeId> &stack, size_t &budget) const;
+    const Node &node(NodeId v) const { return m_nodes[nodeIndex(v)]; }
+    uint32_t firstSegment(NodeId v) const { return uint32_t(node(v).x); }
+    PyValue toPyValueImpl(NodeId v, int depth, std::vector<NodeId> &stack, size_t &budget) const;
 
     std::span<const uint8_t> m_stream;
     uint64_t m_base = 0;

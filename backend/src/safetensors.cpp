@@ -102,20 +102,26 @@ Status readSafetensors(const std::string &dataDir, const std::string &relativePa
         if (!o[0].is_number_unsigned() || !o[1].is_number_unsigned())
             return fail("data_offsets are not non-negative integers", 8, key);
         const uint64_t b = o[0].get<uint64_t>(), en = o[1].get<uint64_t>();
-        if (b > en || en > dataLen)
-            return fail("data_offsets [" + std::to_string(b) + ", " + std::to_string(en) +
-                            ") lie outside the " + std::to_string(dataLen) + "-byte data buffer",
-                        dataStart + std::min(b, dataLen), key);
         const int bits = dt ? elementSize(*dt) * 8 : subByteBits(st);
         if (bits == 0)
             return makeError(Error::Code::Unsupported, "safetensors: unknown dtype '" + st + "'")
                 .inFile(path)
                 .atKey(key);
-        if (numel * unsigned(bits) != (unsigned __int128)(en - b) * 8)
-            return fail("shape and dtype need " +
-                            std::to_string(uint64_t(numel * unsigned(bits) / 8)) +
-                            " bytes but data_offsets span " + std::to_string(en - b),
-                        dataStart + b, key);
+        // A lying entry spoils that tensor, not the file: report it and keep reading the rest.
+        if (b > en || en > dataLen) {
+            index.problems.push_back({key, path, dataStart + std::min(b, dataLen),
+                                      "data_offsets [" + std::to_string(b) + ", " +
+                                          std::to_string(en) + ") lie outside the " +
+                                          std::to_string(dataLen) + "-byte data buffer"});
+            continue;
+        }
+        if (numel * unsigned(bits) != (unsigned __int128)(en - b) * 8) {
+            index.problems.push_back(
+                {key, path, dataStart + b,
+                 "shape and dtype need " + std::to_string(uint64_t(numel * unsigned(bits) / 8)) +
+                     " bytes but data_offsets span " + std::to_string(en - b)});
+            continue;
+        }
         t.strides.assign(t.shape.size(), 1);
         for (size_t i = t.shape.size(); i-- > 1;)
             t.strides[i - 1] = t.strides[i] * std::max<int64_t>(t.shape[i], 1);

@@ -236,20 +236,23 @@ bool TorchSavePayload::holdsTensorOrDict(NodeId n, int depth) const
 {
     if (depth > 64)
         return false; // bounded recursion; deeper lists are shown as leaves
+    if (!m_arena.isNode(n))
+        return false; // ints, strings, None, the empty tuple
     if (m_holds.size() != m_arena.nodeCount())
         m_holds.assign(m_arena.nodeCount(), 0);
-    if (m_holds[n] != 0)
-        return m_holds[n] == 3;
+    uint8_t &memo = m_holds[m_arena.nodeIndex(n)];
+    if (memo != 0)
+        return memo == 3;
     bool found = isTensor(n) || m_arena.kind(n) == NodeKind::Dict;
     const NodeKind k = m_arena.kind(n);
     if (!found && (k == NodeKind::List || k == NodeKind::Tuple)) {
-        m_holds[n] = 1; // a cycle back to here counts as "no"
+        memo = 1; // a cycle back to here counts as "no"
         m_arena.forEachItem(n, [&](NodeId c) {
             if (!found)
                 found = holdsTensorOrDict(c, depth + 1);
         });
     }
-    m_holds[n] = found ? 3 : 2;
+    m_holds[m_arena.nodeIndex(n)] = found ? 3 : 2;
     return found;
 }
 
@@ -268,12 +271,12 @@ void TorchSavePayload::flattenImpl(
     const PickleArena &a = m_arena;
     const NodeKind k = a.kind(n);
     // A container reached twice (shared or cyclic) is shown once; later references are leaves.
-    if (depth <= 0 || isTensor(n) || visited[n]) {
+    if (depth <= 0 || isTensor(n) || (a.isNode(n) && visited[a.nodeIndex(n)])) {
         leaf(path, n);
         return;
     }
     if (k == NodeKind::Dict && a.size(n) > 0) {
-        visited[n] = 1;
+        visited[a.nodeIndex(n)] = 1;
         a.forEachPair(n, [&](NodeId key, NodeId value) {
             path.push_back(keyText(a, key));
             flattenImpl(value, path, depth - 1, visited, leaf);
@@ -282,7 +285,7 @@ void TorchSavePayload::flattenImpl(
         return;
     }
     if ((k == NodeKind::List || k == NodeKind::Tuple) && a.size(n) > 0 && holdsTensorOrDict(n, 0)) {
-        visited[n] = 1;
+        visited[a.nodeIndex(n)] = 1;
         int64_t i = 0;
         a.forEachItem(n, [&](NodeId value) {
             path.push_back(std::to_string(i++));
