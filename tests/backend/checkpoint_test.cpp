@@ -4,6 +4,8 @@
 #include <shardscope/checkpoint.h>
 #include <shardscope/tensor.h>
 
+#include "testenv.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -21,8 +23,7 @@ namespace {
 
 std::string fixture(const std::string &name)
 {
-    const char *dir = std::getenv("SHARDSCOPE_FIXTURES");
-    return dir ? (fs::path(dir) / name).string() : std::string();
+    return (fs::path(fixturesDir()) / name).string();
 }
 
 std::string shellQuote(const std::string &s)
@@ -35,9 +36,8 @@ std::string shellQuote(const std::string &s)
 
 json runOracle(const std::string &args)
 {
-    const std::string cmd = shellQuote(std::getenv("SHARDSCOPE_PYTHON")) + " " +
-                            shellQuote(std::string(std::getenv("SHARDSCOPE_TOOLS")) + "/oracle.py") +
-                            " " + args;
+    const std::string cmd =
+        shellQuote(pythonExe()) + " " + shellQuote(toolsDir() + "/oracle.py") + " " + args;
     std::string out;
     FILE *p = popen(cmd.c_str(), "r");
     if (!p)
@@ -60,8 +60,8 @@ std::string ints(const std::vector<int64_t> &v)
 }
 
 #define REQUIRE_FIXTURES()                                                                         \
-    if (!std::getenv("SHARDSCOPE_FIXTURES") || !std::getenv("SHARDSCOPE_PYTHON"))                  \
-    GTEST_SKIP() << "fixtures not configured (run through ctest)"
+    if (!fs::exists(fixturesDir() + "/.complete"))                                                 \
+    GTEST_SKIP() << "fixtures not generated (run through ctest)"
 
 } // namespace
 
