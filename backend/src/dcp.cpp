@@ -25,6 +25,14 @@ struct DcpBuilder
     static constexpr uint32_t kObjectBit = 0x80000000u;
     FlatStringMap byKey{1 << 16};
     std::vector<int64_t> scratch;
+    // Memoised key strings and classes, see PickleArena::get(v, key, seen).
+    struct Seen
+    {
+        NodeId offsets = kNil, sizes = kNil, fqn = kNil, offset = kNil, index = kNil,
+               relativePath = kNil, length = kNil, transforms = kNil, properties = kNil,
+               size = kNil, chunks = kNil, tensorClass = kNil, bytesClass = kNil;
+    } seen;
+    NodeId get(NodeId v, std::string_view key, NodeId &s) const { return a->get(v, key, s); }
 
     Error fail(std::string msg, NodeId at, const std::string &key = {}) const
     {
@@ -44,6 +52,19 @@ struct DcpBuilder
         return c != kNil && a->kind(c) == NodeKind::Global && a->globalName(c) == suffix;
     }
 
+    bool isClass(NodeId obj, std::string_view name, NodeId &s) const
+    {
+        if (obj == kNil || a->kind(obj) != NodeKind::Object)
+            return false;
+        const NodeId c = a->objClass(obj);
+        if (c == s && s != kNil)
+            return true;
+        if (!classIs(obj, name))
+            return false;
+        s = c;
+        return true;
+    }
+
     Result<std::vector<int64_t>> ints(NodeId n, const std::string &key, const char *what) const
     {
         auto v = a->intTuple(n);
@@ -54,9 +75,9 @@ struct DcpBuilder
 
     Status tensorEntry(std::string_view keyView, NodeId tsm)
     {
-        NodeId props = a->get(tsm, "properties");
-        NodeId size = a->get(tsm, "size");
-        NodeId chunks = a->get(tsm, "chunks");
+        NodeId props = get(tsm, "properties", seen.properties);
+        NodeId size = get(tsm, "size", seen.size);
+        NodeId chunks = get(tsm, "chunks", seen.chunks);
         const std::string key(keyView);
         if (props == kNil || size == kNil || chunks == kNil || a->kind(chunks) != NodeKind::List)
             return fail("TensorStorageMetadata without properties/size/chunks", tsm, key);
@@ -100,8 +121,8 @@ struct DcpBuilder
         a->forEachItem(chunks, [&](NodeId c) {
             if (!ok)
                 return;
-            if (!a->intTupleInto(a->get(c, "offsets"), std::span(scratch).first(nd)) ||
-                !a->intTupleInto(a->get(c, "sizes"), std::span(scratch).subspan(nd))) {
+            if (!a->intTupleInto(get(c, "offsets", seen.offsets), std::span(scratch).first(nd)) ||
+                !a->intTupleInto(get(c, "sizes", seen.sizes), std::span(scratch).subspan(nd))) {
                 ok = false;
                 bad = c;
                 return;
@@ -139,9 +160,9 @@ struct DcpBuilder
                 return;
             }
             std::string_view key = a->bytes(k);
-            if (classIs(v, "TensorStorageMetadata")) {
+            if (isClass(v, "TensorStorageMetadata", seen.tensorClass)) {
                 st = tensorEntry(key, v);
-            } else if (classIs(v, "BytesStorageMetadata")) {
+            } else if (isClass(v, "BytesStorageMetadata", seen.bytesClass)) {
                 const uint32_t oi = uint32_t(index.objects.size());
                 if (byKey.insert(key, oi | kObjectBit) == (oi | kObjectBit)) {
                     ObjectEntry o;
@@ -226,14 +247,14 @@ struct DcpBuilder
         a->forEachPair(sd, [&](NodeId mi, NodeId si) {
             if (!st)
                 return;
-            NodeId fqnNode = a->get(mi, "fqn");
+            NodeId fqnNode = get(mi, "fqn", seen.fqn);
             if (fqnNode == kNil || !a->isStr(fqnNode)) {
                 st = fail("storage_data key without an fqn", mi);
                 return;
             }
             const std::string_view fqn = a->bytes(fqnNode);
-            NodeId rel = a->get(si, "relative_path"), off = a->get(si, "offset"),
-                   len = a->get(si, "length");
+            NodeId rel = get(si, "relative_path", seen.relativePath),
+                   off = get(si, "offset", seen.offset), len = get(si, "length", seen.length);
             if (rel == kNil || !a->isStr(rel) || off == kNil || !a->isInt(off) || len == kNil ||
                 !a->isInt(len) || a->integer(off) < 0 || a->integer(len) < 0) {
                 st = fail("_StorageInfo without relative_path/offset/length", si, std::string(fqn));
@@ -255,7 +276,7 @@ struct DcpBuilder
             }
             loc.offset = uint64_t(a->integer(off));
             loc.length = uint64_t(a->integer(len));
-            if (NodeId td = a->get(si, "transform_descriptors");
+            if (NodeId td = get(si, "transform_descriptors", seen.transforms);
                 td != kNil && (a->kind(td) == NodeKind::List || a->kind(td) == NodeKind::Tuple) &&
                 a->size(td) > 0) {
                 std::vector<std::string> chain;
@@ -278,7 +299,7 @@ struct DcpBuilder
             TensorEntry &t = index.tensors[found];
             const size_t nd = t.ndim();
             offsets.resize(nd);
-            if (!a->intTupleInto(a->get(mi, "offset"), offsets)) {
+            if (!a->intTupleInto(get(mi, "offset", seen.offset), offsets)) {
                 st = fail("storage_data index without chunk offsets of the tensor's rank", mi,
                           t.key);
                 return;
@@ -288,10 +309,9 @@ struct DcpBuilder
             };
             // `index` is the chunk's position: a hint, verified against the offsets.
             size_t chunk = SIZE_MAX;
-            if (NodeId hint = a->get(mi, "index"); hint != kNil && a->isInt(hint) &&
-                                                   a->integer(hint) >= 0 &&
-                                                   size_t(a->integer(hint)) < t.chunks.size() &&
-                                                   matches(size_t(a->integer(hint))))
+            if (NodeId hint = get(mi, "index", seen.index);
+                hint != kNil && a->isInt(hint) && a->integer(hint) >= 0 &&
+                size_t(a->integer(hint)) < t.chunks.size() && matches(size_t(a->integer(hint))))
                 chunk = size_t(a->integer(hint));
             for (size_t c = 0; chunk == SIZE_MAX && c < t.chunks.size(); ++c)
                 if (matches(c))

@@ -78,7 +78,8 @@ std::string bigIntDecimal(std::string_view le)
 namespace {
 
 // Value tags (low 3 bits).
-constexpr uint64_t kTagNode = 0, kTagInt = 1, kTagStr = 2, kTagBytes = 3, kTagSpecial = 4;
+constexpr uint64_t kTagNode = 0, kTagInt = 1, kTagStr = 2, kTagBytes = 3, kTagSpecial = 4,
+                   kTagIntTuple = 5;
 constexpr NodeId kNone = (0 << 3) | kTagSpecial;
 constexpr NodeId kTrue = (1 << 3) | kTagSpecial;
 constexpr NodeId kFalse = (2 << 3) | kTagSpecial;
@@ -88,8 +89,14 @@ constexpr int64_t kInlineIntMin = -(int64_t(1) << 60);
 constexpr uint64_t kInlineStrMaxLen = (uint64_t(1) << 21) - 1;
 constexpr uint64_t kInlineStrMaxOffset = (uint64_t(1) << 40) - 1;
 
-inline uint64_t tag(NodeId v) { return v & 7; }
-inline NodeId inlineInt(int64_t i) { return (uint64_t(i) << 3) | kTagInt; }
+inline uint64_t tag(NodeId v)
+{
+    return v & 7;
+}
+inline NodeId inlineInt(int64_t i)
+{
+    return (uint64_t(i) << 3) | kTagInt;
+}
 inline NodeId inlineStr(uint64_t tagBits, uint64_t offset, uint64_t len)
 {
     return (offset << 24) | (len << 3) | tagBits;
@@ -108,10 +115,10 @@ NodeKind PickleArena::kind(NodeId v) const
         return NodeKind::Str;
     case kTagBytes:
         return NodeKind::Bytes;
+    case kTagIntTuple:
+        return NodeKind::Tuple;
     case kTagSpecial:
-        return v == kNone         ? NodeKind::None
-               : v == kEmptyTuple ? NodeKind::Tuple
-                                  : NodeKind::Bool;
+        return v == kNone ? NodeKind::None : v == kEmptyTuple ? NodeKind::Tuple : NodeKind::Bool;
     default:
         return NodeKind::None;
     }
@@ -159,6 +166,8 @@ std::string_view PickleArena::bytes(NodeId v) const
 
 uint64_t PickleArena::size(NodeId v) const
 {
+    if (isIntTuple(v))
+        return intTupleCount(v);
     if (!isNode(v))
         return 0;
     const NodeKind k = node(v).kind;
@@ -175,6 +184,8 @@ std::vector<NodeId> PickleArena::items(NodeId n) const
 
 NodeId PickleArena::item(NodeId n, uint64_t i) const
 {
+    if (isIntTuple(n))
+        return i < intTupleCount(n) ? intTupleItem(n, unsigned(i)) : kNil;
     const NodeKind k = kind(n);
     if ((k != NodeKind::Tuple && k != NodeKind::List) || !isNode(n))
         return kNil;
@@ -205,6 +216,34 @@ NodeId PickleArena::get(NodeId n, std::string_view key) const
     return kNil;
 }
 
+NodeId PickleArena::get(NodeId n, std::string_view key, NodeId &seen) const
+{
+    if (n == kNil || !isNode(n))
+        return kNil;
+    if (kind(n) == NodeKind::Object)
+        n = objState(n);
+    if (n == kNil || !isNode(n) || kind(n) != NodeKind::Dict)
+        return kNil;
+    if (seen != kNil)
+        for (uint32_t s = firstSegment(n); s != kNoSegment; s = m_segments[s].next) {
+            const Segment &seg = m_segments[s];
+            for (uint32_t i = 0; i + 1 < seg.count; i += 2)
+                if (m_pool[seg.start + i] == seen)
+                    return m_pool[seg.start + i + 1];
+        }
+    for (uint32_t s = firstSegment(n); s != kNoSegment; s = m_segments[s].next) {
+        const Segment &seg = m_segments[s];
+        for (uint32_t i = 0; i + 1 < seg.count; i += 2) {
+            const NodeId k = m_pool[seg.start + i];
+            if (kind(k) == NodeKind::Str && bytes(k) == key) {
+                seen = k;
+                return m_pool[seg.start + i + 1];
+            }
+        }
+    }
+    return kNil;
+}
+
 bool PickleArena::isGlobal(NodeId n, std::string_view module, std::string_view name) const
 {
     return n != kNil && kind(n) == NodeKind::Global && globalModule(n) == module &&
@@ -223,6 +262,13 @@ bool PickleArena::intTupleInto(NodeId n, std::span<int64_t> out) const
 {
     if (n == kEmptyTuple)
         return out.empty();
+    if (isIntTuple(n)) {
+        if (intTupleCount(n) != out.size())
+            return false;
+        for (unsigned i = 0; i < out.size(); ++i)
+            out[i] = int64_t(intTupleItem(n, i)) >> 3;
+        return true;
+    }
     const NodeKind k = kind(n);
     if ((k != NodeKind::Tuple && k != NodeKind::List) || size(n) != out.size())
         return false;
@@ -414,6 +460,35 @@ private:
         A.m_nodes.push_back(n);
         return NodeId(A.m_nodes.size() - 1) << 3;
     }
+    // Packs stack[from..] into an inline int tuple when it fits (see PickleArena::isIntTuple).
+    bool packIntTuple(size_t from, NodeId &out) const
+    {
+        const size_t n = m_stack.size() - from;
+        if (n == 0 || n > 3)
+            return false;
+        const unsigned bits = n == 1 ? 59 : n == 2 ? 29 : 19;
+        uint64_t v = kTagIntTuple | (uint64_t(n) << 3);
+        for (size_t i = 0; i < n; ++i) {
+            const NodeId x = m_stack[from + i];
+            if (tag(x) != kTagInt)
+                return false;
+            const int64_t iv = int64_t(x) >> 3;
+            if (iv < 0 || uint64_t(iv) >> bits)
+                return false;
+            v |= uint64_t(iv) << (5 + bits * i);
+        }
+        out = v;
+        return true;
+    }
+    NodeId newTuple(size_t from)
+    {
+        NodeId packed;
+        if (packIntTuple(from, packed)) {
+            m_stack.resize(from);
+            return packed;
+        }
+        return newContainer(NodeKind::Tuple, from);
+    }
     NodeId newContainer(NodeKind k, size_t from)
     {
         NodeId id = newNode(k, uint64_t(PickleArena::kNoSegment) |
@@ -498,8 +573,7 @@ private:
         if (m_stack.empty())
             return fail("memo store with an empty stack");
         if (idx >= m_limits.maxMemo)
-            return fail("memo index " + std::to_string(idx) + " out of bounds",
-                        Error::Code::Limit);
+            return fail("memo index " + std::to_string(idx) + " out of bounds", Error::Code::Limit);
         const NodeId v = m_stack.back();
         if (idx < m_memo.size()) {
             m_memo[idx] = v;
@@ -556,8 +630,8 @@ bool PickleMachine::addTo(NodeId target, size_t from, bool pairs)
         target = A.m_nodes[A.nodeIndex(target) + 1].y;
         tk = A.kind(target);
     }
-    const bool ok = A.isNode(target) && (pairs ? tk == NodeKind::Dict
-                                               : (tk == NodeKind::List || tk == NodeKind::Set));
+    const bool ok = A.isNode(target) &&
+                    (pairs ? tk == NodeKind::Dict : (tk == NodeKind::List || tk == NodeKind::Set));
     if (!ok)
         return fail(std::string(pairs ? "SETITEM(S)" : "APPEND(S)/ADDITEMS") +
                     " on a value that is not a " + (pairs ? "dict" : "list or set"));
@@ -618,8 +692,8 @@ bool PickleMachine::doReduce(NodeId callable, NodeId args)
                 return push(dims);
         }
         if (builtins && (name == "set" || name == "frozenset")) {
-            NodeId s = newContainer(name == "set" ? NodeKind::Set : NodeKind::FrozenSet,
-                                    m_stack.size());
+            NodeId s =
+                newContainer(name == "set" ? NodeKind::Set : NodeKind::FrozenSet, m_stack.size());
             if (nargs == 1) {
                 NodeId src = A.item(args, 0);
                 if (A.kind(src) == NodeKind::List || A.kind(src) == NodeKind::Tuple) {
@@ -785,7 +859,7 @@ bool PickleMachine::step(uint8_t op)
         const size_t n = size_t(op - 0x84);
         if (m_stack.size() < floor() + n)
             return fail("stack underflow");
-        return push(newContainer(NodeKind::Tuple, m_stack.size() - n));
+        return push(newTuple(m_stack.size() - n));
     }
     case 't':
     case 'l':
@@ -800,8 +874,8 @@ bool PickleMachine::step(uint8_t op)
                                         : NodeKind::FrozenSet;
         if (nk == NodeKind::Dict && (m_stack.size() - m) % 2)
             return fail("odd number of items for DICT");
-        if (nk == NodeKind::Tuple && m == m_stack.size())
-            return push(kEmptyTuple);
+        if (nk == NodeKind::Tuple)
+            return push(m == m_stack.size() ? kEmptyTuple : newTuple(m));
         return push(newContainer(nk, m));
     }
     case 'a': { // APPEND

@@ -61,6 +61,20 @@ public:
     bool isStr(NodeId v) const { return kind(v) == NodeKind::Str; }
     bool isInt(NodeId v) const { return kind(v) == NodeKind::Int || kind(v) == NodeKind::Bool; }
 
+    /**
+     * Tuples of one to three small non-negative ints (shapes and chunk offsets: the bulk of DCP
+     * metadata) are packed into the word too: tag 5, count in bits 3-4, the ints above.
+     */
+    static bool isIntTuple(NodeId v) { return (v & 7) == 5; }
+    static unsigned intTupleCount(NodeId v) { return unsigned((v >> 3) & 3); }
+    static NodeId intTupleItem(NodeId v, unsigned i)
+    {
+        const unsigned n = intTupleCount(v);
+        const unsigned bits = n == 1 ? 59 : n == 2 ? 29 : 19;
+        const uint64_t x = (v >> (5 + bits * i)) & ((uint64_t(1) << bits) - 1);
+        return (x << 3) | 1; // an inline int
+    }
+
     /** Values that are arena nodes (containers, objects…) have a dense index for side tables. */
     bool isNode(NodeId v) const { return (v & 7) == 0; }
     uint32_t nodeIndex(NodeId v) const { return uint32_t(v >> 3); }
@@ -71,6 +85,12 @@ public:
     template<typename F>
     void forEachItem(NodeId v, F &&f) const
     {
+        if (isIntTuple(v)) {
+            const unsigned n = intTupleCount(v);
+            for (unsigned i = 0; i < n; ++i)
+                f(intTupleItem(v, i));
+            return;
+        }
         if (!isNode(v))
             return;
         for (uint32_t s = firstSegment(v); s != kNoSegment; s = m_segments[s].next) {
@@ -96,6 +116,11 @@ public:
     NodeId item(NodeId v, uint64_t i) const;
     /** Value for a string key of a Dict; for an Object, of its dict state. kNil when absent. */
     NodeId get(NodeId v, std::string_view key) const;
+    /**
+     * get() for hot loops: pickles memoise repeated key strings, so the key is usually the very
+     * same value every time; `seen` remembers it and most lookups compare one integer.
+     */
+    NodeId get(NodeId v, std::string_view key, NodeId &seen) const;
 
     std::string_view globalModule(NodeId v) const { return bytes(node(v).x); }
     std::string_view globalName(NodeId v) const { return bytes(node(v).y); }

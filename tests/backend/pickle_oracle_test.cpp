@@ -130,8 +130,8 @@ TEST(PickleOracle, PythonPicklesDecodeToTheirValues)
         std::ifstream in(jp);
         const json want = json::parse(in);
         const json got = describe(arena->toPyValue(arena->root(), 64, 1u << 22));
-        EXPECT_TRUE(sameJson(want, got)) << e.path().filename() << "\nwant " << want.dump()
-                                         << "\n got " << got.dump();
+        EXPECT_TRUE(sameJson(want, got))
+            << e.path().filename() << "\nwant " << want.dump() << "\n got " << got.dump();
         ++checked;
     }
     EXPECT_EQ(checked, 40);

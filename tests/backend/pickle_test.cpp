@@ -19,7 +19,10 @@ std::span<const uint8_t> bytesOf(const std::string &s)
     return {reinterpret_cast<const uint8_t *>(s.data()), s.size()};
 }
 
-std::string proto(int p) { return std::string("\x80", 1) + char(p); }
+std::string proto(int p)
+{
+    return std::string("\x80", 1) + char(p);
+}
 
 } // namespace
 

@@ -12,8 +12,14 @@ using namespace shardscope::detail;
 
 namespace {
 
-void put16(std::vector<uint8_t> &b, size_t at, uint16_t v) { std::memcpy(&b[at], &v, 2); }
-void put32(std::vector<uint8_t> &b, size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); }
+void put16(std::vector<uint8_t> &b, size_t at, uint16_t v)
+{
+    std::memcpy(&b[at], &v, 2);
+}
+void put32(std::vector<uint8_t> &b, size_t at, uint32_t v)
+{
+    std::memcpy(&b[at], &v, 4);
+}
 
 // A classic EOCD with the given entry count, central directory size and offset.
 std::vector<uint8_t> eocdOnly(uint16_t entries, uint32_t cdSize, uint32_t cdOffset)

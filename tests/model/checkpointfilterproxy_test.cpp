@@ -117,6 +117,8 @@ TEST_F(FilterProxyTest, SortsNamesNaturallyAndNumbersNumerically)
     proxy.sort(NameColumn, Qt::AscendingOrder);
     EXPECT_EQ(childNames(proxy, path(proxy, strings({"model", "layers"}))),
               strings({"0", "1", "10"}));
+    // Groups first by name; at the top level the group "model" leads the leaves.
+    EXPECT_EQ(childNames(proxy), strings({"model", "iteration", "scale"}));
     // By size: under model, norm (32 B) < embed (256 B) < layers (2.75 KiB).
     proxy.sort(SizeColumn, Qt::AscendingOrder);
     EXPECT_EQ(childNames(proxy, path(proxy, strings({"model"}))),
@@ -130,4 +132,19 @@ TEST_F(FilterProxyTest, SurvivesSourceReset)
     EXPECT_EQ(visibleLeaves(proxy).size(), 2);
     source.clear();
     EXPECT_EQ(proxy.rowCount(), 0);
+}
+
+TEST(FilterProxySort, NumberedSiblingsSortByValue)
+{
+    auto index = std::make_shared<CheckpointIndex>();
+    for (int l : {10, 2, 1, 0, 21, 3})
+        index->tensors.push_back(
+            makeTensor("layers." + std::to_string(l) + ".w", DType::Float32, {1}));
+    CheckpointTreeModel source;
+    CheckpointFilterProxy proxy;
+    QAbstractItemModelTester tester(&proxy, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    proxy.setSourceModel(&source);
+    source.setIndex(index);
+    proxy.sort(NameColumn, Qt::AscendingOrder);
+    EXPECT_EQ(childNames(proxy, proxy.index(0, 0)), strings({"0", "1", "2", "3", "10", "21"}));
 }

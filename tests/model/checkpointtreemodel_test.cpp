@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "testutil.h"
 
+#include "model/checkpointfilterproxy.h"
 #include "model/checkpointtreemodel.h"
 
 #include <QAbstractItemModelTester>
@@ -121,8 +122,7 @@ TEST_F(TreeModelTest, ColumnsAndRoles)
     EXPECT_EQ(NodeKind(object.data(KindRole).toInt()), NodeKind::Object);
     EXPECT_EQ(object.siblingAtColumn(ShapeColumn).data().toString(), QStringLiteral("42"));
     ASSERT_NE(model.objectAt(object), nullptr);
-    EXPECT_EQ(model.dtypeNames(),
-              strings({"bfloat16", "float32", "float64"}));
+    EXPECT_EQ(model.dtypeNames(), strings({"bfloat16", "float32", "float64"}));
 }
 
 TEST_F(TreeModelTest, IndexForKeyFindsLeaves)
@@ -135,18 +135,28 @@ TEST_F(TreeModelTest, IndexForKeyFindsLeaves)
     EXPECT_FALSE(model.indexForKey(QStringLiteral("nope")).isValid());
 }
 
-TEST_F(TreeModelTest, UsesRecordedNestingOverDots)
+TEST_F(TreeModelTest, SplitsRecordedNestingAtDotsToo)
 {
     auto index = std::make_shared<CheckpointIndex>();
-    TensorEntry t = makeTensor("model.layers.1.x", DType::Float32, {3});
-    t.path = {"model", "layers", "1.x"};
+    // Megatron-style planner data: a state-dict level whose keys are module FQNs.
+    TensorEntry t = makeTensor("model.module.decoder.layers.0.weight", DType::Float32, {3});
+    t.path = {"model", "module.decoder.layers.0.weight"};
     index->tensors.push_back(t);
+    // A recorded path without dots is used as is.
+    TensorEntry u = makeTensor("x.y", DType::Float32, {1});
+    u.path = {"x", "y"};
+    index->tensors.push_back(u);
     // A key that is both a leaf and a prefix of other keys keeps both rows.
     index->tensors.push_back(makeTensor("a", DType::Float32, {1}));
     index->tensors.push_back(makeTensor("a.b", DType::Float32, {1}));
     model.setIndex(index);
-    EXPECT_EQ(childNames(model, path(model, strings({"model", "layers"}))), strings({"1.x"}));
-    EXPECT_EQ(childNames(model), strings({"model", "a", "a"}));
+    EXPECT_EQ(childNames(model, path(model, strings({"model", "module", "decoder", "layers"}))),
+              strings({"0"}));
+    EXPECT_EQ(path(model, strings({"model", "module", "decoder", "layers", "0", "weight"}))
+                  .data(KeyRole)
+                  .toString(),
+              QStringLiteral("model.module.decoder.layers.0.weight"));
+    EXPECT_EQ(childNames(model), strings({"model", "x", "a", "a"}));
 }
 
 TEST_F(TreeModelTest, ResetReplacesContents)
@@ -171,9 +181,9 @@ TEST(TreeModelScale, DeepSeekSizedIndexBuildsFast)
         const std::string layer = "model.layers." + std::to_string(l) + ".";
         for (int e = 0; e < experts; ++e) {
             for (const char *w : {"gate_proj", "up_proj", "down_proj"}) {
-                TensorEntry t = makeTensor(layer + "mlp.experts." + std::to_string(e) + "." + w +
-                                               ".weight",
-                                           DType::Float8E4M3FN, {2048, 7168}, 32);
+                TensorEntry t =
+                    makeTensor(layer + "mlp.experts." + std::to_string(e) + "." + w + ".weight",
+                               DType::Float8E4M3FN, {2048, 7168}, 32);
                 chunks += t.chunks.size();
                 index->tensors.push_back(std::move(t));
             }
@@ -198,8 +208,20 @@ TEST(TreeModelScale, DeepSeekSizedIndexBuildsFast)
                 static_cast<long long>(ms));
     EXPECT_LT(ms, 1000);
     EXPECT_EQ(model.rowCount(), 1);
-    const QModelIndex experts0 =
-        path(model, strings({"model", "layers", "0", "mlp", "experts"}));
+    const QModelIndex experts0 = path(model, strings({"model", "layers", "0", "mlp", "experts"}));
     EXPECT_EQ(model.rowCount(experts0), experts);
     EXPECT_EQ(model.index(0, 0).data(ChunkCountRole).toULongLong(), chunks);
+
+    // A recursive filter over every leaf stays interactive.
+    CheckpointFilterProxy proxy;
+    proxy.setSourceModel(&model);
+    proxy.sort(NameColumn, Qt::AscendingOrder);
+    timer.restart();
+    proxy.setFilterText(QStringLiteral("layers.6*.experts.25?.down"));
+    const QModelIndex layerGroup = path(proxy, strings({"model", "layers"}));
+    const qint64 filterMs = timer.elapsed();
+    std::printf("  filtered %zu keys in %lld ms\n", index->tensors.size(),
+                static_cast<long long>(filterMs));
+    EXPECT_EQ(childNames(proxy, layerGroup), strings({"6", "60"}));
+    EXPECT_LT(filterMs, 2000);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "model/formatting.h"
 #include "model/histogram.h"
+#include "model/naturalcompare.h"
 #include "model/pyvalueformat.h"
 
 #include <shardscope/pyvalue.h>
@@ -63,8 +64,7 @@ TEST(Histogram, DecodesFloatingPointFormats)
 
 TEST(Histogram, DecodesIntegersBoolAndComplex)
 {
-    EXPECT_EQ(decode(makeData<int8_t>(DType::Int8, {-128, 127})),
-              (std::vector<double>{-128, 127}));
+    EXPECT_EQ(decode(makeData<int8_t>(DType::Int8, {-128, 127})), (std::vector<double>{-128, 127}));
     EXPECT_EQ(decode(makeData<int64_t>(DType::Int64, {-5, 1LL << 40})),
               (std::vector<double>{-5, double(1LL << 40)}));
     EXPECT_EQ(decode(makeData<uint16_t>(DType::UInt16, {65535})), (std::vector<double>{65535}));
@@ -89,7 +89,7 @@ TEST(Histogram, CountsFiniteValuesInEqualBins)
     ASSERT_EQ(h.size(), 10u);
     EXPECT_EQ(std::accumulate(h.begin(), h.end(), uint64_t(0)), 100u);
     EXPECT_EQ(h[0], 10u); // 0..9.9 → 0..9
-    EXPECT_EQ(h[9], 11u); // 89.1..99 → 90..99 plus the maximum
+    EXPECT_EQ(h[9], 10u); // 89.1..99 → 90..99, the maximum clamped in
 
     const auto same = computeHistogram(makeData<float>(DType::Float32, {2, 2, 2}), 2.0, 2.0, 4);
     EXPECT_EQ(std::accumulate(same.begin(), same.end(), uint64_t(0)), 3u);
@@ -142,4 +142,39 @@ TEST(PyValueFormat, ShortValuesStayOnOneLineLongOnesAreIndented)
     EXPECT_TRUE(text.startsWith(QStringLiteral("argparse.Namespace(\n    option_0=7,\n")));
     EXPECT_TRUE(text.endsWith(QStringLiteral("option_29=7,\n)")));
     EXPECT_TRUE(formatPyValue(ns, 5).endsWith(QStringLiteral("(output truncated)")));
+}
+
+TEST(NaturalCompare, NumbersByValueTextCaseInsensitive)
+{
+    auto lt = [](const char *a, const char *b) {
+        return naturalCompare(QString::fromUtf8(a), QString::fromUtf8(b)) < 0;
+    };
+    EXPECT_TRUE(lt("2", "10"));
+    EXPECT_TRUE(lt("layers.9.w", "layers.10.w"));
+    EXPECT_TRUE(lt("weight2_w", "weight10_w"));
+    EXPECT_TRUE(lt("Alpha", "beta"));
+    EXPECT_TRUE(lt("a", "a1"));
+    EXPECT_TRUE(lt("1", "01"));
+    EXPECT_TRUE(lt("99999999999999999999", "100000000000000000000")); // beyond 64 bits
+    EXPECT_FALSE(lt("10", "2"));
+    EXPECT_EQ(naturalCompare(u"x7", u"x7"), 0);
+}
+
+TEST(PyValueFormat, FloatsPrintLikePythonRepr)
+{
+    auto repr = [](double x) {
+        PyValue v;
+        v.kind = PyValue::Kind::Float;
+        v.real = x;
+        return formatPyValue(v).toStdString();
+    };
+    EXPECT_EQ(repr(0.00039), "0.00039");
+    EXPECT_EQ(repr(3.9e-05), "3.9e-05");
+    EXPECT_EQ(repr(0.1), "0.1");
+    EXPECT_EQ(repr(10000.0), "10000.0");
+    EXPECT_EQ(repr(-1.5), "-1.5");
+    EXPECT_EQ(repr(0.0), "0.0");
+    EXPECT_EQ(repr(1e16), "1e+16");
+    EXPECT_EQ(repr(123456.789), "123456.789");
+    EXPECT_EQ(repr(NAN), "nan");
 }

@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: MIT
+#include "mainwindow.h"
+
+#include "model/backendrunner.h"
+#include "model/checkpointfilterproxy.h"
+#include "model/checkpointtreemodel.h"
+#include "model/formatting.h"
+#include "model/problemlistmodel.h"
+#include "model/roles.h"
+#include "widgets/checkpointtreeview.h"
+#include "widgets/filterbar.h"
+#include "widgets/problemspanel.h"
+#include "widgets/tensordetailspanel.h"
+
+#include <shardscope/checkpoint.h>
+
+#include <QApplication>
+#include <QDragEnterEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <cstdio>
+
+using namespace shardscope::model;
+using namespace shardscope::widgets;
+
+namespace shardscope::gui {
+
+namespace {
+
+QString formatDisplayName(Format f)
+{
+    switch (f) {
+    case Format::Dcp:
+        return QStringLiteral("PyTorch DCP");
+    case Format::MegatronTorchDist:
+        return QStringLiteral("Megatron torch_dist");
+    case Format::MegatronFsdpDtensor:
+        return QStringLiteral("Megatron-FSDP fsdp_dtensor");
+    case Format::MegatronLegacy:
+        return QStringLiteral("Megatron legacy (mp_rank)");
+    case Format::TorchSave:
+        return QStringLiteral("torch.save");
+    case Format::Safetensors:
+        return QStringLiteral("safetensors");
+    case Format::SafetensorsIndex:
+        return QStringLiteral("safetensors (sharded)");
+    }
+    return QString::fromStdString(std::string(formatName(f)));
+}
+
+} // namespace
+
+MainWindow::MainWindow(QWidget *parent)
+    : QMainWindow(parent)
+    , m_runner(new BackendRunner(this))
+    , m_treeModel(new CheckpointTreeModel(this))
+    , m_proxy(new CheckpointFilterProxy(this))
+    , m_problemModel(new ProblemListModel(this))
+{
+    setWindowTitle(QStringLiteral("ShardScope"));
+    setAcceptDrops(true);
+    m_proxy->setSourceModel(m_treeModel);
+
+    // Left: filter bar over the tree. Right: details. Bottom: problems.
+    auto *left = new QWidget(this);
+    auto *leftLayout = new QVBoxLayout(left);
+    leftLayout->setContentsMargins(4, 4, 0, 0);
+    leftLayout->setSpacing(4);
+    m_filterBar = new FilterBar(left);
+    m_tree = new CheckpointTreeView(left);
+    m_tree->setModel(m_proxy);
+    leftLayout->addWidget(m_filterBar);
+    leftLayout->addWidget(m_tree, 1);
+
+    m_details = new TensorDetailsPanel(this);
+    m_problems = new ProblemsPanel(this);
+    m_problems->setModel(m_problemModel);
+
+    m_hsplit = new QSplitter(Qt::Horizontal, this);
+    m_hsplit->addWidget(left);
+    m_hsplit->addWidget(m_details);
+    m_hsplit->setStretchFactor(0, 3);
+    m_hsplit->setStretchFactor(1, 2);
+    m_hsplit->setChildrenCollapsible(false);
+
+    m_vsplit = new QSplitter(Qt::Vertical, this);
+    m_vsplit->addWidget(m_hsplit);
+    m_vsplit->addWidget(m_problems);
+    m_vsplit->setStretchFactor(0, 5);
+    m_vsplit->setStretchFactor(1, 1);
+    m_vsplit->setChildrenCollapsible(false);
+    setCentralWidget(m_vsplit);
+    m_hsplit->setSizes({820, 620});
+    m_vsplit->setSizes({740, 130});
+
+    // Status bar: messages on the left; format, counts, problems and progress on the right.
+    m_formatLabel = new QLabel(this);
+    m_countsLabel = new QLabel(this);
+    m_problemsLabel = new QLabel(this);
+    m_progress = new QProgressBar(this);
+    m_progress->setMaximumWidth(180);
+    m_progress->setMaximumHeight(16);
+    m_progress->setTextVisible(false);
+    m_progress->hide();
+    for (QLabel *label : {m_formatLabel, m_countsLabel, m_problemsLabel})
+        label->setContentsMargins(10, 0, 10, 0);
+    statusBar()->addPermanentWidget(m_formatLabel);
+    statusBar()->addPermanentWidget(m_countsLabel);
+    statusBar()->addPermanentWidget(m_problemsLabel);
+    statusBar()->addPermanentWidget(m_progress);
+    statusBar()->setSizeGripEnabled(false);
+
+    createActions();
+
+    connect(m_filterBar, &FilterBar::textChanged, m_proxy, &CheckpointFilterProxy::setFilterText);
+    connect(m_filterBar, &FilterBar::dtypeChanged, m_proxy, &CheckpointFilterProxy::setDTypeFilter);
+    connect(m_filterBar, &FilterBar::problemsOnlyChanged, m_proxy,
+            &CheckpointFilterProxy::setProblemsOnly);
+    // Filtering shows matches: expand what is left when a filter narrows the tree.
+    auto expandMatches = [this] {
+        if (m_proxy->isFiltering())
+            m_tree->expandAll();
+    };
+    connect(m_filterBar, &FilterBar::textChanged, this, expandMatches);
+    connect(m_filterBar, &FilterBar::dtypeChanged, this, expandMatches);
+    connect(m_filterBar, &FilterBar::problemsOnlyChanged, this, expandMatches);
+
+    connect(m_tree, &CheckpointTreeView::currentItemChanged, this,
+            &MainWindow::onCurrentItemChanged);
+    connect(m_problems, &ProblemsPanel::problemActivated, this, &MainWindow::onProblemActivated);
+
+    connect(m_runner, &BackendRunner::checkpointOpened, this, &MainWindow::onCheckpointOpened);
+    connect(m_runner, &BackendRunner::openFailed, this, &MainWindow::onOpenFailed);
+    connect(m_runner, &BackendRunner::progress, this, &MainWindow::onProgress);
+    connect(m_runner, &BackendRunner::tensorDetailsReady, this, &MainWindow::onTensorDetails);
+    connect(m_runner, &BackendRunner::objectReady, m_details,
+            [this](const QString &key, const ObjectDetails &details) {
+                m_details->setObjectDetails(details);
+                if (m_screenshotPending && key == m_details->currentKey())
+                    QTimer::singleShot(250, this, &MainWindow::takeScreenshot);
+            });
+
+    updateStatusBar();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::createActions()
+{
+    QMenu *file = menuBar()->addMenu(tr("&File"));
+    QAction *openDir = file->addAction(tr("Open &Directory…"));
+    openDir->setShortcut(QKeySequence::Open);
+    connect(openDir, &QAction::triggered, this, &MainWindow::openDirectoryDialog);
+    QAction *openFile = file->addAction(tr("Open &File…"));
+    openFile->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+    connect(openFile, &QAction::triggered, this, &MainWindow::openFileDialog);
+    QAction *reloadAction = file->addAction(tr("&Reload"));
+    reloadAction->setShortcut(QKeySequence::Refresh);
+    connect(reloadAction, &QAction::triggered, this, &MainWindow::reload);
+    file->addSeparator();
+    QAction *quit = file->addAction(tr("&Quit"));
+    quit->setShortcut(QKeySequence::Quit);
+    connect(quit, &QAction::triggered, this, &QWidget::close);
+
+    QMenu *view = menuBar()->addMenu(tr("&View"));
+    QAction *find = view->addAction(tr("&Filter Keys"));
+    find->setShortcut(QKeySequence::Find);
+    connect(find, &QAction::triggered, this, [this] {
+        m_filterBar->lineEdit()->setFocus();
+        m_filterBar->lineEdit()->selectAll();
+    });
+    QAction *clearFilter = view->addAction(tr("&Clear Filters"));
+    connect(clearFilter, &QAction::triggered, m_filterBar, &FilterBar::reset);
+    view->addSeparator();
+    QAction *expand = view->addAction(tr("&Expand All"));
+    connect(expand, &QAction::triggered, m_tree, &QTreeView::expandAll);
+    QAction *collapse = view->addAction(tr("C&ollapse All"));
+    connect(collapse, &QAction::triggered, m_tree, &QTreeView::collapseAll);
+
+    QMenu *help = menuBar()->addMenu(tr("&Help"));
+    QAction *about = help->addAction(tr("&About ShardScope"));
+    connect(about, &QAction::triggered, this, [this] {
+        QMessageBox::about(
+            this, tr("About ShardScope"),
+            tr("<b>ShardScope %1</b><p>Inspector for large-model training checkpoints: "
+               "PyTorch DCP, Megatron, torch.save and safetensors.</p>")
+                .arg(QApplication::applicationVersion()));
+    });
+}
+
+void MainWindow::openDirectoryDialog()
+{
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open Checkpoint Directory"),
+                                                          QFileInfo(m_path).absolutePath());
+    if (!dir.isEmpty())
+        openPath(dir);
+}
+
+void MainWindow::openFileDialog()
+{
+    const QString file = QFileDialog::getOpenFileName(
+        this, tr("Open Checkpoint File"), QFileInfo(m_path).absolutePath(),
+        tr("Checkpoints (*.pt *.pth *.bin *.safetensors *.index.json .metadata *.metadata);;"
+           "All files (*)"));
+    if (!file.isEmpty())
+        openPath(file);
+}
+
+void MainWindow::reload()
+{
+    if (!m_path.isEmpty())
+        openPath(m_path);
+}
+
+void MainWindow::openPath(const QString &path)
+{
+    m_path = path;
+    setWindowTitle(tr("%1 — ShardScope").arg(QFileInfo(path).fileName()));
+    m_runner->openCheckpoint(path);
+}
+
+void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
+{
+    m_details->clear();
+    m_treeModel->setIndex(index);
+    m_problemModel->setIndex(index);
+    m_filterBar->setDTypes(m_treeModel->dtypeNames());
+    m_tree->expandToDepth(0);
+    updateStatusBar();
+    QModelIndex select;
+    if (!m_initialKey.isEmpty()) {
+        select = m_proxy->mapFromSource(m_treeModel->indexForKey(m_initialKey));
+        if (!select.isValid())
+            statusBar()->showMessage(tr("No entry named %1").arg(m_initialKey), 6000);
+        m_initialKey.clear();
+    }
+    if (!select.isValid() && m_screenshotPending)
+        select = m_tree->firstTensor();
+    if (select.isValid()) {
+        m_tree->selectIndex(select);
+        m_tree->setFocus();
+    }
+    if (m_screenshotPending &&
+        (!select.isValid() || NodeKind(select.data(KindRole).toInt()) == NodeKind::Group)) {
+        // Nothing to wait for: save what there is.
+        QTimer::singleShot(250, this, &MainWindow::takeScreenshot);
+    }
+}
+
+void MainWindow::onOpenFailed(const QString &error)
+{
+    statusBar()->showMessage(tr("Open failed: %1").arg(error));
+    if (m_screenshotPending) {
+        std::fprintf(stderr, "shardscope: %s\n", qPrintable(error));
+        QApplication::exit(1);
+        return;
+    }
+    auto *box = new QMessageBox(QMessageBox::Warning, tr("Cannot open checkpoint"), error,
+                                QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->setModal(false);
+    box->show();
+}
+
+void MainWindow::onProgress(int permille, const QString &message)
+{
+    if (permille >= 1000) {
+        m_progress->hide();
+        statusBar()->showMessage(message, 4000);
+        return;
+    }
+    if (permille < 0) {
+        m_progress->setRange(0, 0);
+    } else {
+        m_progress->setRange(0, 1000);
+        m_progress->setValue(permille);
+    }
+    m_progress->show();
+    statusBar()->showMessage(message);
+}
+
+void MainWindow::onCurrentItemChanged(const QModelIndex &current)
+{
+    if (!current.isValid()) {
+        m_details->clear();
+        return;
+    }
+    const QModelIndex source = m_proxy->mapToSource(current);
+    QStringList problems;
+    for (const Problem *p : m_treeModel->problemsAt(source))
+        problems.push_back(QString::fromStdString(p->message));
+    const QString key = current.data(KeyRole).toString();
+    switch (NodeKind(current.data(KindRole).toInt())) {
+    case NodeKind::Tensor:
+        m_details->showTensor(m_treeModel->checkpointIndex(), current.data(EntryIndexRole).toInt(),
+                              problems);
+        m_runner->requestTensorDetails(key);
+        break;
+    case NodeKind::Object:
+        m_details->showObject(key, current.siblingAtColumn(ShapeColumn).data().toString(),
+                              problems);
+        m_runner->requestObject(key);
+        break;
+    case NodeKind::Group:
+        m_details->showGroup(current);
+        break;
+    }
+}
+
+void MainWindow::onTensorDetails(const QString &key, const TensorDetails &details)
+{
+    m_details->setTensorDetails(details);
+    if (m_screenshotPending && key == m_details->currentKey())
+        QTimer::singleShot(250, this, &MainWindow::takeScreenshot);
+}
+
+void MainWindow::onProblemActivated(const QString &key)
+{
+    const QModelIndex source = m_treeModel->indexForKey(key);
+    if (!source.isValid())
+        return;
+    QModelIndex proxied = m_proxy->mapFromSource(source);
+    if (!proxied.isValid()) { // hidden by a filter: clear the filters and try again
+        m_filterBar->reset();
+        proxied = m_proxy->mapFromSource(source);
+    }
+    m_tree->selectIndex(proxied);
+    m_tree->setFocus();
+}
+
+void MainWindow::updateStatusBar()
+{
+    const IndexSnapshot &index = m_treeModel->checkpointIndex();
+    if (!index) {
+        m_formatLabel->setText(tr("No checkpoint open"));
+        m_countsLabel->clear();
+        m_problemsLabel->clear();
+        return;
+    }
+    uint64_t bytes = 0;
+    for (const TensorEntry &t : index->tensors)
+        bytes += t.nbytes();
+    m_formatLabel->setText(tr("Format: %1").arg(formatDisplayName(index->format)));
+    m_countsLabel->setText(tr("%1 tensors  ·  %2 objects  ·  %3 chunks  ·  %4 in %5 files")
+                               .arg(formatCount(index->tensors.size()),
+                                    formatCount(index->objects.size()),
+                                    formatCount(index->chunkCount()), formatBytes(bytes),
+                                    formatCount(index->files.size())));
+    const size_t n = index->problems.size();
+    m_problemsLabel->setText(n == 0 ? tr("No problems") : tr("%1 problems").arg(n));
+    m_problemsLabel->setStyleSheet(n == 0 ? QString() : QStringLiteral("color: #b02a1a;"));
+}
+
+void MainWindow::setScreenshotFile(const QString &file)
+{
+    m_screenshotFile = file;
+    m_screenshotPending = !file.isEmpty();
+    if (m_screenshotPending) {
+        QTimer::singleShot(120'000, this, [] {
+            std::fprintf(stderr, "shardscope: timed out waiting for tensor details\n");
+            QApplication::exit(2);
+        });
+    }
+}
+
+void MainWindow::takeScreenshot()
+{
+    if (!m_screenshotPending)
+        return;
+    m_screenshotPending = false;
+    const bool saved = grab().save(m_screenshotFile, "PNG");
+    if (!saved)
+        std::fprintf(stderr, "shardscope: cannot write %s\n", qPrintable(m_screenshotFile));
+    QApplication::exit(saved ? 0 : 1);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent *event)
+{
+    const QList<QUrl> urls = event->mimeData()->urls();
+    if (urls.size() == 1 && urls.first().isLocalFile())
+        event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent *event)
+{
+    const QList<QUrl> urls = event->mimeData()->urls();
+    if (urls.size() == 1 && urls.first().isLocalFile()) {
+        openPath(urls.first().toLocalFile());
+        event->acceptProposedAction();
+    }
+}
+
+} // namespace shardscope::gui

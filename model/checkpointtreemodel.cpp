@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: MIT
+#include "checkpointtreemodel.h"
+
+#include "formatting.h"
+
+#include <shardscope/checkpoint.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace shardscope::model {
+
+namespace {
+
+constexpr uint32_t NoNode = std::numeric_limits<uint32_t>::max();
+constexpr uint32_t RootNode = 0;
+
+struct Node
+{
+    uint32_t parent = NoNode;
+    uint32_t row = 0;        ///< position among the parent's children
+    uint32_t firstChild = 0; ///< into Tree::children
+    uint32_t childCount = 0;
+    uint32_t nameOffset = 0; ///< into Tree::names
+    uint32_t nameLength = 0;
+    int32_t entry = -1; ///< tensor or object index
+    NodeKind kind = NodeKind::Group;
+    uint32_t problemCount = 0;
+    uint64_t numel = 0;
+    uint64_t bytes = 0;
+    uint64_t chunks = 0;
+};
+
+// Appends the dot-separated parts of `key` to `out`.
+void splitKey(std::string_view key, std::vector<std::string_view> &out)
+{
+    size_t start = 0;
+    while (true) {
+        const size_t dot = key.find('.', start);
+        if (dot == std::string_view::npos) {
+            out.push_back(key.substr(start));
+            return;
+        }
+        out.push_back(key.substr(start, dot - start));
+        start = dot + 1;
+    }
+}
+
+} // namespace
+
+struct CheckpointTreeModel::Tree
+{
+    std::vector<Node> nodes;
+    std::vector<uint32_t> children;                           ///< each node's children, contiguous
+    std::string names;                                        ///< UTF-8 name pool
+    std::unordered_map<std::string_view, uint32_t> leafByKey; ///< views into the snapshot
+    std::vector<std::pair<uint32_t, uint32_t>> problems;      ///< (leaf node, problem), sorted
+
+    std::string_view name(uint32_t n) const
+    {
+        return std::string_view(names).substr(nodes[n].nameOffset, nodes[n].nameLength);
+    }
+};
+
+namespace {
+
+// Builds the tree in one pass over the entries. Group lookups go through a hash set keyed on
+// (parent, name in the pool): the candidate name is appended to the pool first and dropped
+// again when a group of that name exists, so no per-segment string is allocated.
+class TreeBuilder
+{
+public:
+    void build(const CheckpointIndex &index, std::vector<Node> &nodes,
+               std::vector<uint32_t> &children, std::string &names)
+    {
+        m_nodes = &nodes;
+        m_names = &names;
+        nodes.reserve(index.tensors.size() + index.objects.size() + 1024);
+        nodes.push_back(Node{}); // the invisible root
+        m_children.emplace_back();
+
+        std::vector<std::string_view> segments;
+        for (size_t i = 0; i < index.tensors.size(); ++i) {
+            const TensorEntry &t = index.tensors[i];
+            segmentsOf(t.key, t.path, segments);
+            const uint32_t leaf = addLeaf(segments, NodeKind::Tensor, int32_t(i));
+            Node &n = nodes[leaf];
+            n.numel = uint64_t(std::max<int64_t>(t.numel(), 0));
+            n.bytes = t.nbytes();
+            n.chunks = t.chunks.size();
+        }
+        for (size_t i = 0; i < index.objects.size(); ++i) {
+            const ObjectEntry &o = index.objects[i];
+            segmentsOf(o.key, o.path, segments);
+            const uint32_t leaf = addLeaf(segments, NodeKind::Object, int32_t(i));
+            if (o.location)
+                nodes[leaf].bytes = o.location->length;
+        }
+
+        // Flatten the child lists: one id vector, each node's children a contiguous slice.
+        children.clear();
+        children.reserve(nodes.size());
+        for (size_t n = 0; n < nodes.size(); ++n) {
+            nodes[n].firstChild = uint32_t(children.size());
+            nodes[n].childCount = uint32_t(m_children[n].size());
+            for (uint32_t row = 0; row < m_children[n].size(); ++row) {
+                nodes[m_children[n][row]].row = row;
+                children.push_back(m_children[n][row]);
+            }
+        }
+        m_children.clear();
+        m_children.shrink_to_fit();
+    }
+
+private:
+    struct GroupKeyHash
+    {
+        const TreeBuilder *b;
+        size_t operator()(uint32_t n) const
+        {
+            const Node &node = (*b->m_nodes)[n];
+            return std::hash<std::string_view>()(b->nameOf(node)) ^ (size_t(node.parent) * 0x9e37);
+        }
+    };
+    struct GroupKeyEq
+    {
+        const TreeBuilder *b;
+        bool operator()(uint32_t x, uint32_t y) const
+        {
+            const Node &a = (*b->m_nodes)[x];
+            const Node &c = (*b->m_nodes)[y];
+            return a.parent == c.parent && b->nameOf(a) == b->nameOf(c);
+        }
+    };
+
+    std::string_view nameOf(const Node &n) const
+    {
+        return std::string_view(*m_names).substr(n.nameOffset, n.nameLength);
+    }
+
+    // Groups by dotted prefix. A recorded nesting (DCP planner data, torch.save dicts) is
+    // split at its own boundaries first: its elements are often module FQNs themselves
+    // ("model" / "module.decoder.layers.0...").
+    static void segmentsOf(const std::string &key, const std::vector<std::string> &path,
+                           std::vector<std::string_view> &out)
+    {
+        out.clear();
+        if (path.empty()) {
+            splitKey(key, out);
+            return;
+        }
+        for (const std::string &p : path)
+            splitKey(p, out);
+    }
+
+    uint32_t newNode(uint32_t parent, std::string_view name, NodeKind kind, int32_t entry)
+    {
+        Node n;
+        n.parent = parent;
+        n.nameOffset = uint32_t(m_names->size());
+        n.nameLength = uint32_t(name.size());
+        n.kind = kind;
+        n.entry = entry;
+        m_names->append(name);
+        m_nodes->push_back(n);
+        m_children.emplace_back();
+        const uint32_t id = uint32_t(m_nodes->size() - 1);
+        m_children[parent].push_back(id);
+        return id;
+    }
+
+    uint32_t groupChild(uint32_t parent, std::string_view name)
+    {
+        const uint32_t candidate = newNode(parent, name, NodeKind::Group, -1);
+        auto [it, inserted] = m_groups.insert(candidate);
+        if (inserted)
+            return candidate;
+        // A group of that name exists: take the candidate back.
+        m_names->resize(m_names->size() - name.size());
+        m_nodes->pop_back();
+        m_children.pop_back();
+        m_children[parent].pop_back();
+        return *it;
+    }
+
+    uint32_t addLeaf(const std::vector<std::string_view> &segments, NodeKind kind, int32_t entry)
+    {
+        uint32_t parent = RootNode;
+        for (size_t s = 0; s + 1 < segments.size(); ++s)
+            parent = groupChild(parent, segments[s]);
+        return newNode(parent, segments.empty() ? std::string_view() : segments.back(), kind,
+                       entry);
+    }
+
+    std::vector<Node> *m_nodes = nullptr;
+    std::string *m_names = nullptr;
+    std::vector<std::vector<uint32_t>> m_children;
+    std::unordered_set<uint32_t, GroupKeyHash, GroupKeyEq> m_groups{1024, GroupKeyHash{this},
+                                                                    GroupKeyEq{this}};
+};
+
+} // namespace
+
+CheckpointTreeModel::CheckpointTreeModel(QObject *parent)
+    : QAbstractItemModel(parent)
+    , m_tree(std::make_unique<Tree>())
+{
+    m_tree->nodes.push_back(Node{});
+}
+
+CheckpointTreeModel::~CheckpointTreeModel() = default;
+
+void CheckpointTreeModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
+{
+    // Build the new tree before the reset so views see the old one for as short as possible.
+    auto tree = std::make_unique<Tree>();
+    QStringList dtypes;
+    if (index) {
+        TreeBuilder builder;
+        builder.build(*index, tree->nodes, tree->children, tree->names);
+        std::vector<Node> &nodes = tree->nodes;
+
+        tree->leafByKey.reserve(index->tensors.size() + index->objects.size());
+        std::set<std::string_view> dtypeSet; // views into the snapshot or static names
+        for (uint32_t n = 1; n < nodes.size(); ++n) {
+            if (nodes[n].kind == NodeKind::Tensor) {
+                const TensorEntry &t = index->tensors[size_t(nodes[n].entry)];
+                tree->leafByKey.emplace(t.key, n);
+                dtypeSet.insert(t.dtypeName.empty() ? dtypeName(t.dtype)
+                                                    : std::string_view(t.dtypeName));
+            } else if (nodes[n].kind == NodeKind::Object) {
+                tree->leafByKey.emplace(index->objects[size_t(nodes[n].entry)].key, n);
+            }
+        }
+        for (std::string_view d : dtypeSet)
+            dtypes.push_back(QString::fromUtf8(d.data(), qsizetype(d.size())));
+
+        for (uint32_t p = 0; p < index->problems.size(); ++p) {
+            auto it = tree->leafByKey.find(index->problems[p].key);
+            if (it == tree->leafByKey.end())
+                continue;
+            tree->problems.emplace_back(it->second, p);
+            ++nodes[it->second].problemCount;
+        }
+        std::sort(tree->problems.begin(), tree->problems.end());
+
+        // Parents are created before their children, so one backward pass sums every subtree.
+        for (size_t n = nodes.size() - 1; n > 0; --n) {
+            Node &p = nodes[nodes[n].parent];
+            p.numel += nodes[n].numel;
+            p.bytes += nodes[n].bytes;
+            p.chunks += nodes[n].chunks;
+            p.problemCount += nodes[n].problemCount;
+        }
+    } else {
+        tree->nodes.push_back(Node{});
+    }
+
+    beginResetModel();
+    m_index = std::move(index);
+    m_tree = std::move(tree);
+    m_dtypeNames = std::move(dtypes);
+    endResetModel();
+}
+
+size_t CheckpointTreeModel::nodeCount() const
+{
+    return m_tree->nodes.size();
+}
+
+QModelIndex CheckpointTreeModel::index(int row, int column, const QModelIndex &parent) const
+{
+    if (row < 0 || column < 0 || column >= ColumnCount || parent.column() > 0)
+        return {};
+    const uint32_t p = parent.isValid() ? uint32_t(parent.internalId()) : RootNode;
+    if (p >= m_tree->nodes.size())
+        return {};
+    const Node &pn = m_tree->nodes[p];
+    if (uint32_t(row) >= pn.childCount)
+        return {};
+    return createIndex(row, column, quintptr(m_tree->children[pn.firstChild + uint32_t(row)]));
+}
+
+QModelIndex CheckpointTreeModel::parent(const QModelIndex &child) const
+{
+    if (!child.isValid())
+        return {};
+    const uint32_t n = uint32_t(child.internalId());
+    const uint32_t p = m_tree->nodes[n].parent;
+    if (p == RootNode || p == NoNode)
+        return {};
+    return createIndex(int(m_tree->nodes[p].row), 0, quintptr(p));
+}
+
+int CheckpointTreeModel::rowCount(const QModelIndex &parent) const
+{
+    if (parent.column() > 0)
+        return 0;
+    const uint32_t p = parent.isValid() ? uint32_t(parent.internalId()) : RootNode;
+    return int(m_tree->nodes[p].childCount);
+}
+
+int CheckpointTreeModel::columnCount(const QModelIndex &) const
+{
+    return ColumnCount;
+}
+
+bool CheckpointTreeModel::hasChildren(const QModelIndex &parent) const
+{
+    return rowCount(parent) > 0;
+}
+
+Qt::ItemFlags CheckpointTreeModel::flags(const QModelIndex &index) const
+{
+    if (!index.isValid())
+        return Qt::NoItemFlags;
+    Qt::ItemFlags f = Qt::ItemIsEnabled | Qt::ItemIsSelectable;
+    if (m_tree->nodes[index.internalId()].kind != NodeKind::Group)
+        f |= Qt::ItemNeverHasChildren;
+    return f;
+}
+
+QString CheckpointTreeModel::nodeName(uint32_t node) const
+{
+    const std::string_view n = m_tree->name(node);
+    return QString::fromUtf8(n.data(), qsizetype(n.size()));
+}
+
+QString CheckpointTreeModel::nodeKey(uint32_t node) const
+{
+    const Node &n = m_tree->nodes[node];
+    if (n.kind == NodeKind::Tensor)
+        return QString::fromStdString(m_index->tensors[size_t(n.entry)].key);
+    if (n.kind == NodeKind::Object)
+        return QString::fromStdString(m_index->objects[size_t(n.entry)].key);
+    std::vector<uint32_t> chain;
+    for (uint32_t p = node; p != RootNode && p != NoNode; p = m_tree->nodes[p].parent)
+        chain.push_back(p);
+    std::string key;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        if (!key.empty())
+            key += '.';
+        key += m_tree->name(*it);
+    }
+    return QString::fromStdString(key);
+}
+
+QString CheckpointTreeModel::statusText(uint32_t node) const
+{
+    const Node &n = m_tree->nodes[node];
+    if (n.problemCount == 0)
+        return {};
+    if (n.kind == NodeKind::Group)
+        return n.problemCount == 1 ? tr("1 problem") : tr("%1 problems").arg(n.problemCount);
+    const auto range = std::equal_range(
+        m_tree->problems.begin(), m_tree->problems.end(), std::make_pair(node, uint32_t(0)),
+        [](const auto &a, const auto &b) { return a.first < b.first; });
+    QString text = QString::fromStdString(m_index->problems[range.first->second].message);
+    if (n.problemCount > 1)
+        text += tr(" (+%1 more)").arg(n.problemCount - 1);
+    return text;
+}
+
+QString CheckpointTreeModel::statusToolTip(uint32_t node) const
+{
+    QStringList lines;
+    QModelIndex idx = createIndex(int(m_tree->nodes[node].row), 0, quintptr(node));
+    for (const Problem *p : problemsAt(idx)) {
+        if (lines.size() == 20) {
+            lines.push_back(QStringLiteral("…"));
+            break;
+        }
+        lines.push_back(QString::fromStdString(p->toString()));
+    }
+    return lines.join(QLatin1Char('\n'));
+}
+
+std::vector<const Problem *> CheckpointTreeModel::problemsAt(const QModelIndex &index) const
+{
+    std::vector<const Problem *> out;
+    if (!index.isValid() || index.model() != this)
+        return out;
+    const uint32_t node = uint32_t(index.internalId());
+    const auto range = std::equal_range(
+        m_tree->problems.begin(), m_tree->problems.end(), std::make_pair(node, uint32_t(0)),
+        [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (auto it = range.first; it != range.second; ++it)
+        out.push_back(&m_index->problems[it->second]);
+    return out;
+}
+
+QVariant CheckpointTreeModel::displayData(uint32_t node, int column) const
+{
+    const Node &n = m_tree->nodes[node];
+    switch (column) {
+    case NameColumn:
+        return nodeName(node);
+    case DTypeColumn:
+        if (n.kind == NodeKind::Tensor)
+            return tensorDTypeName(m_index->tensors[size_t(n.entry)]);
+        if (n.kind == NodeKind::Object)
+            return tr("object");
+        return {};
+    case ShapeColumn:
+        if (n.kind == NodeKind::Tensor)
+            return formatShape(m_index->tensors[size_t(n.entry)].shape);
+        if (n.kind == NodeKind::Object) {
+            const ObjectEntry &o = m_index->objects[size_t(n.entry)];
+            if (o.value)
+                return QString::fromStdString(o.value->summary(60));
+            return o.location ? tr("stored bytes") : QString();
+        }
+        return {};
+    case ChunksColumn:
+        if (n.kind == NodeKind::Object || (n.kind == NodeKind::Group && n.chunks == 0))
+            return {};
+        return formatCount(n.chunks);
+    case SizeColumn:
+        if (n.kind == NodeKind::Object && n.bytes == 0)
+            return {};
+        return formatBytes(n.bytes);
+    case StatusColumn:
+        return statusText(node);
+    default:
+        return {};
+    }
+}
+
+QVariant CheckpointTreeModel::sortData(uint32_t node, int column) const
+{
+    const Node &n = m_tree->nodes[node];
+    switch (column) {
+    case NameColumn:
+        return nodeName(node);
+    case DTypeColumn:
+        return displayData(node, column).toString();
+    case ShapeColumn:
+        return qulonglong(n.numel);
+    case ChunksColumn:
+        return qulonglong(n.chunks);
+    case SizeColumn:
+        return qulonglong(n.bytes);
+    case StatusColumn:
+        return uint(n.problemCount);
+    default:
+        return {};
+    }
+}
+
+QVariant CheckpointTreeModel::data(const QModelIndex &index, int role) const
+{
+    if (!index.isValid() || index.model() != this)
+        return {};
+    const uint32_t node = uint32_t(index.internalId());
+    const Node &n = m_tree->nodes[node];
+    switch (role) {
+    case Qt::DisplayRole:
+        return displayData(node, index.column());
+    case Qt::ToolTipRole:
+        if (index.column() == StatusColumn && n.problemCount > 0 && n.kind != NodeKind::Group)
+            return statusToolTip(node);
+        if (index.column() == NameColumn)
+            return nodeKey(node);
+        if (index.column() == SizeColumn && n.kind != NodeKind::Object)
+            return tr("%1 bytes").arg(formatCount(n.bytes));
+        return {};
+    case Qt::TextAlignmentRole:
+        if (index.column() == ChunksColumn || index.column() == SizeColumn)
+            return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
+        return {};
+    case KeyRole:
+        return nodeKey(node);
+    case KindRole:
+        return int(n.kind);
+    case NumelRole:
+        return qlonglong(n.numel);
+    case BytesRole:
+        return qulonglong(n.bytes);
+    case ChunkCountRole:
+        return qulonglong(n.chunks);
+    case HasProblemRole:
+        return n.problemCount > 0;
+    case ProblemCountRole:
+        return int(n.problemCount);
+    case DTypeRole:
+        if (n.kind != NodeKind::Tensor)
+            return QString();
+        return displayData(node, DTypeColumn);
+    case EntryIndexRole:
+        return int(n.entry);
+    case SortRole:
+        return sortData(node, index.column());
+    default:
+        return {};
+    }
+}
+
+QVariant CheckpointTreeModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal)
+        return {};
+    if (role == Qt::TextAlignmentRole && (section == ChunksColumn || section == SizeColumn))
+        return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
+    if (role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case NameColumn:
+        return tr("Name");
+    case DTypeColumn:
+        return tr("DType");
+    case ShapeColumn:
+        return tr("Shape");
+    case ChunksColumn:
+        return tr("Chunks");
+    case SizeColumn:
+        return tr("Size");
+    case StatusColumn:
+        return tr("Status");
+    default:
+        return {};
+    }
+}
+
+QHash<int, QByteArray> CheckpointTreeModel::roleNames() const
+{
+    QHash<int, QByteArray> names = QAbstractItemModel::roleNames();
+    names.insert(KeyRole, "key");
+    names.insert(KindRole, "kind");
+    names.insert(NumelRole, "numel");
+    names.insert(BytesRole, "bytes");
+    names.insert(ChunkCountRole, "chunkCount");
+    names.insert(HasProblemRole, "hasProblem");
+    names.insert(ProblemCountRole, "problemCount");
+    names.insert(DTypeRole, "dtype");
+    names.insert(EntryIndexRole, "entryIndex");
+    names.insert(SortRole, "sort");
+    return names;
+}
+
+QModelIndex CheckpointTreeModel::indexForKey(const QString &key) const
+{
+    const std::string k = key.toStdString();
+    auto it = m_tree->leafByKey.find(k);
+    if (it == m_tree->leafByKey.end())
+        return {};
+    return createIndex(int(m_tree->nodes[it->second].row), 0, quintptr(it->second));
+}
+
+const TensorEntry *CheckpointTreeModel::tensorAt(const QModelIndex &index) const
+{
+    if (!index.isValid() || index.model() != this)
+        return nullptr;
+    const Node &n = m_tree->nodes[index.internalId()];
+    return n.kind == NodeKind::Tensor ? &m_index->tensors[size_t(n.entry)] : nullptr;
+}
+
+const ObjectEntry *CheckpointTreeModel::objectAt(const QModelIndex &index) const
+{
+    if (!index.isValid() || index.model() != this)
+        return nullptr;
+    const Node &n = m_tree->nodes[index.internalId()];
+    return n.kind == NodeKind::Object ? &m_index->objects[size_t(n.entry)] : nullptr;
+}
+
+} // namespace shardscope::model

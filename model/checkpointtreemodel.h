@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "roles.h"
+
+#include <QAbstractItemModel>
+#include <QStringList>
+
+#include <memory>
+
+namespace shardscope {
+struct CheckpointIndex;
+struct TensorEntry;
+struct ObjectEntry;
+struct Problem;
+} // namespace shardscope
+
+namespace shardscope::model {
+
+/**
+ * The keys of a checkpoint as a tree grouped by dotted prefix (or by the entry's true nesting
+ * when the format records one), over an immutable CheckpointIndex snapshot.
+ *
+ * Storage is compact: one vector of nodes (internalId = node id), names in one string pool, the
+ * children of each node as a contiguous slice of one id vector. Chunks are never rows; a tensor
+ * with thousands of chunks is one leaf. Leaves report Qt::ItemNeverHasChildren so views can
+ * expand and collapse huge trees cheaply.
+ *
+ * GUI thread only. setIndex() resets the model; the snapshot is shared, never copied.
+ */
+class CheckpointTreeModel : public QAbstractItemModel
+{
+    Q_OBJECT
+
+public:
+    explicit CheckpointTreeModel(QObject *parent = nullptr);
+    ~CheckpointTreeModel() override;
+
+    /** Replaces the contents (model reset). A null snapshot empties the model. */
+    void setIndex(std::shared_ptr<const CheckpointIndex> index);
+    void clear() { setIndex(nullptr); }
+    const std::shared_ptr<const CheckpointIndex> &checkpointIndex() const { return m_index; }
+
+    QModelIndex index(int row, int column, const QModelIndex &parent = {}) const override;
+    QModelIndex parent(const QModelIndex &child) const override;
+    int rowCount(const QModelIndex &parent = {}) const override;
+    int columnCount(const QModelIndex &parent = {}) const override;
+    bool hasChildren(const QModelIndex &parent = {}) const override;
+    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
+    Qt::ItemFlags flags(const QModelIndex &index) const override;
+    QHash<int, QByteArray> roleNames() const override;
+
+    /** The leaf whose full key is `key` (column 0); invalid when there is none. */
+    QModelIndex indexForKey(const QString &key) const;
+    /** The entry behind a leaf of this model; nullptr for groups and foreign indexes. */
+    const TensorEntry *tensorAt(const QModelIndex &index) const;
+    const ObjectEntry *objectAt(const QModelIndex &index) const;
+    /** The problems that name the leaf's key (empty for groups). */
+    std::vector<const Problem *> problemsAt(const QModelIndex &index) const;
+    /** Distinct torch dtype names of the tensors, sorted. */
+    QStringList dtypeNames() const { return m_dtypeNames; }
+    /** Nodes in the tree, the invisible root included. */
+    size_t nodeCount() const;
+
+private:
+    struct Tree;
+    QString nodeName(uint32_t node) const;
+    QString nodeKey(uint32_t node) const;
+    QVariant displayData(uint32_t node, int column) const;
+    QVariant sortData(uint32_t node, int column) const;
+    QString statusText(uint32_t node) const;
+    QString statusToolTip(uint32_t node) const;
+
+    std::shared_ptr<const CheckpointIndex> m_index;
+    std::unique_ptr<Tree> m_tree;
+    QStringList m_dtypeNames;
+};
+
+} // namespace shardscope::model

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <QString>
+
+#include <cstdint>
+#include <span>
+
+namespace shardscope {
+struct TensorEntry;
+}
+
+namespace shardscope::model {
+
+/** "1.50 MiB", "512 B": binary units, three significant digits. */
+QString formatBytes(uint64_t bytes);
+/** "[7168, 2048]"; "[]" for a scalar. */
+QString formatShape(std::span<const int64_t> shape);
+/** "1,234,567": digit groups, independent of the locale. */
+QString formatCount(uint64_t n);
+/** torch's dtype name of a tensor entry ("bfloat16"), also when the dtype is not decoded. */
+QString tensorDTypeName(const TensorEntry &t);
+/** One line: "bfloat16  ·  [7168, 2048]  ·  14,680,064 elements  ·  28.0 MiB". */
+QString describeTensor(const TensorEntry &t);
+/** A double for the details panel: shortest form that round-trips, "nan", "inf". */
+QString formatReal(double v);
+
+} // namespace shardscope::model

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <shardscope/checkpoint.h>
+#include <shardscope/tensor.h>
+
+#include <QMetaType>
+#include <QString>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace shardscope::model {
+
+/** Bins of TensorDetails::histogram. */
+inline constexpr int HistogramBins = 64;
+
+/** What the runner computed for one tensor: statistics, content hash and a histogram. */
+struct TensorDetails
+{
+    QString key;
+    /** Empty when the tensor was read; otherwise one line saying why not. */
+    QString error;
+    bool hasStats = false;
+    shardscope::TensorStats stats;
+    QString statsError; ///< why there are no statistics (e.g. a dtype without them)
+    QString sha256;     ///< of the contiguous little-endian bytes, lower-case hex
+    /** Counts of finite values in HistogramBins equal bins over [histogramMin, histogramMax]. */
+    std::vector<uint64_t> histogram;
+    double histogramMin = 0;
+    double histogramMax = 0;
+    qint64 elapsedMs = 0;
+
+    bool ok() const { return error.isEmpty(); }
+};
+
+/** A non-tensor entry decoded by the runner. */
+struct ObjectDetails
+{
+    QString key;
+    QString error;   ///< empty when decoded
+    QString summary; ///< one line ("argparse.Namespace(12 fields)")
+    QString text;    ///< indented, Python-like rendering
+
+    bool ok() const { return error.isEmpty(); }
+};
+
+using IndexSnapshot = std::shared_ptr<const shardscope::CheckpointIndex>;
+
+/** Registers the types above for queued connections and QSignalSpy. Idempotent. */
+void registerMetaTypes();
+
+} // namespace shardscope::model
+
+Q_DECLARE_METATYPE(shardscope::model::TensorDetails)
+Q_DECLARE_METATYPE(shardscope::model::ObjectDetails)
+Q_DECLARE_METATYPE(shardscope::model::IndexSnapshot)

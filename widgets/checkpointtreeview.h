@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <QStyledItemDelegate>
+#include <QTreeView>
+
+namespace shardscope::widgets {
+
+/**
+ * Icons by node kind in the name column and a warning look for rows with problems. Reads the
+ * model's typed roles (KindRole, HasProblemRole), so it works through any proxy.
+ */
+class CheckpointItemDelegate : public QStyledItemDelegate
+{
+    Q_OBJECT
+
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+
+protected:
+    void initStyleOption(QStyleOptionViewItem *option, const QModelIndex &index) const override;
+};
+
+/**
+ * The checkpoint tree: uniform row heights (required for trees with 10^5+ rows), sortable
+ * header, fixed interactive column widths (never ResizeToContents, which walks every row).
+ */
+class CheckpointTreeView : public QTreeView
+{
+    Q_OBJECT
+
+public:
+    explicit CheckpointTreeView(QWidget *parent = nullptr);
+
+    void setModel(QAbstractItemModel *model) override;
+    /** Sensible default column widths, from the font (the last column stretches). */
+    void applyDefaultColumnWidths();
+    /** The first tensor in display order (depth first), or an invalid index. */
+    QModelIndex firstTensor() const;
+    /** Selects `index` (of this view's model), expanding its ancestors and scrolling to it. */
+    void selectIndex(const QModelIndex &index);
+
+Q_SIGNALS:
+    /** The current item changed; `current` is an index of this view's model (may be invalid). */
+    void currentItemChanged(const QModelIndex &current);
+
+protected:
+    void currentChanged(const QModelIndex &current, const QModelIndex &previous) override;
+    void keyPressEvent(QKeyEvent *event) override;
+    void contextMenuEvent(QContextMenuEvent *event) override;
+
+private:
+    void copyKey(const QModelIndex &index) const;
+};
+
+} // namespace shardscope::widgets

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+#include "problemspanel.h"
+
+#include "model/problemlistmodel.h"
+#include "model/roles.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QSortFilterProxyModel>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+namespace shardscope::widgets {
+
+ProblemsPanel::ProblemsPanel(QWidget *parent)
+    : QWidget(parent)
+    , m_title(new QLabel(this))
+    , m_view(new QTreeView(this))
+    , m_proxy(new QSortFilterProxyModel(this))
+{
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 0);
+    layout->setSpacing(4);
+    QFont bold = m_title->font();
+    bold.setBold(true);
+    m_title->setFont(bold);
+    layout->addWidget(m_title);
+    layout->addWidget(m_view, 1);
+
+    m_proxy->setSortRole(model::SortRole);
+    m_view->setModel(m_proxy);
+    m_view->setRootIsDecorated(false);
+    m_view->setUniformRowHeights(true);
+    m_view->setAlternatingRowColors(true);
+    m_view->setSortingEnabled(true);
+    m_view->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_view->setTextElideMode(Qt::ElideMiddle);
+    m_view->sortByColumn(-1, Qt::AscendingOrder); // keep the backend's order until asked
+    connect(m_view, &QTreeView::activated, this, [this](const QModelIndex &index) {
+        Q_EMIT problemActivated(index.data(model::KeyRole).toString());
+    });
+    updateTitle();
+}
+
+void ProblemsPanel::setModel(model::ProblemListModel *model)
+{
+    if (m_model)
+        disconnect(m_model, nullptr, this, nullptr);
+    m_model = model;
+    m_proxy->setSourceModel(model);
+    if (model) {
+        connect(model, &QAbstractItemModel::modelReset, this, &ProblemsPanel::updateTitle);
+        const QFontMetrics fm(font());
+        const int digit = fm.horizontalAdvance(QLatin1Char('0'));
+        QHeaderView *h = m_view->header();
+        h->resizeSection(model::ProblemListModel::KeyColumn, digit * 48);
+        h->resizeSection(model::ProblemListModel::FileColumn, digit * 26);
+        h->resizeSection(model::ProblemListModel::OffsetColumn, digit * 11);
+        h->setStretchLastSection(true);
+    }
+    updateTitle();
+}
+
+void ProblemsPanel::updateTitle()
+{
+    const int n = m_model ? m_model->rowCount() : 0;
+    m_title->setText(n == 0   ? tr("Problems: none found")
+                     : n == 1 ? tr("Problems: 1")
+                              : tr("Problems: %1").arg(n));
+}
+
+} // namespace shardscope::widgets
