@@ -2,9 +2,9 @@
 """Baseline for ShardScope's metadata reader: how long torch itself takes to read a DCP
 ``.metadata`` and how much memory that costs.
 
-    python bench/bench_torch_read_metadata.py DIR
+    python bench/bench_torch_read_metadata.py DIR [REPEATS]
 
-* seconds: best of 3 ``FileSystemReader(DIR).read_metadata()`` calls, after one warm-up read of
+* seconds: best of REPEATS (default 3) ``FileSystemReader(DIR).read_metadata()`` calls, after one warm-up read of
   the file's bytes (page cache), with the previous result freed between runs;
 * peak_rss_mb: ``ru_maxrss`` of a fresh Python process that imports torch and does one read
   (import_rss_mb is the same process's peak before the read, i.e. torch's own footprint);
@@ -36,10 +36,11 @@ os._exit(0)
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
     ckpt = sys.argv[1]
+    repeats = int(sys.argv[2]) if len(sys.argv) == 3 else 3
     path = os.path.join(ckpt, ".metadata")
 
     with open(path, "rb") as f:  # warm the page cache (without growing this process much)
@@ -58,7 +59,7 @@ def main() -> int:
 
     best = float("inf")
     keys = chunks = 0
-    for i in range(3):
+    for i in range(repeats):
         t0 = time.perf_counter()
         md = FileSystemReader(ckpt).read_metadata()
         dt = time.perf_counter() - t0

@@ -6,7 +6,9 @@
 #include "readers.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <thread>
 #include <unordered_map>
 
 namespace fs = std::filesystem;
@@ -33,6 +35,42 @@ struct DcpBuilder
                size = kNil, chunks = kNil, tensorClass = kNil, bytesClass = kNil;
     } seen;
     NodeId get(NodeId v, std::string_view key, NodeId &s) const { return a->get(v, key, s); }
+
+    // Keys in state_dict_metadata order (tensor index, or object index | kObjectBit).
+    std::vector<uint32_t> order;
+    const std::string &keyOf(uint32_t e) const
+    {
+        return (e & kObjectBit) ? index.objects[e & ~kObjectBit].key : index.tensors[e].key;
+    }
+    // planner_data and each rank's storage entries mostly follow state_dict_metadata's order:
+    // try the entry after the previous hit before hashing the (long) key.
+    uint32_t lookup(std::string_view key, size_t &cursor) const
+    {
+        const XXH128_hash_t h = FlatStringMap::hash(key);
+        for (size_t c : {cursor, cursor + 1})
+            if (c < order.size() && XXH128_isEqual(orderHash[c], h) &&
+                orderLength[c] == key.size()) {
+                cursor = c;
+                return order[c];
+            }
+        const uint32_t found = byKey.find(key.size(), h);
+        if (found != FlatStringMap::kAbsent)
+            cursor = positionOf(found);
+        return found;
+    }
+    std::vector<XXH128_hash_t> orderHash; // keys as FlatStringMap identifies them
+    std::vector<uint32_t> orderLength;
+    void appendOrder(uint32_t entry, std::string_view key)
+    {
+        order.push_back(entry);
+        orderHash.push_back(FlatStringMap::hash(key));
+        orderLength.push_back(uint32_t(key.size()));
+    }
+    std::vector<uint32_t> tensorPos, objectPos; // entry → position in `order`
+    size_t positionOf(uint32_t e) const
+    {
+        return (e & kObjectBit) ? objectPos[e & ~kObjectBit] : tensorPos[e];
+    }
 
     Error fail(std::string msg, NodeId at, const std::string &key = {}) const
     {
@@ -161,10 +199,17 @@ struct DcpBuilder
             }
             std::string_view key = a->bytes(k);
             if (isClass(v, "TensorStorageMetadata", seen.tensorClass)) {
+                const size_t before = index.tensors.size();
                 st = tensorEntry(key, v);
+                if (index.tensors.size() > before) {
+                    tensorPos.push_back(uint32_t(order.size()));
+                    appendOrder(uint32_t(before), key);
+                }
             } else if (isClass(v, "BytesStorageMetadata", seen.bytesClass)) {
                 const uint32_t oi = uint32_t(index.objects.size());
                 if (byKey.insert(key, oi | kObjectBit) == (oi | kObjectBit)) {
+                    objectPos.push_back(uint32_t(order.size()));
+                    appendOrder(oi | kObjectBit, key);
                     ObjectEntry o;
                     o.key = std::string(key);
                     index.objects.push_back(std::move(o));
@@ -179,15 +224,21 @@ struct DcpBuilder
         if (!st)
             return st;
 
-        if (NodeId pd = a->get(root, "planner_data"); pd != kNil && a->kind(pd) == NodeKind::Dict)
-            plannerData(pd);
-        if (NodeId sd = a->get(root, "storage_data"); sd != kNil && a->kind(sd) == NodeKind::Dict) {
+        // planner_data only sets paths and storage_data only sets locations (disjoint members
+        // of entries that no longer move), so the two run side by side.
+        NodeId pd = a->get(root, "planner_data");
+        std::thread planner;
+        if (pd != kNil && a->kind(pd) == NodeKind::Dict)
+            planner = std::thread([this, pd] { plannerData(pd); });
+        NodeId sd = a->get(root, "storage_data");
+        if (sd != kNil && a->kind(sd) == NodeKind::Dict)
             st = storageData(sd);
-            if (!st)
-                return st;
-        } else {
-            return fail("Metadata without storage_data (not written by FileSystemWriter?)", root);
-        }
+        else
+            st = fail("Metadata without storage_data (not written by FileSystemWriter?)", root);
+        if (planner.joinable())
+            planner.join();
+        if (!st)
+            return st;
         if (NodeId v = a->get(root, "version"); v != kNil) {
             if (a->isStr(v))
                 index.info["dcp_version"] = std::string(a->bytes(v));
@@ -219,6 +270,7 @@ struct DcpBuilder
 
     void plannerData(NodeId pd)
     {
+        size_t cursor = 0;
         a->forEachPair(pd, [&](NodeId k, NodeId v) {
             if (!a->isStr(k) || (a->kind(v) != NodeKind::Tuple && a->kind(v) != NodeKind::List))
                 return;
@@ -229,7 +281,7 @@ struct DcpBuilder
                 else if (a->isInt(e))
                     path.push_back(std::to_string(a->integer(e)));
             });
-            const uint32_t found = byKey.find(a->bytes(k));
+            const uint32_t found = lookup(a->bytes(k), cursor);
             if (found == FlatStringMap::kAbsent)
                 return;
             if (found & kObjectBit)
@@ -242,6 +294,9 @@ struct DcpBuilder
     Status storageData(NodeId sd)
     {
         std::unordered_map<std::string_view, uint32_t> files;
+        NodeId lastRel = kNil; // file names are memoised: mostly the same value as last time
+        uint32_t lastFile = 0;
+        size_t cursor = 0;
         Status st = Ok{};
         std::vector<int64_t> offsets;
         a->forEachPair(sd, [&](NodeId mi, NodeId si) {
@@ -262,7 +317,9 @@ struct DcpBuilder
             }
             Location loc;
             const std::string_view relPath = a->bytes(rel);
-            if (auto it = files.find(relPath); it != files.end()) {
+            if (rel == lastRel) {
+                loc.file = lastFile;
+            } else if (auto it = files.find(relPath); it != files.end()) {
                 loc.file = it->second;
             } else {
                 std::string p(relPath);
@@ -274,6 +331,8 @@ struct DcpBuilder
                 loc.file = internFile(index, p);
                 files.emplace(relPath, loc.file);
             }
+            lastRel = rel;
+            lastFile = loc.file;
             loc.offset = uint64_t(a->integer(off));
             loc.length = uint64_t(a->integer(len));
             if (NodeId td = get(si, "transform_descriptors", seen.transforms);
@@ -286,7 +345,7 @@ struct DcpBuilder
                 });
                 loc.transforms = internTransforms(index, std::move(chain));
             }
-            const uint32_t found = byKey.find(fqn);
+            const uint32_t found = lookup(fqn, cursor);
             if (found == FlatStringMap::kAbsent) {
                 index.problems.push_back({std::string(fqn), metaFile, a->offsetOf(mi),
                                           "storage entry for a key with no metadata"});

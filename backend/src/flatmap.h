@@ -21,14 +21,14 @@ public:
 
     explicit FlatStringMap(size_t expected = 1024) { rehash(capacityFor(expected)); }
 
-    uint32_t find(std::string_view key) const
+    uint32_t find(std::string_view key) const { return find(key.size(), hash(key)); }
+    uint32_t find(size_t length, const XXH128_hash_t &h) const
     {
-        const XXH128_hash_t h = hash(key);
         for (size_t i = h.low64 & m_mask;; i = (i + 1) & m_mask) {
             const Slot &s = m_slots[i];
             if (s.value == kAbsent)
                 return kAbsent;
-            if (s.same(h, key.size()))
+            if (s.same(h, length))
                 return s.value;
         }
     }
@@ -67,7 +67,11 @@ private:
             return lo == h.low64 && hi == h.high64 && length == len;
         }
     };
+
+public:
     static XXH128_hash_t hash(std::string_view k) { return XXH3_128bits(k.data(), k.size()); }
+
+private:
     static size_t capacityFor(size_t n)
     {
         size_t c = 16;

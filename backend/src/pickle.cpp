@@ -84,6 +84,7 @@ constexpr NodeId kNone = (0 << 3) | kTagSpecial;
 constexpr NodeId kTrue = (1 << 3) | kTagSpecial;
 constexpr NodeId kFalse = (2 << 3) | kTagSpecial;
 constexpr NodeId kEmptyTuple = (3 << 3) | kTagSpecial;
+constexpr NodeId kReclaimed = (4 << 3) | kTagSpecial; // memo only: see reclaimArgs
 constexpr int64_t kInlineIntMax = (int64_t(1) << 60) - 1;
 constexpr int64_t kInlineIntMin = -(int64_t(1) << 60);
 constexpr uint64_t kInlineStrMaxLen = (uint64_t(1) << 21) - 1;
@@ -159,7 +160,7 @@ std::string_view PickleArena::bytes(NodeId v) const
     if (!isNode(v))
         return {};
     const Node &n = node(v);
-    if (n.owned)
+    if (n.flags & kOwned)
         return std::string_view(m_owned).substr(n.x, n.y);
     return {reinterpret_cast<const char *>(m_stream.data()) + n.x, size_t(n.y)};
 }
@@ -189,31 +190,22 @@ NodeId PickleArena::item(NodeId n, uint64_t i) const
     const NodeKind k = kind(n);
     if ((k != NodeKind::Tuple && k != NodeKind::List) || !isNode(n))
         return kNil;
-    for (uint32_t s = firstSegment(n); s != kNoSegment; s = m_segments[s].next) {
-        if (i < m_segments[s].count)
-            return m_pool[m_segments[s].start + i];
-        i -= m_segments[s].count;
-    }
-    return kNil;
+    NodeId out = kNil;
+    forEachRange(n, [&](const NodeId *p, uint32_t count) {
+        if (out != kNil)
+            return;
+        if (i < count)
+            out = p[i];
+        else
+            i -= count;
+    });
+    return out;
 }
 
 NodeId PickleArena::get(NodeId n, std::string_view key) const
 {
-    if (n == kNil || !isNode(n))
-        return kNil;
-    if (kind(n) == NodeKind::Object)
-        n = objState(n);
-    if (n == kNil || !isNode(n) || kind(n) != NodeKind::Dict)
-        return kNil;
-    for (uint32_t s = firstSegment(n); s != kNoSegment; s = m_segments[s].next) {
-        const Segment &seg = m_segments[s];
-        for (uint32_t i = 0; i + 1 < seg.count; i += 2) {
-            NodeId k = m_pool[seg.start + i];
-            if (kind(k) == NodeKind::Str && bytes(k) == key)
-                return m_pool[seg.start + i + 1];
-        }
-    }
-    return kNil;
+    NodeId seen = kNil;
+    return get(n, key, seen);
 }
 
 NodeId PickleArena::get(NodeId n, std::string_view key, NodeId &seen) const
@@ -224,24 +216,34 @@ NodeId PickleArena::get(NodeId n, std::string_view key, NodeId &seen) const
         n = objState(n);
     if (n == kNil || !isNode(n) || kind(n) != NodeKind::Dict)
         return kNil;
+    NodeId out = kNil;
     if (seen != kNil)
-        for (uint32_t s = firstSegment(n); s != kNoSegment; s = m_segments[s].next) {
-            const Segment &seg = m_segments[s];
-            for (uint32_t i = 0; i + 1 < seg.count; i += 2)
-                if (m_pool[seg.start + i] == seen)
-                    return m_pool[seg.start + i + 1];
-        }
-    for (uint32_t s = firstSegment(n); s != kNoSegment; s = m_segments[s].next) {
-        const Segment &seg = m_segments[s];
-        for (uint32_t i = 0; i + 1 < seg.count; i += 2) {
-            const NodeId k = m_pool[seg.start + i];
-            if (kind(k) == NodeKind::Str && bytes(k) == key) {
-                seen = k;
-                return m_pool[seg.start + i + 1];
+        forEachRange(n, [&](const NodeId *p, uint32_t count) {
+            for (uint32_t i = 0; out == kNil && i + 1 < count; i += 2)
+                if (p[i] == seen)
+                    out = p[i + 1];
+        });
+    if (out != kNil)
+        return out;
+    forEachRange(n, [&](const NodeId *p, uint32_t count) {
+        for (uint32_t i = 0; out == kNil && i + 1 < count; i += 2)
+            if (kind(p[i]) == NodeKind::Str && bytes(p[i]) == key) {
+                seen = p[i];
+                out = p[i + 1];
             }
-        }
-    }
-    return kNil;
+    });
+    return out;
+}
+
+NodeId PickleArena::objArgs(NodeId v) const
+{
+    return (node(v).flags & kHasArgs) ? m_nodes[nodeIndex(v) + 1].x : kEmptyTuple;
+}
+
+NodeId PickleArena::objExtra(NodeId v) const
+{
+    auto it = m_objExtra.find(nodeIndex(v));
+    return it == m_objExtra.end() ? kNil : it->second;
 }
 
 bool PickleArena::isGlobal(NodeId n, std::string_view module, std::string_view name) const
@@ -423,6 +425,8 @@ public:
         A.m_pool.reserve(std::min<size_t>(s.size() / 5 + 16, size_t(1) << 29));
 
         m_stack.reserve(256);
+        // Protocol 4 memoises nearly every object: DCP metadata has one memo entry per few bytes.
+        m_memo.reserve(std::min<size_t>(s.size() / 6 + 16, size_t(1) << 28));
     }
 
     Status run();
@@ -438,7 +442,7 @@ private:
     }
     bool need(uint64_t n)
     {
-        if (n <= m_s.size() - m_p)
+        if (n <= m_s.size() - m_p) [[likely]]
             return true;
         return fail("truncated: opcode needs " + std::to_string(n) + " more bytes than remain");
     }
@@ -450,7 +454,7 @@ private:
         m_p += sizeof(T);
         return v;
     }
-    NodeId newNode(NodeKind k, uint64_t x = 0, uint64_t y = 0)
+    [[gnu::always_inline]] NodeId newNode(NodeKind k, uint64_t x = 0, uint64_t y = 0)
     {
         Node n;
         n.kind = k;
@@ -491,15 +495,20 @@ private:
     }
     NodeId newContainer(NodeKind k, size_t from)
     {
-        NodeId id = newNode(k, uint64_t(PickleArena::kNoSegment) |
-                                   (uint64_t(PickleArena::kNoSegment) << 32));
+        NodeId id = newNode(k);
         appendItems(id, from);
         return id;
     }
+    // Dataclass instances (NEWOBJ with no args) take one node; others keep args beside it.
     NodeId newObject(NodeId cls, NodeId args, NodeId extra = kNil)
     {
-        NodeId id = newNode(NodeKind::Object, cls, args);
-        newNode(NodeKind::None, kNil, extra); // state, extra
+        NodeId id = newNode(NodeKind::Object, cls, kNil);
+        if (args != kEmptyTuple) {
+            A.m_nodes.back().flags |= PickleArena::kHasArgs;
+            newNode(NodeKind::None, args);
+        }
+        if (extra != kNil)
+            A.m_objExtra[A.nodeIndex(id)] = extra;
         return id;
     }
     NodeId newStr(NodeKind k, uint64_t offset, uint64_t len)
@@ -520,28 +529,37 @@ private:
         const size_t count = m_stack.size() - from;
         if (count == 0)
             return;
-        Node &node = A.m_nodes[A.nodeIndex(c)];
         const uint32_t poolEnd = uint32_t(A.m_pool.size());
-        const uint32_t last = uint32_t(node.x >> 32);
-        const uint64_t added = node.kind == NodeKind::Dict ? count / 2 : count;
         A.m_pool.insert(A.m_pool.end(), m_stack.begin() + long(from), m_stack.end());
         m_stack.resize(from);
-        node.y += added;
-        if (last != PickleArena::kNoSegment) {
-            auto &seg = A.m_segments[last];
-            if (seg.start + seg.count == poolEnd) { // APPEND in a loop: extend in place
-                seg.count += uint32_t(count);
+        Node &node = A.m_nodes[A.nodeIndex(c)];
+        node.y += node.kind == NodeKind::Dict ? count / 2 : count;
+        if (!(node.flags & (PickleArena::kSingle | PickleArena::kChain))) {
+            node.flags |= PickleArena::kSingle;
+            node.x = poolEnd | (uint64_t(count) << 32);
+            return;
+        }
+        if (node.flags & PickleArena::kSingle) {
+            const uint32_t start = uint32_t(node.x), n = uint32_t(node.x >> 32);
+            if (start + n == poolEnd) { // APPEND in a loop: extend in place
+                node.x = start | (uint64_t(n + count) << 32);
                 return;
             }
+            A.m_segments.push_back({start, n, PickleArena::kNoSegment});
+            const uint32_t first = uint32_t(A.m_segments.size() - 1);
+            node.flags = uint8_t((node.flags & ~PickleArena::kSingle) | PickleArena::kChain);
+            node.x = first | (uint64_t(first) << 32);
+        }
+        const uint32_t last = uint32_t(node.x >> 32);
+        auto &seg = A.m_segments[last];
+        if (seg.start + seg.count == poolEnd) {
+            seg.count += uint32_t(count);
+            return;
         }
         A.m_segments.push_back({poolEnd, uint32_t(count), PickleArena::kNoSegment});
-        const uint32_t seg = uint32_t(A.m_segments.size() - 1);
-        if (last == PickleArena::kNoSegment)
-            node.x = uint64_t(seg) | (uint64_t(seg) << 32);
-        else {
-            A.m_segments[last].next = seg;
-            node.x = (node.x & 0xffffffffu) | (uint64_t(seg) << 32);
-        }
+        const uint32_t added = uint32_t(A.m_segments.size() - 1);
+        A.m_segments[last].next = added;
+        node.x = (node.x & 0xffffffffu) | (uint64_t(added) << 32);
     }
     size_t floor() const { return m_marks.empty() ? 0 : m_marks.back(); }
     bool popMark(size_t &m)
@@ -560,15 +578,26 @@ private:
         m_stack.pop_back();
         return true;
     }
-    bool push(NodeId n)
+    [[gnu::noinline, gnu::cold]] bool stackTooDeep()
+    {
+        return fail("stack deeper than " + std::to_string(m_limits.maxStack), Error::Code::Limit);
+    }
+    [[gnu::always_inline]] bool push(NodeId n)
     {
         if (m_stack.size() >= m_limits.maxStack) [[unlikely]]
-            return fail("stack deeper than " + std::to_string(m_limits.maxStack),
-                        Error::Code::Limit);
+            return stackTooDeep();
         m_stack.push_back(n);
         return true;
     }
-    bool memoPut(uint64_t idx)
+    [[gnu::always_inline]] bool memoPut(uint64_t idx)
+    {
+        if (idx == m_memo.size() && !m_stack.empty()) [[likely]] {
+            m_memo.push_back(m_stack.back());
+            return true;
+        }
+        return memoPutSlow(idx);
+    }
+    [[gnu::noinline]] bool memoPutSlow(uint64_t idx)
     {
         if (m_stack.empty())
             return fail("memo store with an empty stack");
@@ -587,7 +616,16 @@ private:
         }
         return true;
     }
-    bool memoGet(uint64_t idx)
+    [[gnu::always_inline]] bool memoGet(uint64_t idx)
+    {
+        if (idx < m_memo.size()) [[likely]] {
+            const NodeId v = m_memo[idx];
+            if (v != kNil && v != kReclaimed) [[likely]]
+                return push(v);
+        }
+        return memoGetSlow(idx);
+    }
+    [[gnu::noinline]] bool memoGetSlow(uint64_t idx)
     {
         NodeId v = kNil;
         if (idx < m_memo.size())
@@ -596,13 +634,37 @@ private:
             v = it->second;
         if (v == kNil)
             return fail("memo key " + std::to_string(idx) + " was never stored");
+        if (v == kReclaimed)
+            return fail("memo key " + std::to_string(idx) +
+                            " refers to the arguments of a torch.Size call",
+                        Error::Code::Unsupported);
         return push(v);
+    }
+    // torch.Size(dims) is the most common call in DCP metadata, and its one-item args tuple is
+    // garbage once reduced. Python never references an args tuple again, so when it is the
+    // newest node we take it back; its memo slot (if any) is poisoned so a hand-made pickle
+    // that does reference it fails cleanly instead of seeing a different value.
+    void reclaimArgs(NodeId args)
+    {
+        if (!A.isNode(args) || A.nodeIndex(args) + 1 != A.m_nodes.size())
+            return;
+        const PickleArena::Node &n = A.m_nodes.back();
+        if (!(n.flags & PickleArena::kSingle) ||
+            uint32_t(n.x) + uint32_t(n.x >> 32) != A.m_pool.size())
+            return;
+        if (!m_memo.empty() && m_memo.back() == args)
+            m_memo.back() = kReclaimed;
+        for (auto &[k, v] : m_sparseMemo)
+            if (v == args)
+                v = kReclaimed;
+        A.m_pool.resize(uint32_t(n.x));
+        A.m_nodes.pop_back();
     }
     bool addTo(NodeId target, size_t from, bool pairs);
     bool doReduce(NodeId callable, NodeId args);
     bool makeGlobal(NodeId module, NodeId name);
     bool bytesFromLatin1(NodeId text, NodeId &out);
-    bool step(uint8_t op);
+    [[gnu::always_inline]] inline bool step(uint8_t op);
 
     PickleArena &A;
     std::span<const uint8_t> m_s;
@@ -624,10 +686,10 @@ bool PickleMachine::addTo(NodeId target, size_t from, bool pairs)
     NodeKind tk = A.kind(target);
     if (tk == NodeKind::Object) {
         // A dict or list subclass built by NEWOBJ: keep its items beside its state.
-        Node &ext = A.m_nodes[A.nodeIndex(target) + 1];
-        if (ext.y == kNil)
-            ext.y = newContainer(pairs ? NodeKind::Dict : NodeKind::List, m_stack.size());
-        target = A.m_nodes[A.nodeIndex(target) + 1].y;
+        auto [it, inserted] = A.m_objExtra.try_emplace(A.nodeIndex(target), kNil);
+        if (inserted)
+            it->second = newContainer(pairs ? NodeKind::Dict : NodeKind::List, m_stack.size());
+        target = it->second;
         tk = A.kind(target);
     }
     const bool ok = A.isNode(target) &&
@@ -671,7 +733,7 @@ bool PickleMachine::bytesFromLatin1(NodeId text, NodeId &result)
         }
     }
     result = newNode(NodeKind::Bytes, A.m_owned.size(), out.size());
-    A.m_nodes.back().owned = 1;
+    A.m_nodes.back().flags |= PickleArena::kOwned;
     A.m_owned += out;
     return true;
 }
@@ -688,8 +750,10 @@ bool PickleMachine::doReduce(NodeId callable, NodeId args)
         if (mod == "torch" && name == "Size" && nargs == 1) {
             NodeId dims = A.item(args, 0);
             const NodeKind dk = A.kind(dims);
-            if (dk == NodeKind::Tuple || dk == NodeKind::List)
+            if (dk == NodeKind::Tuple || dk == NodeKind::List) {
+                reclaimArgs(args);
                 return push(dims);
+            }
         }
         if (builtins && (name == "set" || name == "frozenset")) {
             NodeId s =
@@ -715,7 +779,7 @@ bool PickleMachine::doReduce(NodeId callable, NodeId args)
     return push(newObject(callable, args));
 }
 
-bool PickleMachine::step(uint8_t op)
+inline bool PickleMachine::step(uint8_t op)
 {
     switch (op) {
     case 0x80: // PROTO
@@ -936,7 +1000,7 @@ bool PickleMachine::step(uint8_t op)
             return fail("BUILD without an object");
         const NodeId target = m_stack.back();
         if (A.isNode(target) && A.kind(target) == NodeKind::Object)
-            A.m_nodes[A.nodeIndex(target) + 1].x = state;
+            A.m_nodes[A.nodeIndex(target)].y = state;
         return true;
     }
     case 'Q': { // BINPERSID

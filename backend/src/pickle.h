@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace shardscope::detail {
@@ -91,25 +92,19 @@ public:
                 f(intTupleItem(v, i));
             return;
         }
-        if (!isNode(v))
-            return;
-        for (uint32_t s = firstSegment(v); s != kNoSegment; s = m_segments[s].next) {
-            const Segment &seg = m_segments[s];
-            for (uint32_t i = 0; i < seg.count; ++i)
-                f(m_pool[seg.start + i]);
-        }
+        forEachRange(v, [&](const NodeId *p, uint32_t n) {
+            for (uint32_t i = 0; i < n; ++i)
+                f(p[i]);
+        });
     }
     /** Calls f(key, value) for dict pairs. */
     template<typename F>
     void forEachPair(NodeId v, F &&f) const
     {
-        if (!isNode(v))
-            return;
-        for (uint32_t s = firstSegment(v); s != kNoSegment; s = m_segments[s].next) {
-            const Segment &seg = m_segments[s];
-            for (uint32_t i = 0; i + 1 < seg.count; i += 2)
-                f(m_pool[seg.start + i], m_pool[seg.start + i + 1]);
-        }
+        forEachRange(v, [&](const NodeId *p, uint32_t n) {
+            for (uint32_t i = 0; i + 1 < n; i += 2)
+                f(p[i], p[i + 1]);
+        });
     }
     std::vector<NodeId> items(NodeId v) const;
     /** Item i of a tuple/list (kNil when out of range). */
@@ -127,9 +122,9 @@ public:
     bool isGlobal(NodeId v, std::string_view module, std::string_view name) const;
 
     NodeId objClass(NodeId v) const { return node(v).x; }
-    NodeId objArgs(NodeId v) const { return node(v).y; }
-    NodeId objState(NodeId v) const { return m_nodes[nodeIndex(v) + 1].x; }
-    NodeId objExtra(NodeId v) const { return m_nodes[nodeIndex(v) + 1].y; }
+    NodeId objArgs(NodeId v) const;
+    NodeId objState(NodeId v) const { return node(v).y; }
+    NodeId objExtra(NodeId v) const;
     /** "module.name" of an Object's class/callable ("" when it is not a Global). */
     std::string className(NodeId v) const;
     NodeId persId(NodeId v) const { return node(v).x; }
@@ -150,13 +145,18 @@ public:
 private:
     friend class PickleMachine;
     static constexpr uint32_t kNoSegment = UINT32_MAX;
+    // Node::flags
+    static constexpr uint8_t kOwned = 1;   // Str/Bytes: bytes live in m_owned, not the stream
+    static constexpr uint8_t kSingle = 2;  // container: one pool range, x = start | count << 32
+    static constexpr uint8_t kChain = 4;   // container: segments, x = first | last << 32
+    static constexpr uint8_t kHasArgs = 8; // object: the next node's x holds the args
     struct Node
     {
         NodeKind kind = NodeKind::None;
-        uint8_t owned = 0; // Str/Bytes: bytes live in m_owned rather than the stream
-        uint32_t pos = 0;  // opcode offset within the stream (saturated)
-        // container: first | last segment << 32, count; global: module, name; object: class,
-        // args (state, extra in the next node); str: offset, length; float: bits; persid: pid
+        uint8_t flags = 0;
+        uint32_t pos = 0; // opcode offset within the stream (saturated)
+        // container: see flags, y = count; global: module, name; object: class, state;
+        // str: offset, length; float: bits; persid: pid
         uint64_t x = 0;
         uint64_t y = 0;
     };
@@ -167,7 +167,19 @@ private:
         uint32_t next;
     };
     const Node &node(NodeId v) const { return m_nodes[nodeIndex(v)]; }
-    uint32_t firstSegment(NodeId v) const { return uint32_t(node(v).x); }
+    template<typename F>
+    void forEachRange(NodeId v, F &&f) const
+    {
+        if (!isNode(v))
+            return;
+        const Node &n = node(v);
+        if (n.flags & kSingle) {
+            f(m_pool.data() + uint32_t(n.x), uint32_t(n.x >> 32));
+        } else if (n.flags & kChain) {
+            for (uint32_t s = uint32_t(n.x); s != kNoSegment; s = m_segments[s].next)
+                f(m_pool.data() + m_segments[s].start, m_segments[s].count);
+        }
+    }
     PyValue toPyValueImpl(NodeId v, int depth, std::vector<NodeId> &stack, size_t &budget) const;
 
     std::span<const uint8_t> m_stream;
@@ -175,6 +187,7 @@ private:
     std::vector<Node> m_nodes;
     std::vector<Segment> m_segments;
     std::vector<NodeId> m_pool;
+    std::unordered_map<uint32_t, NodeId> m_objExtra; // rare: NEWOBJ_EX kwargs, dict subclasses
     std::string m_owned;
     NodeId m_root = kNil;
 };
