@@ -510,6 +510,15 @@ def dcp_worker(rank: int, world: int, port: int, jobs: list[tuple[str, str]]) ->
                          planner=MCoreStyleSavePlanner(flatten_state_dict=False))
             elif kind == "fsdp_dtensor":
                 dcp.save(megatron_fsdp_state(rank, mesh, dp=world), storage_writer=FileSystemWriter(out))
+            elif kind == "rank_local":
+                # Saved without collectives: every rank writes its own __<rank>.metadata.
+                full = rand("rank_local.w", (9, 6))
+                sd = {"w": distribute_tensor(full, mesh, [Shard(0)]),
+                      "shared": rand("rank_local.shared", (4,)),  # written by both ranks
+                      f"rank{rank}.only": torch.full((3,), float(rank))}
+                dcp.save(sd, storage_writer=FileSystemWriter(out), use_collectives=False)
+                if rank == 0:  # the whole tensor, for comparing what the reader assembles
+                    torch.save({"w": full}, Path(out).parent / "rank_local_reference.pt")
             else:
                 raise ValueError(kind)
             dist.barrier()
@@ -787,6 +796,32 @@ def write_bad(bad: Path, src_dcp: Path, good_pt: Path) -> None:
 # Driver
 # ---------------------------------------------------------------------------------------------
 
+def write_mcore_metadata(src: Path, dst: Path) -> None:
+    """dcp_1rank's checkpoint with its .metadata re-pickled as Megatron-Core 0.15's
+    MCoreMetadata (a Metadata subclass with an `mcore_data` field, formats.md §5.3.4). The class
+    is registered under Megatron's module path only in this process, as Megatron would have it."""
+    import pickle
+    import types
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    shutil.copytree(src, dst)
+    md = pickle.loads((src / ".metadata").read_bytes())  # our own file, written above
+    names = "megatron.core.dist_checkpointing.strategies.torch".split(".")
+    for i in range(1, len(names) + 1):
+        sys.modules.setdefault(".".join(names[:i]), types.ModuleType(".".join(names[:i])))
+    module = sys.modules[".".join(names)]
+
+    class MCoreMetadata(Metadata):
+        pass
+
+    MCoreMetadata.__module__ = module.__name__
+    MCoreMetadata.__qualname__ = "MCoreMetadata"
+    module.MCoreMetadata = MCoreMetadata
+    md2 = MCoreMetadata(**vars(md))
+    md2.mcore_data = {"optimizer.state.exp_avg.w": {"nd_reformulated_orig_global_shape": (4, 8)}}
+    (dst / ".metadata").write_bytes(pickle.dumps(md2))
+
+
 def build(tmp: Path) -> None:
     scratch = tmp / ".scratch"
     t0 = time.monotonic()
@@ -799,12 +834,14 @@ def build(tmp: Path) -> None:
                   ("bad_source", str(scratch / "bad_source"))])
     log("1-rank DCPs written")
     run_world(2, [("generic", str(tmp / "dcp_2ranks")),
+                  ("rank_local", str(tmp / "rank_local" / "ckpt")),
                   ("torch_dist", str(tmp / "megatron_torch_dist" / "iter_0000100")),
                   ("fsdp_dtensor", str(tmp / "megatron_fsdp_dtensor" / "iter_0000050"))])
     log("2-rank DCPs written")
     run_world(4, [("generic", str(tmp / "dcp_4ranks"))])
     log("4-rank DCP written")
 
+    write_mcore_metadata(tmp / "dcp_1rank", tmp / "megatron_mcore_metadata")
     finish_megatron_torch_dist(tmp / "megatron_torch_dist", 100)
     (tmp / "megatron_fsdp_dtensor" / "latest_checkpointed_iteration.txt").write_text("50")
     write_megatron_legacy(tmp / "megatron_legacy")

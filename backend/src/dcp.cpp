@@ -151,6 +151,7 @@ struct DcpBuilder
         }
         TensorEntry &t = index.tensors[ti];
         const size_t nd = t.shape.size();
+        const size_t known = t.chunks.size(); // chunks from earlier metadata files
         t.chunks.reserve(t.chunks.size() + a->size(chunks));
         t.chunkDims.reserve(t.chunkDims.size() + 2 * nd * a->size(chunks));
         scratch.resize(2 * nd);
@@ -165,6 +166,11 @@ struct DcpBuilder
                 bad = c;
                 return;
             }
+            // Rank-local metadata: a replicated tensor is described by every rank that wrote a
+            // copy. Keep the first, as a collective save would have de-duplicated it.
+            for (size_t k = 0; k < known; ++k)
+                if (std::equal(scratch.begin(), scratch.end(), t.chunkOffsets(k).begin()))
+                    return;
             t.chunkDims.insert(t.chunkDims.end(), scratch.begin(), scratch.end());
             Location loc;
             loc.file = kUnassigned;
@@ -380,7 +386,8 @@ struct DcpBuilder
                                           "storage entry for chunk offsets that no chunk has"});
                 return;
             }
-            t.chunks[chunk] = loc;
+            if (t.chunks[chunk].file == kUnassigned) // a later rank's copy of a chunk we have
+                t.chunks[chunk] = loc;
         });
         return st;
     }

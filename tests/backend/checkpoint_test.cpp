@@ -163,3 +163,52 @@ TEST(Checkpoint, NothingIsWritten)
         (void)readObject(*index, o);
     EXPECT_EQ(before, snapshot());
 }
+
+// torch 2.10+ saves without collectives as one __<rank>.metadata per rank: the reader merges
+// them, and the sharded tensor assembles to what rank 0 saved whole with torch.save.
+TEST(Checkpoint, RankLocalMetadataIsMerged)
+{
+    REQUIRE_FIXTURES();
+    auto index = openCheckpoint(fixture("rank_local/ckpt"));
+    ASSERT_TRUE(index.ok()) << index.error().toString();
+    EXPECT_EQ(index->info["rank_local_metadata"], "2");
+    EXPECT_TRUE(index->problems.empty()) << index->problems.front().toString();
+    ASSERT_NE(index->findTensor("rank0.only"), nullptr);
+    ASSERT_NE(index->findTensor("rank1.only"), nullptr);
+    // Both ranks described the replicated tensor; one copy is kept, as a collective save would.
+    ASSERT_NE(index->findTensor("shared"), nullptr);
+    EXPECT_EQ(index->findTensor("shared")->chunks.size(), 1u);
+    const TensorEntry *w = index->findTensor("w");
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->chunks.size(), 2u);
+    auto merged = readTensor(*index, *w);
+    ASSERT_TRUE(merged.ok()) << merged.error().toString();
+
+    auto ref = openCheckpoint(fixture("rank_local/rank_local_reference.pt"));
+    ASSERT_TRUE(ref.ok()) << ref.error().toString();
+    auto whole = readTensor(*ref, *ref->findTensor("w"));
+    ASSERT_TRUE(whole.ok());
+    EXPECT_EQ(sha256Hex(*merged), sha256Hex(*whole));
+}
+
+// Megatron-Core 0.15 pickled its own Metadata subclass with an mcore_data field.
+TEST(Checkpoint, MCoreMetadataReadsLikeMetadata)
+{
+    REQUIRE_FIXTURES();
+    auto mcore = openCheckpoint(fixture("megatron_mcore_metadata"));
+    ASSERT_TRUE(mcore.ok()) << mcore.error().toString();
+    auto plain = openCheckpoint(fixture("dcp_1rank"));
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(mcore->info["metadata_class"], "MCoreMetadata");
+    EXPECT_EQ(mcore->info["mcore_data"], "present");
+    ASSERT_EQ(mcore->tensors.size(), plain->tensors.size());
+    for (size_t i = 0; i < plain->tensors.size(); ++i) {
+        const TensorEntry &a = plain->tensors[i], &b = mcore->tensors[i];
+        EXPECT_EQ(a.key, b.key);
+        EXPECT_EQ(a.shape, b.shape);
+        EXPECT_EQ(a.chunkDims, b.chunkDims);
+        auto da = readTensor(*plain, a), db = readTensor(*mcore, b);
+        ASSERT_TRUE(da.ok() && db.ok()) << a.key;
+        EXPECT_EQ(sha256Hex(*da), sha256Hex(*db)) << a.key;
+    }
+}
