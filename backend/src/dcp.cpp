@@ -160,8 +160,10 @@ struct DcpBuilder
         a->forEachItem(chunks, [&](NodeId c) {
             if (!ok)
                 return;
-            if (!a->intTupleInto(get(c, "offsets", seen.offsets), std::span(scratch).first(nd)) ||
-                !a->intTupleInto(get(c, "sizes", seen.sizes), std::span(scratch).subspan(nd))) {
+            if (!a->intTupleInto(a->field(c, PickleArena::ChunkRecord, 0, "offsets", seen.offsets),
+                                 std::span(scratch).first(nd)) ||
+                !a->intTupleInto(a->field(c, PickleArena::ChunkRecord, 1, "sizes", seen.sizes),
+                                 std::span(scratch).subspan(nd))) {
                 ok = false;
                 bad = c;
                 return;
@@ -204,14 +206,16 @@ struct DcpBuilder
                 return;
             }
             std::string_view key = a->bytes(k);
-            if (isClass(v, "TensorStorageMetadata", seen.tensorClass)) {
+            const bool isBytes = a->kind(v) == NodeKind::Object && seen.bytesClass != kNil &&
+                                 a->objClass(v) == seen.bytesClass;
+            if (!isBytes && isClass(v, "TensorStorageMetadata", seen.tensorClass)) {
                 const size_t before = index.tensors.size();
                 st = tensorEntry(key, v);
                 if (index.tensors.size() > before) {
                     tensorPos.push_back(uint32_t(order.size()));
                     appendOrder(uint32_t(before), key);
                 }
-            } else if (isClass(v, "BytesStorageMetadata", seen.bytesClass)) {
+            } else if (isBytes || isClass(v, "BytesStorageMetadata", seen.bytesClass)) {
                 const uint32_t oi = uint32_t(index.objects.size());
                 if (byKey.insert(key, oi | kObjectBit) == (oi | kObjectBit)) {
                     objectPos.push_back(uint32_t(order.size()));
@@ -308,14 +312,16 @@ struct DcpBuilder
         a->forEachPair(sd, [&](NodeId mi, NodeId si) {
             if (!st)
                 return;
-            NodeId fqnNode = get(mi, "fqn", seen.fqn);
+            NodeId fqnNode = a->field(mi, PickleArena::IndexRecord, 0, "fqn", seen.fqn);
             if (fqnNode == kNil || !a->isStr(fqnNode)) {
                 st = fail("storage_data key without an fqn", mi);
                 return;
             }
             const std::string_view fqn = a->bytes(fqnNode);
-            NodeId rel = get(si, "relative_path", seen.relativePath),
-                   off = get(si, "offset", seen.offset), len = get(si, "length", seen.length);
+            NodeId rel = a->field(si, PickleArena::StorageRecord, 0, "relative_path",
+                                  seen.relativePath),
+                   off = a->field(si, PickleArena::StorageRecord, 1, "offset", seen.offset),
+                   len = a->field(si, PickleArena::StorageRecord, 2, "length", seen.length);
             if (rel == kNil || !a->isStr(rel) || off == kNil || !a->isInt(off) || len == kNil ||
                 !a->isInt(len) || a->integer(off) < 0 || a->integer(len) < 0) {
                 st = fail("_StorageInfo without relative_path/offset/length", si, std::string(fqn));
@@ -323,7 +329,8 @@ struct DcpBuilder
             }
             Location loc;
             const std::string_view relPath = a->bytes(rel);
-            if (rel == lastRel) {
+            // Each item pickles its own copy of the file name; items of one file come together.
+            if (rel == lastRel || (lastRel != kNil && relPath == a->bytes(lastRel))) {
                 loc.file = lastFile;
             } else if (auto it = files.find(relPath); it != files.end()) {
                 loc.file = it->second;
@@ -341,7 +348,8 @@ struct DcpBuilder
             lastFile = loc.file;
             loc.offset = uint64_t(a->integer(off));
             loc.length = uint64_t(a->integer(len));
-            if (NodeId td = get(si, "transform_descriptors", seen.transforms);
+            if (NodeId td = a->field(si, PickleArena::StorageRecord, 3, "transform_descriptors",
+                                     seen.transforms);
                 td != kNil && (a->kind(td) == NodeKind::List || a->kind(td) == NodeKind::Tuple) &&
                 a->size(td) > 0) {
                 std::vector<std::string> chain;
@@ -364,7 +372,8 @@ struct DcpBuilder
             TensorEntry &t = index.tensors[found];
             const size_t nd = t.ndim();
             offsets.resize(nd);
-            if (!a->intTupleInto(get(mi, "offset", seen.offset), offsets)) {
+            if (!a->intTupleInto(a->field(mi, PickleArena::IndexRecord, 1, "offset", seen.offset),
+                                 offsets)) {
                 st = fail("storage_data index without chunk offsets of the tensor's rank", mi,
                           t.key);
                 return;
@@ -374,7 +383,7 @@ struct DcpBuilder
             };
             // `index` is the chunk's position: a hint, verified against the offsets.
             size_t chunk = SIZE_MAX;
-            if (NodeId hint = get(mi, "index", seen.index);
+            if (NodeId hint = a->field(mi, PickleArena::IndexRecord, 2, "index", seen.index);
                 hint != kNil && a->isInt(hint) && a->integer(hint) >= 0 &&
                 size_t(a->integer(hint)) < t.chunks.size() && matches(size_t(a->integer(hint))))
                 chunk = size_t(a->integer(hint));

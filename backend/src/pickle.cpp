@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <unordered_map>
 
@@ -103,6 +105,20 @@ inline NodeId inlineStr(uint64_t tagBits, uint64_t offset, uint64_t len)
     return (offset << 24) | (len << 3) | tagBits;
 }
 
+constexpr uint64_t kTagRecord = 6;
+// The record kinds and their fields, in the order they are stored.
+struct RecordSpec
+{
+    std::string_view className;
+    unsigned fieldCount;
+    std::string_view fields[4];
+};
+constexpr RecordSpec kRecordSpecs[3] = {
+    {"ChunkStorageMetadata", 2, {"offsets", "sizes", {}, {}}},
+    {"MetadataIndex", 3, {"fqn", "offset", "index", {}}},
+    {"_StorageInfo", 4, {"relative_path", "offset", "length", "transform_descriptors"}},
+};
+
 } // namespace
 
 NodeKind PickleArena::kind(NodeId v) const
@@ -110,6 +126,8 @@ NodeKind PickleArena::kind(NodeId v) const
     switch (tag(v)) {
     case kTagNode:
         return m_nodes[nodeIndex(v)].kind;
+    case kTagRecord:
+        return NodeKind::Object;
     case kTagInt:
         return NodeKind::Int;
     case kTagStr:
@@ -210,6 +228,13 @@ NodeId PickleArena::get(NodeId n, std::string_view key) const
 
 NodeId PickleArena::get(NodeId n, std::string_view key, NodeId &seen) const
 {
+    if (isRecord(n)) {
+        const RecordSpec &spec = kRecordSpecs[recordKind(n)];
+        for (unsigned i = 0; i < spec.fieldCount; ++i)
+            if (key == spec.fields[i])
+                return recordField(n, i);
+        return kNil;
+    }
     if (n == kNil || !isNode(n))
         return kNil;
     if (kind(n) == NodeKind::Object)
@@ -237,11 +262,15 @@ NodeId PickleArena::get(NodeId n, std::string_view key, NodeId &seen) const
 
 NodeId PickleArena::objArgs(NodeId v) const
 {
+    if (isRecord(v))
+        return kEmptyTuple;
     return (node(v).flags & kHasArgs) ? m_nodes[nodeIndex(v) + 1].x : kEmptyTuple;
 }
 
 NodeId PickleArena::objExtra(NodeId v) const
 {
+    if (isRecord(v))
+        return kNil;
     auto it = m_objExtra.find(nodeIndex(v));
     return it == m_objExtra.end() ? kNil : it->second;
 }
@@ -388,7 +417,23 @@ PyValue PickleArena::toPyValueImpl(NodeId n, int depth, std::vector<NodeId> &sta
             v.name = "<call>";
         }
         v.items.push_back(toPyValueImpl(objArgs(n), depth - 1, stack, budget));
-        v.items.push_back(toPyValueImpl(objState(n), depth - 1, stack, budget));
+        if (isRecord(n)) { // the dict state it was folded from (absent fields were absent)
+            PyValue state;
+            state.kind = PyValue::Kind::Dict;
+            const RecordSpec &spec = kRecordSpecs[recordKind(n)];
+            for (unsigned i = 0; i < spec.fieldCount; ++i) {
+                if (recordField(n, i) == kNil)
+                    continue;
+                PyValue name;
+                name.kind = PyValue::Kind::Str;
+                name.text = std::string(spec.fields[i]);
+                state.dict.emplace_back(std::move(name),
+                                        toPyValueImpl(recordField(n, i), depth - 1, stack, budget));
+            }
+            v.items.push_back(std::move(state));
+        } else {
+            v.items.push_back(toPyValueImpl(objState(n), depth - 1, stack, budget));
+        }
         NodeId extra = objExtra(n);
         if (extra != kNil)
             v.items.push_back(toPyValueImpl(extra, depth - 1, stack, budget));
@@ -403,6 +448,58 @@ PyValue PickleArena::toPyValueImpl(NodeId n, int depth, std::vector<NodeId> &sta
         stack.pop_back();
     return v;
 }
+
+// A vector for the VM's stack and memo: growth is the only out-of-line path, so pushes inline.
+template<typename T>
+class HotVector
+{
+public:
+    HotVector() = default;
+    HotVector(const HotVector &) = delete;
+    HotVector &operator=(const HotVector &) = delete;
+    ~HotVector() { std::free(m_data); }
+    [[gnu::always_inline]] void push_back(T v)
+    {
+        if (m_size == m_cap) [[unlikely]]
+            grow(m_size + 1);
+        m_data[m_size++] = v;
+    }
+    void reserve(size_t n)
+    {
+        if (n > m_cap)
+            grow(n);
+    }
+    void resize(size_t n, T fill = T())
+    {
+        reserve(n);
+        for (size_t i = m_size; i < n; ++i)
+            m_data[i] = fill;
+        m_size = n;
+    }
+    void pop_back() { --m_size; }
+    T &back() { return m_data[m_size - 1]; }
+    T &operator[](size_t i) { return m_data[i]; }
+    const T &operator[](size_t i) const { return m_data[i]; }
+    size_t size() const { return m_size; }
+    bool empty() const { return m_size == 0; }
+    T *begin() { return m_data; }
+    T *end() { return m_data + m_size; }
+    const T *begin() const { return m_data; }
+    const T *end() const { return m_data + m_size; }
+
+private:
+    [[gnu::noinline]] void grow(size_t need)
+    {
+        size_t cap = std::max<size_t>({need, m_cap * 2, 64});
+        T *p = static_cast<T *>(std::realloc(m_data, cap * sizeof(T)));
+        if (!p)
+            throw std::bad_alloc();
+        m_data = p;
+        m_cap = cap;
+    }
+    T *m_data = nullptr;
+    size_t m_size = 0, m_cap = 0;
+};
 
 // The virtual machine. Every length it reads is checked against the bytes that remain, every
 // index against what exists, and it never recurses, so no input can make it allocate more than a
@@ -427,6 +524,7 @@ public:
         m_stack.reserve(256);
         // Protocol 4 memoises nearly every object: DCP metadata has one memo entry per few bytes.
         m_memo.reserve(std::min<size_t>(s.size() / 6 + 16, size_t(1) << 28));
+        A.m_recordFields.reserve(std::min<size_t>(s.size() / 24 + 16, size_t(1) << 28));
     }
 
     Status run();
@@ -530,7 +628,7 @@ private:
         if (count == 0)
             return;
         const uint32_t poolEnd = uint32_t(A.m_pool.size());
-        A.m_pool.insert(A.m_pool.end(), m_stack.begin() + long(from), m_stack.end());
+        A.m_pool.insert(A.m_pool.end(), m_stack.begin() + from, m_stack.end());
         m_stack.resize(from);
         Node &node = A.m_nodes[A.nodeIndex(c)];
         node.y += node.kind == NodeKind::Dict ? count / 2 : count;
@@ -660,6 +758,103 @@ private:
         A.m_pool.resize(uint32_t(n.x));
         A.m_nodes.pop_back();
     }
+    // At NEWOBJ: if the class is one of DCP's per-chunk dataclasses, remember where the arena
+    // stands, so that BUILD can fold the object into a record.
+    void noteRecordCandidate(NodeId cls)
+    {
+        int kind = -1;
+        for (int k = 0; k < 3; ++k)
+            if (cls == m_recordClassSeen[k])
+                kind = k;
+        if (kind < 0) {
+            if (cls == m_otherClassSeen || A.kind(cls) != NodeKind::Global)
+                return;
+            const std::string_view mod = A.globalModule(cls), name = A.globalName(cls);
+            for (int k = 0; k < 3 && kind < 0; ++k)
+                if (name == kRecordSpecs[k].className &&
+                    mod.starts_with("torch.distributed.checkpoint"))
+                    kind = k;
+            if (kind < 0) {
+                m_otherClassSeen = cls;
+                return;
+            }
+            m_recordClassSeen[kind] = cls;
+            if (A.m_recordClass[kind] == kNil)
+                A.m_recordClass[kind] = cls;
+            else if (A.m_recordClass[kind] != cls)
+                return; // a second class of that name: keep it generic
+        }
+        if (m_pending.size() >= 64) // objects that never got a BUILD; start over
+            m_pending.clear();
+        m_pending.push_back({uint32_t(A.m_nodes.size()), uint32_t(A.m_pool.size()),
+                             uint32_t(A.m_segments.size()), uint32_t(kind), m_memo.size()});
+    }
+
+    void foldRecord(NodeId target, NodeId state)
+    {
+        const Pending p = m_pending.back();
+        if (A.nodeIndex(target) != p.node) {
+            if (A.nodeIndex(target) < p.node)
+                m_pending.clear(); // stale entries above an older object
+            return;
+        }
+        m_pending.pop_back();
+        const RecordSpec &spec = kRecordSpecs[p.kind];
+        NodeId fields[4] = {kNil, kNil, kNil, kNil};
+        // Only a dict of the known fields whose values predate the object (or live in their
+        // own words) can be folded: anything the object built itself would be lost.
+        auto ownedHere = [&](NodeId v) { return A.isNode(v) && A.nodeIndex(v) >= p.node; };
+        if (!A.isNode(state) || A.kind(state) != NodeKind::Dict || A.nodeIndex(state) <= p.node ||
+            !A.m_objExtra.empty())
+            return;
+        bool ok = true;
+        A.forEachPair(state, [&](NodeId k, NodeId v) {
+            if (!ok)
+                return;
+            if (ownedHere(v)) {
+                ok = false;
+                return;
+            }
+            // Field names are memoised strings: usually the very value seen last time.
+            NodeId *seen = m_fieldKeySeen[p.kind];
+            unsigned i = 0;
+            while (i < spec.fieldCount && k != seen[i])
+                ++i;
+            if (i == spec.fieldCount) {
+                if (A.kind(k) != NodeKind::Str) {
+                    ok = false;
+                    return;
+                }
+                const std::string_view key = A.bytes(k);
+                i = 0;
+                while (i < spec.fieldCount && key != spec.fields[i])
+                    ++i;
+                if (i < spec.fieldCount)
+                    seen[i] = k;
+            }
+            if (i == spec.fieldCount || fields[i] != kNil)
+                ok = false;
+            else
+                fields[i] = v;
+        });
+        if (!ok)
+            return;
+        const NodeId record =
+            (uint64_t(A.m_recordFields.size()) << 5) | (uint64_t(p.kind) << 3) | kTagRecord;
+        A.m_recordFields.insert(A.m_recordFields.end(), fields, fields + spec.fieldCount);
+        A.m_nodes.resize(p.node);
+        A.m_pool.resize(p.pool);
+        A.m_segments.resize(p.segments);
+        for (size_t i = p.memo; i < m_memo.size(); ++i) {
+            const NodeId v = m_memo[i];
+            if (v == target)
+                m_memo[i] = record;
+            else if (A.isNode(v) && A.nodeIndex(v) >= p.node)
+                m_memo[i] = kReclaimed; // the state dict: Python never refers to it again
+        }
+        m_stack.back() = record;
+    }
+
     bool addTo(NodeId target, size_t from, bool pairs);
     bool doReduce(NodeId callable, NodeId args);
     bool makeGlobal(NodeId module, NodeId name);
@@ -673,9 +868,20 @@ private:
     uint64_t m_op = 0;
     bool m_done = false;
     std::optional<Error> m_error;
-    std::vector<NodeId> m_stack;
+    // Objects that may become records at their BUILD: where the arena stood when each began.
+    struct Pending
+    {
+        uint32_t node, pool, segments, kind;
+        size_t memo;
+    };
+    std::vector<Pending> m_pending;
+    NodeId m_recordClassSeen[3] = {kNil, kNil, kNil};
+    NodeId m_fieldKeySeen[3][4] = {
+        {kNil, kNil, kNil, kNil}, {kNil, kNil, kNil, kNil}, {kNil, kNil, kNil, kNil}};
+    NodeId m_otherClassSeen = kNil;
+    HotVector<NodeId> m_stack;
     std::vector<size_t> m_marks;
-    std::vector<NodeId> m_memo;
+    HotVector<NodeId> m_memo;
     std::unordered_map<uint64_t, NodeId> m_sparseMemo;
 };
 
@@ -986,7 +1192,11 @@ inline bool PickleMachine::step(uint8_t op)
     }
     case 0x81: { // NEWOBJ
         NodeId args = kNil, cls = kNil;
-        return pop(args) && pop(cls) && push(newObject(cls, args));
+        if (!pop(args) || !pop(cls))
+            return false;
+        if (args == kEmptyTuple && m_limits.compactRecords)
+            noteRecordCandidate(cls);
+        return push(newObject(cls, args));
     }
     case 0x92: { // NEWOBJ_EX
         NodeId kwargs = kNil, args = kNil, cls = kNil;
@@ -999,8 +1209,11 @@ inline bool PickleMachine::step(uint8_t op)
         if (m_stack.size() <= floor())
             return fail("BUILD without an object");
         const NodeId target = m_stack.back();
-        if (A.isNode(target) && A.kind(target) == NodeKind::Object)
+        if (A.isNode(target) && A.kind(target) == NodeKind::Object) {
             A.m_nodes[A.nodeIndex(target)].y = state;
+            if (!m_pending.empty())
+                foldRecord(target, state);
+        }
         return true;
     }
     case 'Q': { // BINPERSID

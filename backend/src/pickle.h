@@ -121,10 +121,31 @@ public:
     std::string_view globalName(NodeId v) const { return bytes(node(v).y); }
     bool isGlobal(NodeId v, std::string_view module, std::string_view name) const;
 
-    NodeId objClass(NodeId v) const { return node(v).x; }
+    NodeId objClass(NodeId v) const
+    {
+        return isRecord(v) ? m_recordClass[recordKind(v)] : node(v).x;
+    }
     NodeId objArgs(NodeId v) const;
-    NodeId objState(NodeId v) const { return node(v).y; }
+    NodeId objState(NodeId v) const { return isRecord(v) ? kNil : node(v).y; }
     NodeId objExtra(NodeId v) const;
+
+    /**
+     * DCP metadata is millions of ChunkStorageMetadata, MetadataIndex and _StorageInfo objects.
+     * Each is decoded as usual, then at BUILD folded into a record of its fields (tag 6: kind
+     * and position in m_recordFields) and the nodes, pool entries and memo slots it used are
+     * taken back. A record reads like the object it was (kind Object, get() by field name).
+     */
+    static bool isRecord(NodeId v) { return (v & 7) == 6; }
+    static unsigned recordKind(NodeId v) { return unsigned((v >> 3) & 3); }
+    NodeId recordField(NodeId v, unsigned i) const { return m_recordFields[(v >> 5) + i]; }
+    enum RecordKind : unsigned { ChunkRecord = 0, IndexRecord = 1, StorageRecord = 2 };
+    /** Field `i` of a record of that kind, else get(v, key, seen): for hot loops. */
+    NodeId field(NodeId v, RecordKind kind, unsigned i, std::string_view key, NodeId &seen) const
+    {
+        if (isRecord(v) && recordKind(v) == kind)
+            return recordField(v, i);
+        return get(v, key, seen);
+    }
     /** "module.name" of an Object's class/callable ("" when it is not a Global). */
     std::string className(NodeId v) const;
     NodeId persId(NodeId v) const { return node(v).x; }
@@ -187,6 +208,8 @@ private:
     std::vector<Node> m_nodes;
     std::vector<Segment> m_segments;
     std::vector<NodeId> m_pool;
+    std::vector<NodeId> m_recordFields;
+    NodeId m_recordClass[3] = {7, 7, 7};             // kNil until a record of that kind exists
     std::unordered_map<uint32_t, NodeId> m_objExtra; // rare: NEWOBJ_EX kwargs, dict subclasses
     std::string m_owned;
     NodeId m_root = kNil;
@@ -197,6 +220,8 @@ struct PickleLimits
     size_t maxStack = 1u << 20;
     size_t maxMarks = 1u << 16;
     size_t maxMemo = 1u << 28;
+    /** Keep DCP's per-chunk dataclasses as compact records (see PickleArena::isRecord). */
+    bool compactRecords = true;
 };
 
 /**
