@@ -372,7 +372,7 @@ struct DcpBuilder
             TensorEntry &t = index.tensors[found];
             const size_t nd = t.ndim();
             offsets.resize(nd);
-            if (!a->intTupleInto(a->field(mi, PickleArena::IndexRecord, 1, "offset", seen.offset),
+            if (!a->intTupleInto(a->field(mi, PickleArena::IndexRecord, 2, "offset", seen.offset),
                                  offsets)) {
                 st = fail("storage_data index without chunk offsets of the tensor's rank", mi,
                           t.key);
@@ -383,7 +383,7 @@ struct DcpBuilder
             };
             // `index` is the chunk's position: a hint, verified against the offsets.
             size_t chunk = SIZE_MAX;
-            if (NodeId hint = a->field(mi, PickleArena::IndexRecord, 2, "index", seen.index);
+            if (NodeId hint = a->field(mi, PickleArena::IndexRecord, 1, "index", seen.index);
                 hint != kNil && a->isInt(hint) && a->integer(hint) >= 0 &&
                 size_t(a->integer(hint)) < t.chunks.size() && matches(size_t(a->integer(hint))))
                 chunk = size_t(a->integer(hint));

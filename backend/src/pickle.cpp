@@ -106,7 +106,8 @@ inline NodeId inlineStr(uint64_t tagBits, uint64_t offset, uint64_t len)
 }
 
 constexpr uint64_t kTagRecord = 6;
-// The record kinds and their fields, in the order they are stored.
+// The record kinds and their fields, in the order torch's instances hold them (a dict in any
+// other order is left as it is, so a record always decodes to what the plain object would).
 struct RecordSpec
 {
     std::string_view className;
@@ -115,7 +116,7 @@ struct RecordSpec
 };
 constexpr RecordSpec kRecordSpecs[3] = {
     {"ChunkStorageMetadata", 2, {"offsets", "sizes", {}, {}}},
-    {"MetadataIndex", 3, {"fqn", "offset", "index", {}}},
+    {"MetadataIndex", 3, {"fqn", "index", "offset", {}}},
     {"_StorageInfo", 4, {"relative_path", "offset", "length", "transform_descriptors"}},
 };
 
@@ -808,6 +809,7 @@ private:
             !A.m_objExtra.empty())
             return;
         bool ok = true;
+        int last = -1;
         A.forEachPair(state, [&](NodeId k, NodeId v) {
             if (!ok)
                 return;
@@ -832,10 +834,12 @@ private:
                 if (i < spec.fieldCount)
                     seen[i] = k;
             }
-            if (i == spec.fieldCount || fields[i] != kNil)
+            if (i == spec.fieldCount || fields[i] != kNil || (last >= 0 && int(i) <= last)) {
                 ok = false;
-            else
-                fields[i] = v;
+                return;
+            }
+            fields[i] = v;
+            last = int(i);
         });
         if (!ok)
             return;

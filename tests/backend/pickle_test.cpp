@@ -171,3 +171,62 @@ TEST(Pickle, Latin1BytesFromCodecsEncode)
     EXPECT_EQ(r->kind(r->root()), NodeKind::Bytes);
     EXPECT_EQ(r->bytes(r->root()), "\xff\x00"s);
 }
+
+#include "mappedfile.h"
+#include "testenv.h"
+
+#include <cstring>
+#include <filesystem>
+
+namespace {
+
+// Structural equality of decoded values (floats bitwise, so NaN equals NaN).
+bool same(const PyValue &a, const PyValue &b)
+{
+    if (a.kind != b.kind || a.boolean != b.boolean || a.integer != b.integer ||
+        std::memcmp(&a.real, &b.real, sizeof(double)) != 0 || a.text != b.text ||
+        a.name != b.name || a.ints != b.ints || a.items.size() != b.items.size() ||
+        a.dict.size() != b.dict.size())
+        return false;
+    for (size_t i = 0; i < a.items.size(); ++i)
+        if (!same(a.items[i], b.items[i]))
+            return false;
+    for (size_t i = 0; i < a.dict.size(); ++i)
+        if (!same(a.dict[i].first, b.dict[i].first) || !same(a.dict[i].second, b.dict[i].second))
+            return false;
+    return true;
+}
+
+} // namespace
+
+// DCP's per-chunk dataclasses are folded into compact records while parsing; every .metadata
+// torch wrote for the fixtures and the demo must decode to exactly what the plain decoding gives.
+TEST(PickleRecords, FoldedMetadataEqualsPlainDecoding)
+{
+    namespace fs = std::filesystem;
+    const fs::path fixtures = fixturesDir();
+    if (!fs::exists(fixtures / ".complete"))
+        GTEST_SKIP() << "fixtures not generated (run through ctest)";
+    int files = 0;
+    for (const fs::path &root : {fixtures, fs::path(toolsDir()) / ".." / "resources" / "demo"}) {
+        for (const auto &e : fs::recursive_directory_iterator(root)) {
+            const std::string name = e.path().filename().string();
+            if (!name.ends_with(".metadata") ||
+                e.path().string().find("/bad/") != std::string::npos)
+                continue;
+            auto f = MappedFile::open(e.path().string());
+            ASSERT_TRUE(f.ok());
+            PickleLimits plain;
+            plain.compactRecords = false;
+            auto a = parsePickle((*f)->bytes(), 0, plain);
+            auto b = parsePickle((*f)->bytes());
+            ASSERT_TRUE(a.ok() && b.ok()) << e.path();
+            EXPECT_LT(b->nodeCount(), a->nodeCount()) << e.path() << ": nothing was folded";
+            EXPECT_TRUE(
+                same(a->toPyValue(a->root(), 64, 1u << 26), b->toPyValue(b->root(), 64, 1u << 26)))
+                << e.path();
+            ++files;
+        }
+    }
+    EXPECT_GE(files, 5);
+}
