@@ -198,6 +198,12 @@ struct DcpBuilder
             return fail("Metadata without state_dict_metadata", root);
 
         Status st = Ok{};
+        // Entries are big: reserve once rather than move them through every doubling.
+        index.tensors.reserve(index.tensors.size() + size_t(a->size(sdm)));
+        index.objects.reserve(index.objects.size() + size_t(a->size(sdm)));
+        order.reserve(order.size() + size_t(a->size(sdm)));
+        orderHash.reserve(order.capacity());
+        orderLength.reserve(order.capacity());
         a->forEachPair(sdm, [&](NodeId k, NodeId v) {
             if (!st)
                 return;
@@ -285,6 +291,7 @@ struct DcpBuilder
             if (!a->isStr(k) || (a->kind(v) != NodeKind::Tuple && a->kind(v) != NodeKind::List))
                 return;
             std::vector<std::string> path;
+            path.reserve(size_t(a->size(v)));
             a->forEachItem(v, [&](NodeId e) {
                 if (a->isStr(e))
                     path.emplace_back(a->bytes(e));

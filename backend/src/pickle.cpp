@@ -450,58 +450,6 @@ PyValue PickleArena::toPyValueImpl(NodeId n, int depth, std::vector<NodeId> &sta
     return v;
 }
 
-// A vector for the VM's stack and memo: growth is the only out-of-line path, so pushes inline.
-template<typename T>
-class HotVector
-{
-public:
-    HotVector() = default;
-    HotVector(const HotVector &) = delete;
-    HotVector &operator=(const HotVector &) = delete;
-    ~HotVector() { std::free(m_data); }
-    [[gnu::always_inline]] void push_back(T v)
-    {
-        if (m_size == m_cap) [[unlikely]]
-            grow(m_size + 1);
-        m_data[m_size++] = v;
-    }
-    void reserve(size_t n)
-    {
-        if (n > m_cap)
-            grow(n);
-    }
-    void resize(size_t n, T fill = T())
-    {
-        reserve(n);
-        for (size_t i = m_size; i < n; ++i)
-            m_data[i] = fill;
-        m_size = n;
-    }
-    void pop_back() { --m_size; }
-    T &back() { return m_data[m_size - 1]; }
-    T &operator[](size_t i) { return m_data[i]; }
-    const T &operator[](size_t i) const { return m_data[i]; }
-    size_t size() const { return m_size; }
-    bool empty() const { return m_size == 0; }
-    T *begin() { return m_data; }
-    T *end() { return m_data + m_size; }
-    const T *begin() const { return m_data; }
-    const T *end() const { return m_data + m_size; }
-
-private:
-    [[gnu::noinline]] void grow(size_t need)
-    {
-        size_t cap = std::max<size_t>({need, m_cap * 2, 64});
-        T *p = static_cast<T *>(std::realloc(m_data, cap * sizeof(T)));
-        if (!p)
-            throw std::bad_alloc();
-        m_data = p;
-        m_cap = cap;
-    }
-    T *m_data = nullptr;
-    size_t m_size = 0, m_cap = 0;
-};
-
 // The virtual machine. Every length it reads is checked against the bytes that remain, every
 // index against what exists, and it never recurses, so no input can make it allocate more than a
 // small multiple of the input size or overflow the C++ stack. Hot paths report failure through
@@ -629,7 +577,7 @@ private:
         if (count == 0)
             return;
         const uint32_t poolEnd = uint32_t(A.m_pool.size());
-        A.m_pool.insert(A.m_pool.end(), m_stack.begin() + from, m_stack.end());
+        A.m_pool.append(m_stack.begin() + from, m_stack.end());
         m_stack.resize(from);
         Node &node = A.m_nodes[A.nodeIndex(c)];
         node.y += node.kind == NodeKind::Dict ? count / 2 : count;
@@ -845,7 +793,7 @@ private:
             return;
         const NodeId record =
             (uint64_t(A.m_recordFields.size()) << 5) | (uint64_t(p.kind) << 3) | kTagRecord;
-        A.m_recordFields.insert(A.m_recordFields.end(), fields, fields + spec.fieldCount);
+        A.m_recordFields.append(fields, fields + spec.fieldCount);
         A.m_nodes.resize(p.node);
         A.m_pool.resize(p.pool);
         A.m_segments.resize(p.segments);

@@ -4,7 +4,11 @@
 #include "shardscope/pyvalue.h"
 #include "shardscope/result.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,6 +24,85 @@ namespace shardscope::detail {
  * ints and memoised strings, so keeping those out of the arena is what makes parsing fast.
  */
 using NodeId = uint64_t;
+
+/**
+ * A growable array of trivially copyable values whose only out-of-line path is growth, so that
+ * the VM's pushes inline (std::vector's did not, in the hot loop).
+ */
+template<typename T>
+class HotVector
+{
+public:
+    HotVector() = default;
+    HotVector(const HotVector &) = delete;
+    HotVector &operator=(const HotVector &) = delete;
+    HotVector(HotVector &&o) noexcept { swap(o); }
+    HotVector &operator=(HotVector &&o) noexcept
+    {
+        swap(o);
+        return *this;
+    }
+    ~HotVector() { std::free(m_data); }
+    [[gnu::always_inline]] void push_back(const T &v)
+    {
+        if (m_size == m_cap) [[unlikely]]
+            grow(m_size + 1);
+        m_data[m_size++] = v;
+    }
+    void append(const T *first, const T *last)
+    {
+        const size_t n = size_t(last - first);
+        if (m_size + n > m_cap)
+            grow(m_size + n);
+        std::memcpy(static_cast<void *>(m_data + m_size), first, n * sizeof(T));
+        m_size += n;
+    }
+    void reserve(size_t n)
+    {
+        if (n > m_cap)
+            grow(n);
+    }
+    void resize(size_t n, const T &fill = T())
+    {
+        reserve(n);
+        for (size_t i = m_size; i < n; ++i)
+            m_data[i] = fill;
+        m_size = n;
+    }
+    void pop_back() { --m_size; }
+    T &back() { return m_data[m_size - 1]; }
+    const T &back() const { return m_data[m_size - 1]; }
+    T &operator[](size_t i) { return m_data[i]; }
+    const T &operator[](size_t i) const { return m_data[i]; }
+    size_t size() const { return m_size; }
+    size_t capacity() const { return m_cap; }
+    bool empty() const { return m_size == 0; }
+    T *data() { return m_data; }
+    const T *data() const { return m_data; }
+    T *begin() { return m_data; }
+    T *end() { return m_data + m_size; }
+    const T *begin() const { return m_data; }
+    const T *end() const { return m_data + m_size; }
+
+private:
+    void swap(HotVector &o) noexcept
+    {
+        std::swap(m_data, o.m_data);
+        std::swap(m_size, o.m_size);
+        std::swap(m_cap, o.m_cap);
+    }
+    [[gnu::noinline]] void grow(size_t need)
+    {
+        const size_t cap = std::max<size_t>({need, m_cap * 2, 64});
+        T *p = static_cast<T *>(std::realloc(static_cast<void *>(m_data), cap * sizeof(T)));
+        if (!p)
+            throw std::bad_alloc();
+        m_data = p;
+        m_cap = cap;
+    }
+    T *m_data = nullptr;
+    size_t m_size = 0, m_cap = 0;
+};
 inline constexpr NodeId kNil = 7; // tag 7: no value
 
 enum class NodeKind : uint8_t {
@@ -205,10 +288,10 @@ private:
 
     std::span<const uint8_t> m_stream;
     uint64_t m_base = 0;
-    std::vector<Node> m_nodes;
+    HotVector<Node> m_nodes;
     std::vector<Segment> m_segments;
-    std::vector<NodeId> m_pool;
-    std::vector<NodeId> m_recordFields;
+    HotVector<NodeId> m_pool;
+    HotVector<NodeId> m_recordFields;
     NodeId m_recordClass[3] = {7, 7, 7};             // kNil until a record of that kind exists
     std::unordered_map<uint32_t, NodeId> m_objExtra; // rare: NEWOBJ_EX kwargs, dict subclasses
     std::string m_owned;
