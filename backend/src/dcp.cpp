@@ -44,8 +44,15 @@ struct DcpBuilder
     }
     // planner_data and each rank's storage entries mostly follow state_dict_metadata's order:
     // try the entry after the previous hit before hashing the (long) key.
-    uint32_t lookup(std::string_view key, size_t &cursor) const
+    uint32_t lookup(NodeId keyValue, std::string_view key, size_t &cursor) const
     {
+        // The coordinator's own keys are the very string objects of state_dict_metadata, so
+        // pickle wrote a memo reference: the same value, no hashing needed.
+        for (size_t c : {cursor, cursor + 1})
+            if (c < order.size() && orderValue[c] == keyValue && orderFile[c] == fileNo) {
+                cursor = c;
+                return order[c];
+            }
         const XXH128_hash_t h = FlatStringMap::hash(key);
         for (size_t c : {cursor, cursor + 1})
             if (c < order.size() && XXH128_isEqual(orderHash[c], h) &&
@@ -60,9 +67,14 @@ struct DcpBuilder
     }
     std::vector<XXH128_hash_t> orderHash; // keys as FlatStringMap identifies them
     std::vector<uint32_t> orderLength;
-    void appendOrder(uint32_t entry, std::string_view key)
+    std::vector<NodeId> orderValue; // the key as a pickle value (see lookup)
+    std::vector<uint32_t> orderFile; // …of which metadata file (values are per arena)
+    uint32_t fileNo = 0;
+    void appendOrder(uint32_t entry, NodeId keyValue, std::string_view key)
     {
         order.push_back(entry);
+        orderValue.push_back(keyValue);
+        orderFile.push_back(fileNo);
         orderHash.push_back(FlatStringMap::hash(key));
         orderLength.push_back(uint32_t(key.size()));
     }
@@ -204,6 +216,7 @@ struct DcpBuilder
         order.reserve(order.size() + size_t(a->size(sdm)));
         orderHash.reserve(order.capacity());
         orderLength.reserve(order.capacity());
+        orderValue.reserve(order.capacity());
         a->forEachPair(sdm, [&](NodeId k, NodeId v) {
             if (!st)
                 return;
@@ -219,13 +232,13 @@ struct DcpBuilder
                 st = tensorEntry(key, v);
                 if (index.tensors.size() > before) {
                     tensorPos.push_back(uint32_t(order.size()));
-                    appendOrder(uint32_t(before), key);
+                    appendOrder(uint32_t(before), k, key);
                 }
             } else if (isBytes || isClass(v, "BytesStorageMetadata", seen.bytesClass)) {
                 const uint32_t oi = uint32_t(index.objects.size());
                 if (byKey.insert(key, oi | kObjectBit) == (oi | kObjectBit)) {
                     objectPos.push_back(uint32_t(order.size()));
-                    appendOrder(oi | kObjectBit, key);
+                    appendOrder(oi | kObjectBit, k, key);
                     ObjectEntry o;
                     o.key = std::string(key);
                     index.objects.push_back(std::move(o));
@@ -298,7 +311,7 @@ struct DcpBuilder
                 else if (a->isInt(e))
                     path.push_back(std::to_string(a->integer(e)));
             });
-            const uint32_t found = lookup(a->bytes(k), cursor);
+            const uint32_t found = lookup(k, a->bytes(k), cursor);
             if (found == FlatStringMap::kAbsent)
                 return;
             if (found & kObjectBit)
@@ -366,7 +379,7 @@ struct DcpBuilder
                 });
                 loc.transforms = internTransforms(index, std::move(chain));
             }
-            const uint32_t found = lookup(fqn, cursor);
+            const uint32_t found = lookup(fqnNode, fqn, cursor);
             if (found == FlatStringMap::kAbsent) {
                 index.problems.push_back({std::string(fqn), metaFile, a->offsetOf(mi),
                                           "storage entry for a key with no metadata"});
@@ -386,7 +399,11 @@ struct DcpBuilder
                 return;
             }
             auto matches = [&](size_t c) {
-                return std::equal(offsets.begin(), offsets.end(), t.chunkOffsets(c).begin());
+                const int64_t *o = t.chunkOffsets(c).data();
+                for (size_t d = 0; d < nd; ++d)
+                    if (offsets[d] != o[d])
+                        return false;
+                return true;
             };
             // `index` is the chunk's position: a hint, verified against the offsets.
             size_t chunk = SIZE_MAX;
@@ -444,6 +461,7 @@ Status readDcp(const std::string &dir, CheckpointIndex &index)
         if (!arena)
             return arena.error().inFile(path);
         b.a = &*arena;
+        ++b.fileNo;
         b.metaFile = path;
         Status st = b.parse(arena->root());
         if (!st)
