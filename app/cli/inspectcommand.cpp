@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fnmatch.h>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 
 namespace fs = std::filesystem;
@@ -264,18 +263,8 @@ int runInspect(const InspectOptions &o)
         }
     }
     std::cout.flush();
-    // One line per broken key, but a cause shared by thousands of keys (a missing data file)
-    // is shown a few times and then counted; --json lists every one.
-    std::map<std::pair<std::string, std::string>, size_t> seen;
-    for (const Problem &p : problems) {
-        const size_t n = ++seen[{p.file, p.message}];
-        if (n <= 5)
-            std::cerr << "problem: " << p.toString() << "\n";
-    }
-    for (const auto &[cause, n] : seen)
-        if (n > 5)
-            std::cerr << "problem: " << cause.first << ": " << n - 5
-                      << " more keys: " << cause.second << "\n";
+    for (const Problem &p : problems)
+        std::cerr << "problem: " << p.toString() << "\n";
     return problems.empty() ? ExitHealthy : ExitProblems;
 }
 
