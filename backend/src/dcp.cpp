@@ -67,7 +67,7 @@ struct DcpBuilder
     }
     std::vector<XXH128_hash_t> orderHash; // keys as FlatStringMap identifies them
     std::vector<uint32_t> orderLength;
-    std::vector<NodeId> orderValue; // the key as a pickle value (see lookup)
+    std::vector<NodeId> orderValue;  // the key as a pickle value (see lookup)
     std::vector<uint32_t> orderFile; // …of which metadata file (values are per arena)
     uint32_t fileNo = 0;
     void appendOrder(uint32_t entry, NodeId keyValue, std::string_view key)

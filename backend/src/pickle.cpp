@@ -576,6 +576,10 @@ private:
         const size_t count = m_stack.size() - from;
         if (count == 0)
             return;
+        // An object waiting to become a record must own everything made after it began; a
+        // container from before it that grows now would lose items to the fold's rollback.
+        if (!m_pending.empty() && A.nodeIndex(c) < m_pending.back().node)
+            m_pending.clear();
         const uint32_t poolEnd = uint32_t(A.m_pool.size());
         A.m_pool.append(m_stack.begin() + from, m_stack.end());
         m_stack.resize(from);
@@ -736,7 +740,8 @@ private:
         if (m_pending.size() >= 64) // objects that never got a BUILD; start over
             m_pending.clear();
         m_pending.push_back({uint32_t(A.m_nodes.size()), uint32_t(A.m_pool.size()),
-                             uint32_t(A.m_segments.size()), uint32_t(kind), m_memo.size()});
+                             uint32_t(A.m_segments.size()), uint32_t(kind), m_memo.size(),
+                             m_stack.size()});
     }
 
     void foldRecord(NodeId target, NodeId state)
@@ -748,6 +753,10 @@ private:
             return;
         }
         m_pending.pop_back();
+        // The object must be the one value above where it was pushed (not DUP'd): a second
+        // reference on the stack would outlive the fold.
+        if (m_stack.size() != p.stack + 1)
+            return;
         const RecordSpec &spec = kRecordSpecs[p.kind];
         NodeId fields[4] = {kNil, kNil, kNil, kNil};
         // Only a dict of the known fields whose values predate the object (or live in their
@@ -824,7 +833,7 @@ private:
     struct Pending
     {
         uint32_t node, pool, segments, kind;
-        size_t memo;
+        size_t memo, stack; // stack: where the object itself sits
     };
     std::vector<Pending> m_pending;
     NodeId m_recordClassSeen[3] = {kNil, kNil, kNil};

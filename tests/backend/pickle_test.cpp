@@ -292,3 +292,27 @@ TEST(PickleFuzz, MutatedMetadataNeverCrashes)
     fs::remove_all(dir);
     EXPECT_GT(decoded, 0); // some mutants stay valid pickles, so the decoders ran deep as well
 }
+
+// A hand-made pickle that slips a DCP dataclass into an older dict between its NEWOBJ and its
+// BUILD, then builds it: folding it into a record would cut the dict's items away, so the
+// decoder must keep it a plain object and the dict intact.
+TEST(PickleRecords, ForeignAppendStopsTheFold)
+{
+    const std::string cls = "\x8c\x25torch.distributed.checkpoint.metadata\x94"s + "\x8c\x14" +
+                            "ChunkStorageMetadata\x93\x94"s;
+    const std::string s = proto(4) + "}\x94(" + "\x8c\x01k" + cls + ")\x81\x94" + "u" + // D['k']=T
+                          "h\x03" +                                                     // T again
+                          "}(\x8c\x07offsets" + "K\x01\x85" + "\x8c\x05sizes" + "K\x02\x85" +
+                          "ub0" + "]K\x07" + "a0]K\x07" +
+                          "a0" +     // new values reuse any space a fold freed
+                          "h\x00."s; // return D
+    auto r = parsePickle(bytesOf(s));
+    ASSERT_TRUE(r.ok()) << r.error().toString();
+    PyValue v = r->toPyValue(r->root());
+    ASSERT_EQ(v.kind, PyValue::Kind::Dict);
+    ASSERT_EQ(v.dict.size(), 1u);
+    const PyValue &t = v.dict[0].second;
+    EXPECT_EQ(t.kind, PyValue::Kind::Object);
+    EXPECT_EQ(t.name, "ChunkStorageMetadata");
+    ASSERT_NE(t.get("offsets"), nullptr);
+}
