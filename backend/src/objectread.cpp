@@ -10,7 +10,9 @@ namespace shardscope {
 
 using namespace detail;
 
-Result<PyValue> readObject(const CheckpointIndex &index, const ObjectEntry &entry)
+namespace {
+
+Result<PyValue> readObjectImpl(const CheckpointIndex &index, const ObjectEntry &entry)
 {
     if (entry.value)
         return *entry.value;
@@ -31,6 +33,17 @@ Result<PyValue> readObject(const CheckpointIndex &index, const ObjectEntry &entr
     if (!payload)
         return payload.error().inFile(item->path).atKey(entry.key);
     return payload->toValue(payload->root());
+}
+
+} // namespace
+
+Result<PyValue> readObject(const CheckpointIndex &index, const ObjectEntry &entry)
+{
+    try {
+        return readObjectImpl(index, entry);
+    } catch (const std::exception &e) { // allocation: errors stay values at the boundary
+        return makeError(Error::Code::Limit, e.what()).atKey(entry.key);
+    }
 }
 
 std::string sha256Hex(std::span<const std::byte> bytes)

@@ -213,6 +213,8 @@ Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &t
         return makeError(Error::Code::Internal,
                          std::string("libtorch: ") + e.what_without_backtrace())
             .atKey(t.key);
+    } catch (const std::exception &e) { // allocation: errors stay values at the boundary
+        return makeError(Error::Code::Limit, e.what()).atKey(t.key);
     }
 }
 
@@ -270,6 +272,8 @@ Result<TensorStats> computeStats(const TensorData &data)
     } catch (const c10::Error &e) {
         return makeError(Error::Code::Internal,
                          std::string("libtorch: ") + e.what_without_backtrace());
+    } catch (const std::exception &e) {
+        return makeError(Error::Code::Limit, e.what());
     }
 }
 
