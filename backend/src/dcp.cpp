@@ -70,12 +70,12 @@ struct DcpBuilder
     std::vector<NodeId> orderValue;  // the key as a pickle value (see lookup)
     std::vector<uint32_t> orderFile; // …of which metadata file (values are per arena)
     uint32_t fileNo = 0;
-    void appendOrder(uint32_t entry, NodeId keyValue, std::string_view key)
+    void appendOrder(uint32_t entry, NodeId keyValue, std::string_view key, const XXH128_hash_t &h)
     {
         order.push_back(entry);
         orderValue.push_back(keyValue);
         orderFile.push_back(fileNo);
-        orderHash.push_back(FlatStringMap::hash(key));
+        orderHash.push_back(h);
         orderLength.push_back(uint32_t(key.size()));
     }
     std::vector<uint32_t> tensorPos, objectPos; // entry → position in `order`
@@ -123,7 +123,7 @@ struct DcpBuilder
         return v;
     }
 
-    Status tensorEntry(std::string_view keyView, NodeId tsm)
+    Status tensorEntry(std::string_view keyView, const XXH128_hash_t &h, NodeId tsm)
     {
         NodeId props = get(tsm, "properties", seen.properties);
         NodeId size = get(tsm, "size", seen.size);
@@ -144,7 +144,7 @@ struct DcpBuilder
         if (!shape)
             return shape.error();
 
-        uint32_t ti = byKey.find(keyView);
+        uint32_t ti = byKey.find(keyView.size(), h);
         if (ti != FlatStringMap::kAbsent) {
             if (ti & kObjectBit)
                 return fail("key is both a tensor and an object", tsm, key);
@@ -159,7 +159,7 @@ struct DcpBuilder
             t.dtype = dtypeFromName(t.dtypeName).value_or(DType::Unknown);
             t.shape = std::move(*shape);
             index.tensors.push_back(std::move(t));
-            byKey.insert(keyView, ti);
+            byKey.insert(keyView.size(), h, ti);
         }
         TensorEntry &t = index.tensors[ti];
         const size_t nd = t.shape.size();
@@ -225,20 +225,21 @@ struct DcpBuilder
                 return;
             }
             std::string_view key = a->bytes(k);
+            const XXH128_hash_t h = FlatStringMap::hash(key); // once per key
             const bool isBytes = a->kind(v) == NodeKind::Object && seen.bytesClass != kNil &&
                                  a->objClass(v) == seen.bytesClass;
             if (!isBytes && isClass(v, "TensorStorageMetadata", seen.tensorClass)) {
                 const size_t before = index.tensors.size();
-                st = tensorEntry(key, v);
+                st = tensorEntry(key, h, v);
                 if (index.tensors.size() > before) {
                     tensorPos.push_back(uint32_t(order.size()));
-                    appendOrder(uint32_t(before), k, key);
+                    appendOrder(uint32_t(before), k, key, h);
                 }
             } else if (isBytes || isClass(v, "BytesStorageMetadata", seen.bytesClass)) {
                 const uint32_t oi = uint32_t(index.objects.size());
-                if (byKey.insert(key, oi | kObjectBit) == (oi | kObjectBit)) {
+                if (byKey.insert(key.size(), h, oi | kObjectBit) == (oi | kObjectBit)) {
                     objectPos.push_back(uint32_t(order.size()));
-                    appendOrder(oi | kObjectBit, k, key);
+                    appendOrder(oi | kObjectBit, k, key, h);
                     ObjectEntry o;
                     o.key = std::string(key);
                     index.objects.push_back(std::move(o));

@@ -36,17 +36,20 @@ public:
     /** Inserts unless present; returns the value now stored for the key. */
     uint32_t insert(std::string_view key, uint32_t value)
     {
+        return insert(key.size(), hash(key), value);
+    }
+    uint32_t insert(size_t length, const XXH128_hash_t &h, uint32_t value)
+    {
         if ((m_size + 1) * 4 > m_slots.size() * 3)
             rehash(m_slots.size() * 2);
-        const XXH128_hash_t h = hash(key);
         for (size_t i = h.low64 & m_mask;; i = (i + 1) & m_mask) {
             Slot &s = m_slots[i];
             if (s.value == kAbsent) {
-                s = {h.low64, h.high64, uint32_t(key.size()), value};
+                s = {h.low64, h.high64, uint32_t(length), value};
                 ++m_size;
                 return value;
             }
-            if (s.same(h, key.size()))
+            if (s.same(h, length))
                 return s.value;
         }
     }
