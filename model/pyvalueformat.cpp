@@ -164,6 +164,21 @@ private:
     }
     bool full() const { return m_elided; }
 
+    // "key: value," lines of a dict (or an object's dict items); false once the output is full.
+    bool writeEntries(const std::vector<std::pair<PyValue, PyValue>> &entries, int indent)
+    {
+        for (const auto &[k, val] : entries) {
+            newline(indent + 1);
+            if (full())
+                return false;
+            write(k, indent + 1);
+            m_out += ": ";
+            write(val, indent + 1);
+            m_out += ",";
+        }
+        return true;
+    }
+
     void write(const PyValue &v, int indent)
     {
         using K = PyValue::Kind;
@@ -200,15 +215,8 @@ private:
             return;
         case K::Dict:
             m_out += "{";
-            for (const auto &[k, val] : v.dict) {
-                newline(indent + 1);
-                if (full())
-                    return;
-                write(k, indent + 1);
-                m_out += ": ";
-                write(val, indent + 1);
-                m_out += ",";
-            }
+            if (!writeEntries(v.dict, indent))
+                return;
             newline(indent);
             m_out += "}";
             return;
@@ -243,15 +251,8 @@ private:
                 write(v.items[2], indent + 1);
                 m_out += ",";
             }
-            for (const auto &[k, val] : v.dict) {
-                newline(indent + 1);
-                if (full())
-                    return;
-                write(k, indent + 1);
-                m_out += ": ";
-                write(val, indent + 1);
-                m_out += ",";
-            }
+            if (!writeEntries(v.dict, indent))
+                return;
             newline(indent);
             m_out += ")";
             return;

@@ -16,14 +16,6 @@ using namespace shardscope::model::test;
 
 namespace {
 
-QStringList strings(std::initializer_list<const char *> list)
-{
-    QStringList out;
-    for (const char *s : list)
-        out.push_back(QString::fromUtf8(s));
-    return out;
-}
-
 // Full keys of every visible leaf, depth first.
 QStringList visibleLeaves(const QAbstractItemModel &m, const QModelIndex &parent = {})
 {

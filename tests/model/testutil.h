@@ -6,11 +6,20 @@
 #include <QAbstractItemModel>
 #include <QStringList>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace shardscope::model::test {
+
+inline QStringList strings(std::initializer_list<const char *> list)
+{
+    QStringList out;
+    for (const char *s : list)
+        out.push_back(QString::fromUtf8(s));
+    return out;
+}
 
 /** A tensor entry with `chunks` chunks split along dimension 0 (or whole, for scalars). */
 inline TensorEntry makeTensor(std::string key, DType dtype, std::vector<int64_t> shape,
