@@ -148,17 +148,18 @@ private:
     // Groups by dotted prefix. A recorded nesting (DCP planner data, torch.save dicts) is
     // split at its own boundaries first: its elements are often module FQNs themselves
     // ("model" / "module.decoder.layers.0...").
-    static void segmentsOf(const std::string &key, const std::vector<std::string> &path,
-                           std::vector<std::string_view> &out)
+    void segmentsOf(const std::string &key, const KeyPath &path, std::vector<std::string_view> &out)
     {
         out.clear();
-        if (path.empty()) {
+        if (path.splitsEveryDot()) {
             splitKey(key, out);
             return;
         }
-        for (const std::string &p : path)
+        path.partsInto(key, m_parts);
+        for (std::string_view p : m_parts)
             splitKey(p, out);
     }
+    std::vector<std::string_view> m_parts;
 
     uint32_t newNode(uint32_t parent, std::string_view name, NodeKind kind, int32_t entry)
     {

@@ -223,6 +223,15 @@ def check_checkpoint(args) -> int:
     for key in sorted(set(got_objects) - set(want["objects"])):
         tally.unit(f"object {key}", ["reported by CLI but not an object torch reads"])
 
+    # Nesting: "path" is given when it is not the key split at every dot.
+    entries = list(got_tensors.values()) + list(report.get("objects") or [])
+    for e in entries:
+        key = e.get("key")
+        if key in want.get("paths", {}):
+            got = e.get("path") or key.split(".")
+            w = want["paths"][key]
+            tally.unit(f"path {key}", [] if got == w else [f"path {got} != planner_data {w}"])
+
     if args.box_samples:
         check_box_samples(args, ckpt, want, tally)
     return tally.finish()

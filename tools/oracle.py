@@ -211,7 +211,10 @@ def dcp_expected(path: Path) -> dict:
         common_t, common_o = torchsave_entries(load_torchsave(path / "common.pt"), "common.pt/")
         tensors.update({k: summarize(t) for k, t in common_t.items()})
         objects += common_o
-    return {"tensors": tensors, "objects": objects}
+    # The true nesting of each flattened key, as DCP's planner recorded it.
+    paths = {k: [str(p) for p in v] for k, v in (md.planner_data or {}).items()
+             if isinstance(v, (tuple, list))}
+    return {"tensors": tensors, "objects": objects, "paths": paths}
 
 
 # ---------------------------------------------------------------------------------------------

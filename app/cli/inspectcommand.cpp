@@ -174,8 +174,8 @@ int runInspect(const InspectOptions &o)
             }
             json tj = {{"key", t.key},       {"dtype", t.dtypeName}, {"shape", t.shape},
                        {"numel", t.numel()}, {"nbytes", t.nbytes()}, {"chunks", std::move(chunks)}};
-            if (!t.path.empty())
-                tj["path"] = t.path;
+            if (!t.path.splitsEveryDot())
+                tj["path"] = t.path.parts(t.key);
             if (!r.sha256.empty())
                 tj["sha256"] = r.sha256;
             if (r.stats)
@@ -186,8 +186,8 @@ int runInspect(const InspectOptions &o)
         json os = json::array();
         for (const auto &[ob, summary] : objects) {
             json oj = {{"key", ob->key}};
-            if (!ob->path.empty())
-                oj["path"] = ob->path;
+            if (!ob->path.splitsEveryDot())
+                oj["path"] = ob->path.parts(ob->key);
             if (ob->location && ob->location->file < index.files.size()) {
                 oj["file"] = index.files[ob->location->file];
                 oj["offset"] = ob->location->offset;

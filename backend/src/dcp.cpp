@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <thread>
 #include <unordered_map>
@@ -301,24 +302,26 @@ struct DcpBuilder
     void plannerData(NodeId pd)
     {
         size_t cursor = 0;
+        std::vector<std::string_view> path;
+        std::deque<std::string> numbers; // int components, spelled as str() would
         a->forEachPair(pd, [&](NodeId k, NodeId v) {
             if (!a->isStr(k) || (a->kind(v) != NodeKind::Tuple && a->kind(v) != NodeKind::List))
                 return;
-            std::vector<std::string> path;
-            path.reserve(size_t(a->size(v)));
+            path.clear();
+            numbers.clear();
             a->forEachItem(v, [&](NodeId e) {
                 if (a->isStr(e))
-                    path.emplace_back(a->bytes(e));
+                    path.push_back(a->bytes(e));
                 else if (a->isInt(e))
-                    path.push_back(std::to_string(a->integer(e)));
+                    path.push_back(numbers.emplace_back(std::to_string(a->integer(e))));
             });
-            const uint32_t found = lookup(k, a->bytes(k), cursor);
+            const std::string_view key = a->bytes(k);
+            const uint32_t found = lookup(k, key, cursor);
             if (found == FlatStringMap::kAbsent)
                 return;
-            if (found & kObjectBit)
-                index.objects[found & ~kObjectBit].path = std::move(path);
-            else
-                index.tensors[found].path = std::move(path);
+            KeyPath &dest = (found & kObjectBit) ? index.objects[found & ~kObjectBit].path
+                                                 : index.tensors[found].path;
+            dest = KeyPath::fromParts(key, path);
         });
     }
 

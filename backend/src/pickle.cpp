@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "pickle.h"
+#include "prefaulter.h"
 
 #include <algorithm>
 #include <array>
@@ -1203,11 +1204,35 @@ inline bool PickleMachine::step(uint8_t op)
 
 Status PickleMachine::run()
 {
+    // Big streams: a helper populates the arenas' next pages on the other core while we decode,
+    // so that the decoder does not stop on a page fault every 4 KiB. We publish our progress at
+    // most every kPublish bytes of input, which keeps the opcode loop free of extra work.
+    constexpr size_t kPublish = 256 * 1024;
+    std::optional<Prefaulter> prefaulter;
+    if (m_s.size() >= m_limits.prefaultFrom)
+        prefaulter.emplace();
+    auto publish = [&] {
+        prefaulter->publish(
+            {A.m_nodes.data(), A.m_nodes.size() * sizeof(Node),
+             A.m_nodes.capacity() * sizeof(Node)},
+            {A.m_pool.data(), A.m_pool.size() * sizeof(NodeId),
+             A.m_pool.capacity() * sizeof(NodeId)},
+            {m_memo.data(), m_memo.size() * sizeof(NodeId), m_memo.capacity() * sizeof(NodeId)},
+            {A.m_recordFields.data(), A.m_recordFields.size() * sizeof(NodeId),
+             A.m_recordFields.capacity() * sizeof(NodeId)});
+    };
+    size_t limit = prefaulter ? std::min(m_s.size(), kPublish) : m_s.size();
+    if (prefaulter)
+        publish();
     while (!m_done) {
-        if (m_p >= m_s.size()) {
-            m_op = m_p;
-            fail("truncated: stream ends before STOP");
-            return *m_error;
+        if (m_p >= limit) [[unlikely]] {
+            if (m_p >= m_s.size()) {
+                m_op = m_p;
+                fail("truncated: stream ends before STOP");
+                return *m_error;
+            }
+            publish();
+            limit = std::min(m_s.size(), m_p + kPublish);
         }
         m_op = m_p;
         if (!step(m_s[m_p++]))

@@ -305,6 +305,8 @@ struct PickleLimits
     size_t maxMemo = 1u << 28;
     /** Keep DCP's per-chunk dataclasses as compact records (see PickleArena::isRecord). */
     bool compactRecords = true;
+    /** From this stream size on, a helper thread maps the arenas' next pages (see Prefaulter). */
+    size_t prefaultFrom = size_t(32) << 20;
 };
 
 /**

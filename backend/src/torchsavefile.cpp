@@ -52,8 +52,8 @@ Status readTorchSave(const std::string &dataDir, const std::string &relativePath
                 return;
             }
             TensorEntry t;
+            t.path = KeyPath::fromParts(key, p);
             t.key = std::move(key);
-            t.path = p;
             t.dtype = spec->dtype;
             t.dtypeName = spec->dtypeName;
             t.shape = spec->shape;
@@ -70,8 +70,8 @@ Status readTorchSave(const std::string &dataDir, const std::string &relativePath
             index.tensors.push_back(std::move(t));
         } else {
             ObjectEntry o;
+            o.path = KeyPath::fromParts(key, p);
             o.key = std::move(key);
-            o.path = p;
             o.value = std::make_shared<const PyValue>(payload->toValue(n));
             index.objects.push_back(std::move(o));
         }

@@ -132,11 +132,11 @@ TEST_F(TreeModelTest, SplitsRecordedNestingAtDotsToo)
     auto index = std::make_shared<CheckpointIndex>();
     // Megatron-style planner data: a state-dict level whose keys are module FQNs.
     TensorEntry t = makeTensor("model.module.decoder.layers.0.weight", DType::Float32, {3});
-    t.path = {"model", "module.decoder.layers.0.weight"};
+    t.path = KeyPath::fromParts(t.key, {"model", "module.decoder.layers.0.weight"});
     index->tensors.push_back(t);
     // A recorded path without dots is used as is.
     TensorEntry u = makeTensor("x.y", DType::Float32, {1});
-    u.path = {"x", "y"};
+    u.path = KeyPath::fromParts(u.key, {"x", "y"});
     index->tensors.push_back(u);
     // A key that is both a leaf and a prefix of other keys keeps both rows.
     index->tensors.push_back(makeTensor("a", DType::Float32, {1}));

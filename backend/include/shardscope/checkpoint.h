@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardscope {
@@ -41,11 +42,35 @@ struct Location
     uint64_t length = 0;
 };
 
+/**
+ * The true nesting of a flattened key (DCP planner_data): its components. Kept compactly as
+ * which of the key's dots separate components, since the components joined with '.' are the key
+ * (650,000 keys of a big checkpoint would otherwise hold 1.5 million small strings); as explicit
+ * strings when they are not. Default: every dot separates.
+ */
+class KeyPath
+{
+public:
+    KeyPath() = default;
+    static KeyPath fromParts(std::string_view key, std::span<const std::string_view> parts);
+    static KeyPath fromParts(std::string_view key, const std::vector<std::string> &parts);
+    /** True when the components are the key split at every dot. */
+    bool splitsEveryDot() const { return m_explicit.empty() && m_dots == kEveryDot; }
+    /** The components, as views into `key` (the entry's key) or into this object. */
+    void partsInto(std::string_view key, std::vector<std::string_view> &out) const;
+    std::vector<std::string> parts(std::string_view key) const;
+
+private:
+    static constexpr uint64_t kEveryDot = ~uint64_t(0);
+    uint64_t m_dots = kEveryDot; // bit i: the key's i-th dot separates (dots past 63 always do)
+    std::vector<std::string> m_explicit;
+};
+
 /** One tensor of the checkpoint: its global view and the chunks that store it. */
 struct TensorEntry
 {
-    std::string key;               ///< flattened key as stored ("model.module.decoder.…")
-    std::vector<std::string> path; ///< true nesting (DCP planner_data); empty = split key at dots
+    std::string key; ///< flattened key as stored ("model.module.decoder.…")
+    KeyPath path;    ///< true nesting (DCP planner_data)
     DType dtype = DType::Unknown;
     std::string dtypeName; ///< torch's name, kept even when dtype is Unknown
     std::vector<int64_t> shape;
@@ -73,7 +98,7 @@ struct TensorEntry
 struct ObjectEntry
 {
     std::string key;
-    std::vector<std::string> path;
+    KeyPath path;
     std::optional<Location> location;     ///< stored bytes (DCP BYTE_IO)
     std::shared_ptr<const PyValue> value; ///< already decoded (torch.save leaves)
 };
