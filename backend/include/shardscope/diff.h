@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/checkpoint.h"
+#include "shardscope/layout.h"
+
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+/** A mapping between what a model holds and what is on disk. Rules can be switched off. */
+struct RuleInfo
+{
+    std::string name;
+    std::string description;
+    /** Megatron's fsdp_dtensor load applies it (its handlers); otherwise only ShardScope maps it. */
+    bool appliedByLoader = true;
+};
+const std::vector<RuleInfo> &allRules();
+
+/** Megatron's --dist-ckpt-strictness values. */
+enum class Strictness : uint8_t {
+    AssumeOkUnexpected,
+    LogUnexpected,
+    LogAll,
+    RaiseUnexpected,
+    RaiseAll,
+    ReturnUnexpected,
+    ReturnAll,
+    IgnoreAll,
+};
+std::string_view strictnessName(Strictness s);
+std::optional<Strictness> strictnessFromName(std::string_view name);
+
+struct DiffOptions
+{
+    std::vector<std::string> disabledRules;
+    Strictness strictness = Strictness::AssumeOkUnexpected;
+    /** fsdp_dtensor: --strict-fsdp-dtensor-load (the default; partial loads disallowed). */
+    bool strictLoad = true;
+    bool includeOptimizer = true;
+};
+
+enum class LoadStatus : uint8_t {
+    Ok,            ///< loadable as is
+    Split,         ///< fused in the model, its sections stored as separate keys
+    Merge,         ///< stored fused with other parameters; cut out of that key
+    Rename,        ///< stored under another name that a rule maps
+    Cast,          ///< same shape, other dtype: the load converts
+    ShapeMismatch, ///< stored with another shape
+    Partial,       ///< stored, but the chunks leave holes
+    Unloadable,    ///< nothing on disk to fill it
+};
+std::string_view statusName(LoadStatus s);
+
+/** One on-disk key a parameter draws from, and which rows (along dim) of the parameter. */
+struct DiffSource
+{
+    std::string key;
+    std::vector<int64_t> shape; ///< as stored
+    std::string dtype;          ///< as stored
+    int dim = 0;
+    int64_t begin = 0, end = 0; ///< rows of the parameter this key fills ([0, 0) = whole)
+};
+
+enum class Section : uint8_t { Model, Optimizer, Other };
+
+struct DiffEntry
+{
+    Section section = Section::Model;
+    std::string name;  ///< parameter's live name (Model) or "<name>.<state>" (Optimizer)
+    std::string param; ///< the parameter's live name
+    std::string state; ///< optimizer state (exp_avg, …), empty for the model section
+    std::vector<int64_t> shape;
+    std::string dtype;
+    LoadStatus status = LoadStatus::Ok;
+    /** A real Megatron load fills it (its handlers apply every rule used). */
+    bool realLoadFills = true;
+    std::vector<std::string> rules; ///< rules used
+    std::vector<DiffSource> sources;
+    std::vector<std::string> requestKeys; ///< what the real load asks the checkpoint for
+    std::string reason;
+    std::string fix;
+};
+
+/** A checkpoint key no expected parameter consumes (a plain DCP load ignores it silently). */
+struct UnconsumedKey
+{
+    std::string key;
+    std::vector<int64_t> shape;
+    std::string dtype;
+    bool tensor = true;
+    std::string note; ///< e.g. "optimizer state of a parameter the model does not have"
+};
+
+/** What the real load would do under the chosen strictness. */
+struct LoadOutcome
+{
+    enum class Action : uint8_t { Loads, Raises, LogsAndContinues, ReturnsAndContinues, Silent };
+    Action action = Action::Loads;
+    std::string message;                   ///< what Megatron would raise or log
+    std::vector<std::string> namedKeys;    ///< keys named in the exception/log (Megatron's cap)
+    std::vector<std::string> keptAtInit;   ///< parameters left at their initial values
+    std::vector<std::string> optimizerKeptAtInit; ///< optimizer states left at init (partial load)
+};
+std::string_view actionName(LoadOutcome::Action a);
+
+struct DiffResult
+{
+    std::string checkpoint; ///< path
+    std::string against;    ///< layout or second checkpoint path
+    std::string format;     ///< checkpoint format name
+    DiffOptions options;
+    std::vector<DiffEntry> entries;
+    std::vector<UnconsumedKey> unconsumed;
+    LoadOutcome outcome;
+    size_t expectedModel = 0, loadableModel = 0;
+    size_t expectedOptimizer = 0, loadableOptimizer = 0;
+    bool clean() const;
+};
+
+Result<DiffResult> diffAgainstLayout(const CheckpointIndex &checkpoint, const Layout &layout,
+                                     const DiffOptions &options);
+
+/** Checkpoint against checkpoint. */
+struct KeyChange
+{
+    enum class Kind : uint8_t { Added, Removed, Renamed, ShapeChanged, DtypeChanged };
+    Kind kind;
+    std::string key;     ///< in the first checkpoint (Removed, Renamed, …) or the second (Added)
+    std::string otherKey; ///< Renamed: the key in the second checkpoint
+    std::string rule;     ///< Renamed: the rule that maps them
+    std::string detail;
+};
+std::string_view changeName(KeyChange::Kind k);
+
+struct CheckpointDiff
+{
+    std::string first, second;
+    size_t same = 0;
+    std::vector<KeyChange> changes;
+};
+CheckpointDiff diffCheckpoints(const CheckpointIndex &a, const CheckpointIndex &b,
+                               const DiffOptions &options);
+
+} // namespace shardscope

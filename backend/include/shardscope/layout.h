@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/result.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+/** One section of a fused parameter: the unfused parameter it stands for, and its size. */
+struct FusedSection
+{
+    std::string name; ///< full name of the unfused parameter ("…linear_q_down_proj.weight")
+    int64_t size = 0; ///< along Fusion::dim, full (TP-unsharded) units
+};
+
+/** How a fused parameter is made of its sections. See docs/layout-format.md. */
+struct Fusion
+{
+    std::string rule; ///< the rule that splits it: swiglu, mla_down_proj, gdn
+    int dim = 0;
+    std::vector<FusedSection> sections;
+    /** TP ranks hold [s1_r; s2_r; …]: the global tensor interleaves the sections by rank. */
+    bool tpInterleaved = false;
+    /** The parameter's shape is already TP-local (Megatron-Bridge writes GDN tensors so). */
+    bool tpLocal = false;
+};
+
+/** A parameter (or persistent buffer) the model expects, by its live module name. */
+struct LayoutParam
+{
+    std::string name;           ///< "decoder.layers.0.self_attention.linear_qkv_down_proj.weight"
+    std::vector<int64_t> shape; ///< full (TP-unsharded) shape
+    std::string dtype;          ///< torch's name of the dtype the load asks for
+    int tpDim = -1;             ///< TP partition dim; -1 = replicated over TP
+    std::optional<Fusion> fusion;
+    /** A norm absorbed into a fused linear (`layer_norm_weight`): the unfused norm's name. */
+    std::string absorbs;
+    int expert = -1;       ///< expert index as the name spells it; -1 = not an expert
+    bool hasOptimizerState = true; ///< false for buffers (router expert_bias)
+};
+
+struct ParallelConfig
+{
+    int tp = 1, pp = 1, ep = 1, etp = 1, dpShard = 1;
+};
+
+/** What a model expects from a checkpoint. Serialised as JSON, schema shardscope.layout/1. */
+struct Layout
+{
+    std::string family; ///< llama, deepseek_v3, qwen3_next, … (informational)
+    std::string source; ///< where it came from (config file, live model)
+    ParallelConfig parallel;
+    int numExperts = 0;                     ///< routed experts per MoE layer (global)
+    bool expertsGlobal = true;              ///< expert indices in names are global (else EP-local)
+    std::string mtpInner = "mtp_model_layer"; ///< the live name of MTP's inner layer
+    /** Optimizer states saved per parameter; the first ones are split with the parameter. */
+    std::vector<std::string> optimizerStates = {"exp_avg", "exp_avg_sq"};
+    bool optimizerStep = true; ///< a per-parameter `step` (copied, not split)
+    std::vector<LayoutParam> params;
+};
+
+Result<Layout> readLayout(const std::string &path);
+Result<Layout> layoutFromJson(const std::string &text, const std::string &origin);
+std::string layoutToJson(const Layout &layout);
+
+/** Options for generating a layout from a model config without building the model. */
+struct LayoutOptions
+{
+    ParallelConfig parallel;
+    std::optional<bool> mlaDownProjFusion; ///< default: fused (Megatron's TE spec with fusion)
+    bool sequentialExperts = false;        ///< local_experts.<e>.… instead of TE grouped weight<e>
+    std::string dtype = "float32";         ///< fsdp_dtensor saves fp32 main params
+    bool gdnTpLocal = false;               ///< GDN in_proj/conv1d shapes already TP-local
+};
+
+/**
+ * A layout from a Hugging Face config.json (Llama/Qwen/Mistral-style GQA, DeepSeek-V2/V3,
+ * Qwen3-Next) or a Megatron argument set (JSON of argparse names, or `--flag value` text).
+ */
+Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &options);
+
+} // namespace shardscope
