@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include "diffcommand.h"
 #include "inspectcommand.h"
 
 #include <CLI/CLI.hpp>
@@ -33,6 +34,53 @@ int main(int argc, char **argv)
 
     CLI::App *dev = app.add_subcommand("devices", "List CUDA devices this build can use");
 
+    LayoutCommandOptions layout;
+    CLI::App *lay = app.add_subcommand(
+        "layout", "Generate a model layout (docs/layout-format.md) from a model config");
+    lay->add_option("--from-config", layout.config,
+                    "Hugging Face config.json, or Megatron arguments (JSON or --flag text)")
+        ->required();
+    lay->add_option("-o,--output", layout.output, "Write here (default: stdout)");
+    lay->add_option("--tp", layout.layout.parallel.tp, "Tensor-parallel size");
+    lay->add_option("--pp", layout.layout.parallel.pp, "Pipeline-parallel size");
+    lay->add_option("--ep", layout.layout.parallel.ep, "Expert-parallel size");
+    lay->add_option("--etp", layout.layout.parallel.etp, "Expert tensor-parallel size");
+    lay->add_option("--dp", layout.layout.parallel.dpShard, "FSDP / DP-shard size");
+    lay->add_option("--dtype", layout.layout.dtype,
+                    "dtype the load asks for (default float32: fsdp_dtensor main params)");
+    lay->add_flag("--sequential-experts", layout.layout.sequentialExperts,
+                  "local_experts.<e>.linear_fc1 instead of TE grouped linear_fc1.weight<e>");
+    lay->add_flag("--no-mla-down-proj-fusion", layout.unfusedMla,
+                  "MLA with separate linear_q_down_proj / linear_kv_down_proj");
+    lay->add_flag("--gdn-tp-local", layout.layout.gdnTpLocal,
+                  "GDN in_proj/conv1d already TP-local (Megatron-Bridge)");
+
+    DiffCommandOptions diff;
+    auto addDiffOptions = [&diff](CLI::App *c) {
+        c->add_option("checkpoint", diff.checkpoint, "The checkpoint to check")->required();
+        auto *l = c->add_option("--layout", diff.layout, "What the model expects (layout JSON)");
+        auto *a = c->add_option("--against", diff.against, "Another checkpoint");
+        l->excludes(a);
+        c->add_option("--strictness", diff.strictness,
+                      "Megatron --dist-ckpt-strictness (assume_ok_unexpected, log_unexpected, "
+                      "log_all, raise_unexpected, raise_all, return_unexpected, return_all, "
+                      "ignore_all)");
+        c->add_flag("--no-strict-fsdp-dtensor-load", diff.partialLoad,
+                    "Partial fsdp_dtensor load (strictness decides what happens)");
+        c->add_option("--disable-rule", diff.disabledRules,
+                      "Switch a rule off (repeatable; `shardscope-cli rules` lists them)");
+        c->add_flag("--no-optimizer", diff.noOptimizer, "Do not diff optimizer state");
+    };
+    CLI::App *dif = app.add_subcommand(
+        "diff", "What a real load would fill, split, rename or leave at initial values");
+    addDiffOptions(dif);
+    dif->add_flag("--json", diff.json, "Machine-readable output (schema shardscope.diff/1)");
+    CLI::App *rep = app.add_subcommand("report", "Write a fix report (.md, .html or .json)");
+    addDiffOptions(rep);
+    std::string reportPath;
+    rep->add_option("-o,--output", reportPath, "FILE.md, FILE.html or FILE.json")->required();
+    CLI::App *rul = app.add_subcommand("rules", "List the mapping rules");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
@@ -46,6 +94,24 @@ int main(int argc, char **argv)
                       << d.memoryBytes / (1024 * 1024) << " MiB  sm_" << d.computeMajor
                       << d.computeMinor << "\n";
         return 0;
+    }
+    if (*lay)
+        return runLayout(layout);
+    if (*rul)
+        return runRules();
+    if (*dif || *rep) {
+        if (!diff.layout && !diff.against) {
+            std::cerr << "shardscope-cli: give --layout FILE or --against CHECKPOINT\n";
+            return ExitUnreadable;
+        }
+        for (int i = 0; i < argc; ++i) {
+            std::string a = argv[i];
+            const bool plain = a.find_first_of(" '\"$\\") == std::string::npos && !a.empty();
+            diff.commandLine += (i ? " " : "") + (plain ? a : "'" + a + "'");
+        }
+        if (*rep)
+            diff.reportPath = reportPath;
+        return runDiff(diff);
     }
     inspect.collapse = !noCollapse;
     return runInspect(inspect);

@@ -14,7 +14,8 @@ struct RuleInfo
 {
     std::string name;
     std::string description;
-    /** Megatron's fsdp_dtensor load applies it (its handlers); otherwise only ShardScope maps it. */
+    /** Megatron's fsdp_dtensor load applies it (its handlers); otherwise only ShardScope maps it.
+     */
     bool appliedByLoader = true;
 };
 const std::vector<RuleInfo> &allRules();
@@ -99,9 +100,9 @@ struct LoadOutcome
 {
     enum class Action : uint8_t { Loads, Raises, LogsAndContinues, ReturnsAndContinues, Silent };
     Action action = Action::Loads;
-    std::string message;                   ///< what Megatron would raise or log
-    std::vector<std::string> namedKeys;    ///< keys named in the exception/log (Megatron's cap)
-    std::vector<std::string> keptAtInit;   ///< parameters left at their initial values
+    std::string message;                 ///< what Megatron would raise or log
+    std::vector<std::string> namedKeys;  ///< keys named in the exception/log (Megatron's cap)
+    std::vector<std::string> keptAtInit; ///< parameters left at their initial values
     std::vector<std::string> optimizerKeptAtInit; ///< optimizer states left at init (partial load)
 };
 std::string_view actionName(LoadOutcome::Action a);
@@ -128,7 +129,7 @@ struct KeyChange
 {
     enum class Kind : uint8_t { Added, Removed, Renamed, ShapeChanged, DtypeChanged };
     Kind kind;
-    std::string key;     ///< in the first checkpoint (Removed, Renamed, …) or the second (Added)
+    std::string key;      ///< in the first checkpoint (Removed, Renamed, …) or the second (Added)
     std::string otherKey; ///< Renamed: the key in the second checkpoint
     std::string rule;     ///< Renamed: the rule that maps them
     std::string detail;

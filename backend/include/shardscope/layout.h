@@ -39,7 +39,7 @@ struct LayoutParam
     std::optional<Fusion> fusion;
     /** A norm absorbed into a fused linear (`layer_norm_weight`): the unfused norm's name. */
     std::string absorbs;
-    int expert = -1;       ///< expert index as the name spells it; -1 = not an expert
+    int expert = -1;               ///< expert index as the name spells it; -1 = not an expert
     bool hasOptimizerState = true; ///< false for buffers (router expert_bias)
 };
 
@@ -54,8 +54,8 @@ struct Layout
     std::string family; ///< llama, deepseek_v3, qwen3_next, … (informational)
     std::string source; ///< where it came from (config file, live model)
     ParallelConfig parallel;
-    int numExperts = 0;                     ///< routed experts per MoE layer (global)
-    bool expertsGlobal = true;              ///< expert indices in names are global (else EP-local)
+    int numExperts = 0;        ///< routed experts per MoE layer (global)
+    bool expertsGlobal = true; ///< expert indices in names are global (else EP-local)
     std::string mtpInner = "mtp_model_layer"; ///< the live name of MTP's inner layer
     /** Optimizer states saved per parameter; the first ones are split with the parameter. */
     std::vector<std::string> optimizerStates = {"exp_avg", "exp_avg_sq"};
@@ -72,9 +72,9 @@ struct LayoutOptions
 {
     ParallelConfig parallel;
     std::optional<bool> mlaDownProjFusion; ///< default: fused (Megatron's TE spec with fusion)
-    bool sequentialExperts = false;        ///< local_experts.<e>.… instead of TE grouped weight<e>
-    std::string dtype = "float32";         ///< fsdp_dtensor saves fp32 main params
-    bool gdnTpLocal = false;               ///< GDN in_proj/conv1d shapes already TP-local
+    bool sequentialExperts = false; ///< local_experts.<e>.… instead of TE grouped weight<e>
+    std::string dtype = "float32";  ///< fsdp_dtensor saves fp32 main params
+    bool gdnTpLocal = false;        ///< GDN in_proj/conv1d shapes already TP-local
 };
 
 /**

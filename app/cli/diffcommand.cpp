@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+#include "diffcommand.h"
+#include "inspectcommand.h"
+
+#include <shardscope/checkpoint.h>
+#include <shardscope/diff.h>
+#include <shardscope/report.h>
+
+#include <fstream>
+#include <iostream>
+
+namespace shardscope::cli {
+
+namespace {
+
+int fail(const Error &e)
+{
+    std::cerr << "shardscope-cli: " << e.toString() << "\n";
+    return ExitUnreadable;
+}
+
+bool writeFile(const std::string &path, const std::string &text)
+{
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    return bool(out);
+}
+
+void printDiff(const DiffResult &d)
+{
+    std::cout << "checkpoint: " << d.checkpoint << " (" << d.format << ")\n"
+              << "layout:     " << d.against << "\n"
+              << "model:      " << d.loadableModel << " of " << d.expectedModel
+              << " parameters filled by a real load\n";
+    if (d.expectedOptimizer)
+        std::cout << "optimizer:  " << d.loadableOptimizer << " of " << d.expectedOptimizer
+                  << " states filled\n";
+    std::cout << "load:       " << actionName(d.outcome.action);
+    if (!d.outcome.message.empty())
+        std::cout << ": " << d.outcome.message;
+    std::cout << "\n";
+    if (!d.outcome.keptAtInit.empty()) {
+        std::cout << "\nSILENTLY KEPT AT INITIAL VALUES (" << d.outcome.keptAtInit.size() << "):\n";
+        for (const std::string &k : d.outcome.keptAtInit)
+            std::cout << "  " << k << "\n";
+    }
+    bool header = false;
+    for (const DiffEntry &e : d.entries) {
+        if (e.realLoadFills && e.status == LoadStatus::Ok)
+            continue;
+        if (!header) {
+            std::cout << "\n";
+            header = true;
+        }
+        std::cout << (e.realLoadFills ? "  " : "! ") << statusName(e.status) << "  " << e.name;
+        if (!e.reason.empty())
+            std::cout << "\n      " << e.reason;
+        if (!e.realLoadFills && !e.fix.empty())
+            std::cout << "\n      fix: " << e.fix;
+        std::cout << "\n";
+    }
+    if (!d.unconsumed.empty()) {
+        std::cout << "\nunconsumed keys (" << d.unconsumed.size() << "):\n";
+        for (const UnconsumedKey &u : d.unconsumed)
+            std::cout << "  " << u.key << "  (" << u.note << ")\n";
+    }
+}
+
+} // namespace
+
+int runLayout(const LayoutCommandOptions &o)
+{
+    LayoutOptions lo = o.layout;
+    if (o.unfusedMla)
+        lo.mlaDownProjFusion = false;
+    auto layout = layoutFromConfig(o.config, lo);
+    if (!layout)
+        return fail(layout.error());
+    const std::string text = layoutToJson(*layout);
+    if (o.output.empty() || o.output == "-") {
+        std::cout << text;
+    } else if (!writeFile(o.output, text)) {
+        return fail(makeError(Error::Code::Io, "cannot write").inFile(o.output));
+    } else {
+        std::cerr << "wrote " << o.output << ": " << layout->params.size() << " parameters ("
+                  << layout->family << ")\n";
+    }
+    return ExitHealthy;
+}
+
+int runDiff(const DiffCommandOptions &o)
+{
+    DiffOptions options;
+    options.disabledRules = o.disabledRules;
+    options.strictLoad = !o.partialLoad;
+    options.includeOptimizer = !o.noOptimizer;
+    auto strictness = strictnessFromName(o.strictness);
+    if (!strictness)
+        return fail(
+            makeError(Error::Code::Format, "unknown --strictness '" + o.strictness +
+                                               "' (see Megatron's --dist-ckpt-strictness)"));
+    options.strictness = *strictness;
+
+    auto checkpoint = openCheckpoint(o.checkpoint);
+    if (!checkpoint)
+        return fail(checkpoint.error());
+
+    std::optional<ReportFormat> reportFormat;
+    if (o.reportPath) {
+        reportFormat = reportFormatForPath(*o.reportPath);
+        if (!reportFormat)
+            return fail(makeError(Error::Code::Format, "report must end in .md, .html or .json")
+                            .inFile(*o.reportPath));
+    }
+    ReportContext ctx{o.commandLine, {}};
+
+    if (o.against) {
+        auto other = openCheckpoint(*o.against);
+        if (!other)
+            return fail(other.error());
+        CheckpointDiff d = diffCheckpoints(*checkpoint, *other, options);
+        if (reportFormat) {
+            if (!writeFile(*o.reportPath, renderCheckpointDiffReport(d, *reportFormat, ctx)))
+                return fail(makeError(Error::Code::Io, "cannot write").inFile(*o.reportPath));
+        } else if (o.json) {
+            std::cout << checkpointDiffToJson(d);
+        } else {
+            std::cout << d.first << " against " << d.second << ": " << d.same << " same, "
+                      << d.changes.size() << " changes\n";
+            for (const KeyChange &c : d.changes) {
+                std::cout << "  " << changeName(c.kind) << "  " << c.key;
+                if (!c.otherKey.empty())
+                    std::cout << " -> " << c.otherKey;
+                if (!c.rule.empty())
+                    std::cout << "  (rule " << c.rule << ")";
+                if (!c.detail.empty())
+                    std::cout << "  " << c.detail;
+                std::cout << "\n";
+            }
+        }
+        bool problems = false;
+        for (const KeyChange &c : d.changes)
+            problems = problems || c.kind != KeyChange::Kind::Renamed;
+        return problems ? ExitProblems : ExitHealthy;
+    }
+
+    auto layout = readLayout(*o.layout);
+    if (!layout)
+        return fail(layout.error());
+    auto diff = diffAgainstLayout(*checkpoint, *layout, options);
+    if (!diff)
+        return fail(diff.error());
+    diff->against = *o.layout;
+    if (reportFormat) {
+        if (!writeFile(*o.reportPath, renderReport(*diff, *reportFormat, ctx)))
+            return fail(makeError(Error::Code::Io, "cannot write").inFile(*o.reportPath));
+        std::cerr << "wrote " << *o.reportPath << "\n";
+    } else if (o.json) {
+        std::cout << diffToJson(*diff);
+    } else {
+        printDiff(*diff);
+    }
+    return diff->clean() ? ExitHealthy : ExitProblems;
+}
+
+int runRules()
+{
+    for (const RuleInfo &r : allRules())
+        std::cout << r.name << (r.appliedByLoader ? "  [Megatron load]  " : "  [ShardScope]     ")
+                  << r.description << "\n";
+    return ExitHealthy;
+}
+
+} // namespace shardscope::cli

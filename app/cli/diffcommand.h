@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <shardscope/layout.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope::cli {
+
+struct LayoutCommandOptions
+{
+    std::string config;
+    std::string output; ///< empty: stdout
+    LayoutOptions layout;
+    bool unfusedMla = false;
+};
+int runLayout(const LayoutCommandOptions &options);
+
+struct DiffCommandOptions
+{
+    std::string checkpoint;
+    std::optional<std::string> layout;
+    std::optional<std::string> against;
+    std::string strictness = "assume_ok_unexpected";
+    bool partialLoad = false; ///< --no-strict-fsdp-dtensor-load
+    std::vector<std::string> disabledRules;
+    bool noOptimizer = false;
+    bool json = false;
+    std::optional<std::string> reportPath; ///< report: -o FILE.md|.html|.json
+    std::string commandLine;               ///< for the report's reproduce section
+};
+int runDiff(const DiffCommandOptions &options);
+
+int runRules();
+
+} // namespace shardscope::cli

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/diff.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace shardscope {
+
+enum class ReportFormat : uint8_t { Markdown, Html, Json };
+
+/** From the file name's extension (.md, .html/.htm, .json; any case); nullopt otherwise. */
+std::optional<ReportFormat> reportFormatForPath(std::string_view path);
+
+struct ReportContext
+{
+    std::string command;     ///< the exact command line that reproduces the report
+    std::string generatedAt; ///< ISO 8601 time; may be empty (reproducible output)
+};
+
+/**
+ * A report of a checkpoint-against-layout diff: summary (what a real load would do, and the
+ * parameters it would silently keep at their initial values), problems grouped with repeated
+ * layers and experts folded into ranges, unconsumed keys, and the command that reproduces it.
+ * Html is one self-contained file (inline CSS, no scripts, nothing fetched). Json is
+ * {"schema": "shardscope.report/1", "command", "summary", "groups", "unconsumed", "diff"}.
+ */
+std::string renderReport(const DiffResult &diff, ReportFormat format, const ReportContext &ctx);
+
+/** The same for a checkpoint-against-checkpoint diff: counts per change kind, then changes. */
+std::string renderCheckpointDiffReport(const CheckpointDiff &diff, ReportFormat format,
+                                       const ReportContext &ctx);
+
+/** Every field of a DiffResult as JSON (schema "shardscope.diff/1"), indented by one space. */
+std::string diffToJson(const DiffResult &diff);
+
+/** Every field of a CheckpointDiff as JSON (schema "shardscope.checkpoint-diff/1"). */
+std::string checkpointDiffToJson(const CheckpointDiff &diff);
+
+} // namespace shardscope

@@ -1,0 +1,776 @@
+// SPDX-License-Identifier: MIT
+// The load diff: what a model expects (a Layout) against what a checkpoint holds, through the
+// rules of Megatron's fsdp_dtensor handlers (formats.md §6) and a few that only we apply.
+#include "shardscope/diff.h"
+
+#include "flatmap.h"
+
+#include <algorithm>
+#include <regex>
+#include <set>
+#include <unordered_map>
+
+namespace shardscope {
+
+namespace {
+
+bool startsWith(std::string_view s, std::string_view p)
+{
+    return s.substr(0, p.size()) == p;
+}
+bool endsWith(std::string_view s, std::string_view p)
+{
+    return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+std::string shapeText(const std::vector<int64_t> &s)
+{
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i)
+        out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + "]";
+}
+
+std::string replaceAll(std::string s, const std::string &from, const std::string &to)
+{
+    for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size())
+        s.replace(p, from.size(), to);
+    return s;
+}
+
+// Megatron's handler (or flag) behind each loader rule, for the fixes we suggest.
+std::string handlerOf(const std::string &rule)
+{
+    if (rule == "swiglu")
+        return "handle_swiglu_in_state_dict (runs only with --swiglu)";
+    if (rule == "mla_down_proj")
+        return "handle_mla_down_proj_in_state_dict (Megatron-LM #6271)";
+    if (rule == "gdn")
+        return "handle_gdn_in_state_dict (wired into preprocess_fsdp_dtensor_state_dict by the "
+               "Megatron-Bridge fix)";
+    if (rule == "mtp")
+        return "handle_mtp_in_state_dict (Megatron-LM #6271)";
+    if (rule == "extra_state")
+        return "handle_fp8_extra_state_case";
+    if (rule == "wrapper_prefix")
+        return "the model.module. / optimizer.state.module.module.module. wrapper names";
+    return rule;
+}
+
+const std::set<std::string> kKnownStates = {"exp_avg",    "exp_avg_sq", "step",
+                                            "fp32_param", "main_param", "master_param"};
+
+// Checkpoint keys, sorted into the model and optimizer sections by their wrappers. Keys are
+// views into the CheckpointIndex; the maps hash name views (DeepSeek-V3 has 650,000 keys).
+struct DiskKey
+{
+    std::string_view key;
+    const TensorEntry *tensor = nullptr;
+    const ObjectEntry *object = nullptr;
+    bool used = false;
+    std::string_view problem; // integrity problem (holes, missing data)
+};
+
+struct Disk
+{
+    std::vector<DiskKey> keys;
+    detail::FlatStringMap model{1 << 16};        // live-style name → key
+    detail::FlatStringMap optNameFirst{1 << 16}; // "<name>.<state>" → key (fsdp_dtensor)
+    detail::FlatStringMap optStateFirst{1 << 4}; // "<state>.<name>" → key (torch_dist)
+    std::string modelWrapper, optimizerWrapper;  // as seen, for request keys
+    bool megatronWrapped = false;
+    std::string scratch;
+
+    DiskKey *at(uint32_t i) { return i == detail::FlatStringMap::kAbsent ? nullptr : &keys[i]; }
+    DiskKey *findModel(std::string_view name) { return at(model.find(name)); }
+    DiskKey *findOptimizer(std::string_view name, std::string_view state)
+    {
+        scratch.assign(name).append(".").append(state);
+        if (DiskKey *k = at(optNameFirst.find(scratch)))
+            return k;
+        if (optStateFirst.size() == 0)
+            return nullptr;
+        scratch.assign(state).append(".").append(name);
+        return at(optStateFirst.find(scratch));
+    }
+};
+
+// `model.module.x`, `model0.module.x`, `module.x` → `x` (and the wrapper).
+size_t modelWrapperLength(std::string_view k)
+{
+    size_t p = 0;
+    if (startsWith(k, "model")) {
+        size_t q = 5;
+        while (q < k.size() && std::isdigit(static_cast<unsigned char>(k[q])))
+            ++q;
+        if (q < k.size() && k[q] == '.')
+            p = q + 1;
+    }
+    while (startsWith(k.substr(p), "module."))
+        p += 7;
+    return p;
+}
+
+void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
+{
+    d.keys.reserve(index.tensors.size() + index.objects.size());
+    for (const TensorEntry &t : index.tensors)
+        d.keys.push_back({t.key, &t, nullptr, false, {}});
+    for (const ObjectEntry &o : index.objects)
+        d.keys.push_back({o.key, nullptr, &o, false, {}});
+    if (!index.problems.empty()) {
+        std::unordered_map<std::string_view, std::string_view> problems;
+        for (const Problem &p : index.problems)
+            problems.emplace(p.key, p.message);
+        for (DiskKey &k : d.keys)
+            if (auto it = problems.find(k.key); it != problems.end())
+                k.problem = it->second;
+    }
+    for (const DiskKey &k : d.keys)
+        if (modelWrapperLength(k.key) > 0) {
+            d.megatronWrapped = true;
+            break;
+        }
+
+    for (uint32_t i = 0; i < uint32_t(d.keys.size()); ++i) {
+        const std::string_view k = d.keys[i].key;
+        if (startsWith(k, "optimizer.state.")) {
+            std::string_view rest = k.substr(16);
+            // torch_dist spells optimizer.state.<state>.<name>; fsdp_dtensor the reverse.
+            const size_t first = rest.find('.');
+            if (stripWrappers && first != std::string_view::npos &&
+                kKnownStates.count(std::string(rest.substr(0, first)))) {
+                d.optStateFirst.insert(rest, i);
+                continue;
+            }
+            size_t w = 0;
+            if (stripWrappers)
+                while (startsWith(rest.substr(w), "module."))
+                    w += 7;
+            if (d.optimizerWrapper.empty())
+                d.optimizerWrapper = "optimizer.state." + std::string(rest.substr(0, w));
+            d.optNameFirst.insert(rest.substr(w), i);
+            continue;
+        }
+        if (startsWith(k, "optimizer."))
+            continue; // param_groups, param_to_group_meta: the optimizer's own state
+        if (!d.keys[i].tensor && !d.megatronWrapped)
+            continue;
+        const size_t w = stripWrappers ? modelWrapperLength(k) : 0;
+        if (d.megatronWrapped && stripWrappers && w == 0)
+            continue; // args, rng_state, …: not model parameters
+        if (d.modelWrapper.empty())
+            d.modelWrapper = std::string(k.substr(0, w));
+        d.model.insert(k.substr(w), i);
+    }
+    if (d.optimizerWrapper.empty())
+        d.optimizerWrapper = "optimizer.state.module.module.module.";
+}
+
+// One on-disk tensor a parameter maps to: its name in the model's terms and the rows it fills.
+struct Piece
+{
+    std::string name;
+    std::vector<int64_t> shape;
+    int dim = 0;
+    int64_t begin = 0, end = 0;
+};
+
+struct Request
+{
+    std::vector<Piece> pieces;
+    std::vector<std::string> rules;
+    bool split = false, renamed = false;
+};
+
+class Differ
+{
+public:
+    Differ(const CheckpointIndex &index, const Layout &layout, const DiffOptions &options)
+        : m_index(index)
+        , m_layout(layout)
+        , m_options(options)
+    {
+        sortKeys(index, enabled("wrapper_prefix"), m_disk);
+        for (const LayoutParam &p : layout.params)
+            m_byName.emplace(p.name, &p);
+    }
+
+    DiffResult run()
+    {
+        DiffResult r;
+        r.options = m_options;
+        r.format = std::string(formatName(m_index.format));
+        r.checkpoint = m_index.inputPath;
+        for (const LayoutParam &p : m_layout.params) {
+            if (endsWith(p.name, "._extra_state") && enabled("extra_state"))
+                continue; // dropped on save and load alike
+            r.entries.push_back(evaluate(p, {}));
+            ++r.expectedModel;
+            r.loadableModel += r.entries.back().realLoadFills;
+        }
+        const bool hasOptimizer = m_disk.optNameFirst.size() + m_disk.optStateFirst.size() > 0;
+        if (m_options.includeOptimizer && hasOptimizer) {
+            std::vector<std::string> states = m_layout.optimizerStates;
+            if (m_layout.optimizerStep)
+                states.push_back("step");
+            for (const LayoutParam &p : m_layout.params) {
+                if (!p.hasOptimizerState || endsWith(p.name, "._extra_state"))
+                    continue;
+                for (const std::string &s : states) {
+                    r.entries.push_back(evaluate(p, s));
+                    ++r.expectedOptimizer;
+                    r.loadableOptimizer += r.entries.back().realLoadFills;
+                }
+            }
+        }
+        for (const DiskKey &k : m_disk.keys) {
+            if (k.used)
+                continue;
+            const bool inModel =
+                m_disk.findModel(k.key.substr(modelWrapperLength(k.key))) != nullptr;
+            const bool training =
+                m_disk.megatronWrapped ? modelWrapperLength(k.key) == 0 : !k.tensor;
+            if (!inModel && training && !startsWith(k.key, "optimizer.state."))
+                continue; // args, iteration, rng state, param_groups: the training loop's
+            UnconsumedKey u;
+            u.key = std::string(k.key);
+            u.tensor = k.tensor != nullptr;
+            if (k.tensor) {
+                u.shape = k.tensor->shape;
+                u.dtype = k.tensor->dtypeName;
+            }
+            u.note = startsWith(k.key, "optimizer.state.")
+                         ? "optimizer state of a parameter the model does not have"
+                         : "no expected parameter consumes it; a DCP load ignores it silently";
+            r.unconsumed.push_back(std::move(u));
+        }
+        r.outcome = outcome(r);
+        return r;
+    }
+
+private:
+    bool enabled(const std::string &rule) const
+    {
+        return std::find(m_options.disabledRules.begin(), m_options.disabledRules.end(), rule) ==
+               m_options.disabledRules.end();
+    }
+    static bool byLoader(const std::string &rule)
+    {
+        for (const RuleInfo &r : allRules())
+            if (r.name == rule)
+                return r.appliedByLoader;
+        return false;
+    }
+
+    // What the loader asks for, given which rules it has (formats.md §6.1 order).
+    Request request(const LayoutParam &p, bool allRules) const
+    {
+        auto on = [&](const std::string &rule) { return allRules || enabled(rule); };
+        Request q;
+        if (p.fusion && on(p.fusion->rule)) {
+            const Fusion &f = *p.fusion;
+            const int64_t tp = f.tpLocal ? m_layout.parallel.tp : 1;
+            int64_t at = 0;
+            for (const FusedSection &s : f.sections) {
+                Piece piece{s.name, p.shape, f.dim, at, at + s.size / tp};
+                piece.shape[size_t(f.dim)] = s.size / tp;
+                at += s.size / tp;
+                q.pieces.push_back(std::move(piece));
+            }
+            q.rules.push_back(f.rule);
+            q.split = true;
+        } else if (!p.absorbs.empty() && on("mla_down_proj")) {
+            q.pieces.push_back({p.absorbs, p.shape, 0, 0, 0});
+            q.rules.push_back("mla_down_proj");
+            q.renamed = true;
+        } else {
+            q.pieces.push_back({p.name, p.shape, 0, 0, 0});
+        }
+        const std::string inner = "." + m_layout.mtpInner + ".";
+        if (m_layout.mtpInner != "transformer_layer" && on("mtp"))
+            for (Piece &piece : q.pieces)
+                if (piece.name.find(inner) != std::string::npos) {
+                    piece.name = replaceAll(piece.name, inner, ".transformer_layer.");
+                    if (std::find(q.rules.begin(), q.rules.end(), "mtp") == q.rules.end())
+                        q.rules.push_back("mtp");
+                    q.renamed = true;
+                }
+        return q;
+    }
+
+    DiskKey *find(const std::string &name, const std::string &state)
+    {
+        return state.empty() ? m_disk.findModel(name) : m_disk.findOptimizer(name, state);
+    }
+    std::string requestKey(const std::string &name, const std::string &state) const
+    {
+        if (state.empty())
+            return m_disk.modelWrapper + name;
+        return m_disk.optimizerWrapper + name + "." + state;
+    }
+
+    // Looks every piece up; fills sources. False if any is missing.
+    bool lookup(const Request &q, const std::string &state, std::vector<DiskKey *> &found)
+    {
+        found.clear();
+        for (const Piece &piece : q.pieces) {
+            DiskKey *k = find(piece.name, state);
+            if (!k || !k->tensor)
+                return false;
+            found.push_back(k);
+        }
+        return true;
+    }
+
+    void fillSources(DiffEntry &e, const Request &q, const std::vector<DiskKey *> &found)
+    {
+        for (size_t i = 0; i < found.size(); ++i) {
+            DiskKey *k = found[i];
+            k->used = true;
+            e.sources.push_back({std::string(k->key), k->tensor->shape, k->tensor->dtypeName,
+                                 q.pieces[i].dim, q.pieces[i].begin, q.pieces[i].end});
+        }
+    }
+
+    // Shape, dtype and coverage of found pieces → status.
+    void judge(DiffEntry &e, const Request &q, const std::vector<DiskKey *> &found,
+               const std::string &state, LoadStatus mapped)
+    {
+        e.status = mapped;
+        for (size_t i = 0; i < found.size(); ++i) {
+            const TensorEntry &t = *found[i]->tensor;
+            const bool step = state == "step";
+            if (!step && t.shape != q.pieces[i].shape) {
+                e.status = LoadStatus::ShapeMismatch;
+                e.realLoadFills = false;
+                e.reason = "stored as " + std::string(found[i]->key) + " " + shapeText(t.shape) +
+                           ", the model expects " + shapeText(q.pieces[i].shape) +
+                           "; DCP raises \"Size mismatch between saved … and current\"";
+                e.fix = "The model config differs from the run that saved the checkpoint (hidden "
+                        "size, heads, ffn or expert sizes, vocab padding): generate the layout "
+                        "from that run's arguments.";
+                return;
+            }
+            if (!std::string(found[i]->problem).empty()) {
+                e.status = LoadStatus::Partial;
+                e.realLoadFills = false;
+                e.reason = std::string(found[i]->key) + ": " + std::string(found[i]->problem) +
+                           "; a load leaves the uncovered part at its initial values";
+                e.fix = "Restore the missing .distcp data (shardscope-cli inspect lists the "
+                        "broken chunks) or re-save the checkpoint.";
+                return;
+            }
+            if (!step && !e.dtype.empty() && t.dtypeName != e.dtype &&
+                e.status != LoadStatus::ShapeMismatch) {
+                e.status = LoadStatus::Cast;
+                e.reason = "stored as " + t.dtypeName + ", loaded into " + e.dtype +
+                           " (DCP copies with a cast)";
+            }
+        }
+    }
+
+    DiffEntry evaluate(const LayoutParam &p, const std::string &state)
+    {
+        DiffEntry e;
+        e.section = state.empty() ? Section::Model : Section::Optimizer;
+        e.param = p.name;
+        e.state = state;
+        e.name = state.empty() ? p.name : p.name + "." + state;
+        e.shape = state == "step" ? std::vector<int64_t>{} : p.shape;
+        e.dtype = state == "step" ? std::string() : p.dtype;
+
+        const Request q = request(p, false);
+        for (const Piece &piece : q.pieces)
+            e.requestKeys.push_back(requestKey(piece.name, state));
+        std::vector<DiskKey *> found;
+
+        // 1. What the real load asks for.
+        if (lookup(q, state, found)) {
+            e.rules = q.rules;
+            fillSources(e, q, found);
+            e.realLoadFills = std::all_of(q.rules.begin(), q.rules.end(), byLoader);
+            judge(e, q, found, state,
+                  q.split     ? LoadStatus::Split
+                  : q.renamed ? LoadStatus::Rename
+                              : LoadStatus::Ok);
+            if (e.reason.empty() && q.split)
+                e.reason = "split by " + q.rules.front() + " into " +
+                           std::to_string(q.pieces.size()) + " stored tensors";
+            else if (e.reason.empty() && q.renamed)
+                e.reason = "stored as " + std::string(found.front()->key) + " (rule " +
+                           q.rules.back() + ")";
+            return e;
+        }
+        e.realLoadFills = false;
+
+        // 2. The loader lacks a handler that would have found it.
+        const Request ideal = request(p, true);
+        if (lookup(ideal, state, found)) {
+            std::vector<std::string> off;
+            for (const std::string &r : ideal.rules)
+                if (!enabled(r))
+                    off.push_back(r);
+            e.status = LoadStatus::Unloadable;
+            e.reason = "the checkpoint stores it as " + std::string(found.front()->key) +
+                       (found.size() > 1 ? " (+" + std::to_string(found.size() - 1) + " more)"
+                                         : std::string()) +
+                       ", which only rule " + (off.empty() ? "?" : off.front()) +
+                       " maps; with the rule disabled the load asks for " + e.requestKeys.front() +
+                       ", which is not there";
+            e.fix = "Load with a Megatron-LM whose fsdp_dtensor load runs " +
+                    handlerOf(off.empty() ? std::string() : off.front()) + ".";
+            for (DiskKey *k : found)
+                k->used = true; // explained here, not unconsumed
+            return e;
+        }
+
+        // 3. Mappings only ShardScope makes: the data is there, the loader will not find it.
+        if (enabled("mtp_spelling") &&
+            alternative(e, q, state, ".transformer_layer.", "." + m_layout.mtpInner + "."))
+            return e;
+        if (enabled("experts_form") && expertsForm(e, q, state))
+            return e;
+        if (enabled("fused_on_disk") && fusedOnDisk(e, p, q, state))
+            return e;
+
+        e.status = LoadStatus::Unloadable;
+        e.reason = "no " + e.requestKeys.front() +
+                   (e.requestKeys.size() > 1 ? " (or its other sections)" : std::string()) +
+                   " in the checkpoint";
+        e.fix = state.empty()
+                    ? "Nothing in the checkpoint provides it: compare the model config (layers, "
+                      "experts, fusion flags, MTP) with the run that saved the checkpoint."
+                    : "The checkpoint has no " + state +
+                          " for it: a partial load keeps the optimizer state at its initial "
+                          "value; use --no-load-optim or a checkpoint saved with this parameter.";
+        return e;
+    }
+
+    // The same pieces under another spelling (converter output, older saves).
+    bool alternative(DiffEntry &e, const Request &q, const std::string &state,
+                     const std::string &from, const std::string &to)
+    {
+        Request alt = q;
+        bool changed = false;
+        for (Piece &piece : alt.pieces)
+            if (piece.name.find(from) != std::string::npos) {
+                piece.name = replaceAll(piece.name, from, to);
+                changed = true;
+            }
+        std::vector<DiskKey *> found;
+        if (!changed || !lookup(alt, state, found))
+            return false;
+        e.rules = q.rules;
+        e.rules.push_back("mtp_spelling");
+        fillSources(e, alt, found);
+        judge(e, alt, found, state, LoadStatus::Rename);
+        e.realLoadFills = false;
+        if (e.status == LoadStatus::Rename) {
+            e.reason = "stored as " + std::string(found.front()->key) +
+                       " (MTP inner layer spelled '" + to.substr(1, to.size() - 2) +
+                       "'); the load asks for " + e.requestKeys.front();
+            e.fix = "checkpoint_inspector.py modify-state-dict IN OUT --op \"rename " +
+                    replaceAll(to, ".", "\\.") + " " + from + "\"";
+        }
+        return true;
+    }
+
+    bool expertsForm(DiffEntry &e, const Request &q, const std::string &state)
+    {
+        static const std::regex grouped(R"(\.mlp\.experts\.linear_fc([12])\.(weight|bias)(\d+))");
+        static const std::regex sequential(
+            R"(\.mlp\.experts\.local_experts\.(\d+)\.linear_fc([12])\.(weight|bias))");
+        Request alt = q;
+        bool changed = false;
+        for (Piece &piece : alt.pieces) {
+            std::string n = piece.name;
+            std::smatch m;
+            if (std::regex_search(n, m, grouped)) {
+                n = m.prefix().str() + ".mlp.experts.local_experts." + m[3].str() + ".linear_fc" +
+                    m[1].str() + "." + m[2].str() + m.suffix().str();
+            } else if (std::regex_search(n, m, sequential)) {
+                n = m.prefix().str() + ".mlp.experts.linear_fc" + m[2].str() + "." + m[3].str() +
+                    m[1].str() + m.suffix().str();
+            }
+            changed = changed || n != piece.name;
+            piece.name = n;
+        }
+        std::vector<DiskKey *> found;
+        if (!changed || !lookup(alt, state, found))
+            return false;
+        e.rules = q.rules;
+        e.rules.push_back("experts_form");
+        fillSources(e, alt, found);
+        judge(e, alt, found, state, LoadStatus::Rename);
+        e.realLoadFills = false;
+        if (e.status == LoadStatus::Rename) {
+            e.reason = "stored as " + std::string(found.front()->key) +
+                       " (the other expert form: grouped vs sequential); the load asks for " +
+                       e.requestKeys.front();
+            e.fix = "Build the model with the expert form the checkpoint was saved with "
+                    "(--moe-grouped-gemm for linear_fc1.weight<e>, without it for "
+                    "local_experts.<e>.), or rename the keys with checkpoint_inspector.py "
+                    "modify-state-dict --op \"rename OLD NEW\".";
+        }
+        return true;
+    }
+
+    // Fused (unsplit) tensors on disk: a fused parameter stored whole under its own name, or an
+    // unfused parameter that is a section of a fused stored tensor.
+    bool fusedOnDisk(DiffEntry &e, const LayoutParam &p, const Request &q, const std::string &state)
+    {
+        std::vector<DiskKey *> found;
+        // a) a fused parameter, stored fused
+        if (p.fusion || !p.absorbs.empty()) {
+            for (const std::string &inner :
+                 {std::string(".transformer_layer."), "." + m_layout.mtpInner + "."}) {
+                Request whole;
+                whole.pieces.push_back(
+                    {replaceAll(p.name, "." + m_layout.mtpInner + ".", inner), p.shape, 0, 0, 0});
+                if (!lookup(whole, state, found))
+                    continue;
+                e.rules = {"fused_on_disk"};
+                fillSources(e, whole, found);
+                judge(e, whole, found, state, LoadStatus::Merge);
+                if (e.status == LoadStatus::Merge) {
+                    const std::string rule = p.fusion ? p.fusion->rule : "mla_down_proj";
+                    e.reason = "stored fused as " + std::string(found.front()->key) +
+                               " (saved without the " + rule + " split); the load asks for " +
+                               e.requestKeys.front() +
+                               (e.requestKeys.size() > 1 ? " and its other sections" : "");
+                    e.fix = "Re-save the checkpoint with a Megatron-LM whose save runs " +
+                            handlerOf(rule) +
+                            " (or convert torch_dist checkpoints with checkpoint_inspector.py "
+                            "convert-torch-dist-to-fsdp-dtensor" +
+                            (rule == "swiglu" ? std::string(" --swiglu") : std::string()) +
+                            "); ShardScope can cut the sections out of the fused tensor.";
+                }
+                return true;
+            }
+        }
+        // b) an unfused parameter that is a section of a stored fused tensor
+        struct Family
+        {
+            std::vector<std::string> parts;
+            std::string fused;
+        };
+        static const std::vector<Family> families = {
+            {{".self_attention.linear_q_down_proj.weight",
+              ".self_attention.linear_kv_down_proj.weight"},
+             ".self_attention.linear_qkv_down_proj.weight"},
+            {{".weight_w", ".weight_v"}, ".weight"},
+            {{".bias_w", ".bias_v"}, ".bias"},
+            {{".weight.query", ".weight.key", ".weight.value", ".weight.z", ".weight.beta",
+              ".weight.alpha"},
+             ".weight"},
+        };
+        const std::string name = q.pieces.size() == 1 ? q.pieces.front().name : std::string();
+        if (name.empty())
+            return false;
+        // The absorbed input norm of a fused MLA down projection.
+        if (endsWith(name, ".input_layernorm.weight")) {
+            const std::string layer = name.substr(0, name.size() - 23);
+            Request alt;
+            alt.pieces.push_back({layer + ".self_attention.linear_qkv_down_proj.layer_norm_weight",
+                                  p.shape, 0, 0, 0});
+            if (lookup(alt, state, found)) {
+                e.rules = {"fused_on_disk"};
+                fillSources(e, alt, found);
+                judge(e, alt, found, state, LoadStatus::Rename);
+                e.realLoadFills = false;
+                e.reason = "stored as " + std::string(found.front()->key) +
+                           " (the norm absorbed into the fused down projection)";
+                e.fix = "Build the model with the fused MLA down projection "
+                        "(--mla-down-proj-fusion) to load this checkpoint, or re-save it with "
+                        "a Megatron-LM that runs " +
+                        handlerOf("mla_down_proj") + ".";
+                return true;
+            }
+        }
+        // SwiGLU halves of grouped experts: linear_fc1.weight<e>_w / _v ↔ linear_fc1.weight<e>.
+        static const std::regex gluHalf(R"(^(.*\.(weight|bias)\d*)_([wv])$)");
+        std::smatch glu;
+        std::vector<Family> local = families;
+        if (std::regex_match(name, glu, gluHalf) && !glu[1].str().ends_with(".weight") &&
+            !glu[1].str().ends_with(".bias")) {
+            const std::string tail = glu[1].str().substr(glu[1].str().rfind('.'));
+            local.push_back({{tail + "_w", tail + "_v"}, tail});
+        }
+        for (const Family &f : local) {
+            for (size_t i = 0; i < f.parts.size(); ++i) {
+                if (!endsWith(name, f.parts[i]))
+                    continue;
+                const std::string stem = name.substr(0, name.size() - f.parts[i].size());
+                DiskKey *k = find(stem + f.fused, state);
+                if (!k || !k->tensor || k->tensor->shape.empty())
+                    return false;
+                // Row offset: the sizes of the sections before this one, from the layout's
+                // siblings (or what is left over for the last section).
+                int64_t begin = 0;
+                bool known = true;
+                for (size_t j = 0; j < i; ++j) {
+                    auto it = m_byName.find(stem + f.parts[j]);
+                    if (it == m_byName.end() || it->second->shape.empty()) {
+                        known = false;
+                        break;
+                    }
+                    begin += it->second->shape[0];
+                }
+                if (!known && i + 1 == f.parts.size() && !p.shape.empty())
+                    begin = k->tensor->shape[0] - p.shape[0], known = true;
+                if (!known || p.shape.empty())
+                    return false;
+                const int64_t rows = state == "step" ? 0 : p.shape[0];
+                Request alt;
+                std::vector<int64_t> fusedShape = k->tensor->shape;
+                alt.pieces.push_back({std::string(k->key), fusedShape, 0, begin, begin + rows});
+                e.rules = {"fused_on_disk"};
+                k->used = true;
+                e.sources.push_back({std::string(k->key), k->tensor->shape, k->tensor->dtypeName, 0,
+                                     begin, begin + rows});
+                std::vector<int64_t> rest(k->tensor->shape.begin() + 1, k->tensor->shape.end());
+                std::vector<int64_t> want(p.shape.begin() + 1, p.shape.end());
+                if (state != "step" && (begin + rows > k->tensor->shape[0] || rest != want)) {
+                    e.status = LoadStatus::ShapeMismatch;
+                    e.reason = "stored fused as " + std::string(k->key) + " " +
+                               shapeText(k->tensor->shape) + ", which has no rows " +
+                               std::to_string(begin) + ".." + std::to_string(begin + rows) +
+                               " of shape " + shapeText(p.shape);
+                    e.fix = "The model config differs from the run that saved the checkpoint.";
+                    return true;
+                }
+                e.status = LoadStatus::Merge;
+                e.reason = "stored fused with its sibling sections in " + std::string(k->key) +
+                           " rows " + std::to_string(begin) + ".." + std::to_string(begin + rows) +
+                           "; the load asks for " + e.requestKeys.front();
+                e.fix = "Build the model fused like the saving run (e.g. --mla-down-proj-fusion "
+                        "for linear_qkv_down_proj), or re-save the checkpoint with the split "
+                        "handlers; ShardScope can cut the section out.";
+                return true;
+            }
+        }
+        return false;
+    }
+
+    LoadOutcome outcome(const DiffResult &r) const
+    {
+        LoadOutcome o;
+        std::vector<std::string> missingModel, missingOptimizer, firstRequest;
+        bool sizeMismatch = false;
+        std::string mismatchKey;
+        for (const DiffEntry &e : r.entries) {
+            if (e.realLoadFills)
+                continue;
+            // A mismatch under a requested key makes DCP's planner raise, whatever the mode.
+            const bool mismatch = e.status == LoadStatus::ShapeMismatch && !e.sources.empty() &&
+                                  !e.requestKeys.empty() &&
+                                  e.sources.front().key == e.requestKeys.front();
+            if (mismatch && !sizeMismatch) {
+                sizeMismatch = true;
+                mismatchKey = e.requestKeys.empty() ? e.name : e.requestKeys.front();
+            }
+            (e.section == Section::Model ? missingModel : missingOptimizer).push_back(e.name);
+            if (firstRequest.empty() && !e.requestKeys.empty())
+                firstRequest.push_back(e.requestKeys.front());
+        }
+        if (missingModel.empty() && missingOptimizer.empty())
+            return o;
+        if (sizeMismatch) {
+            o.action = LoadOutcome::Action::Raises;
+            o.message = "ValueError: Size mismatch between saved and current shapes for " +
+                        mismatchKey + " (DCP's planner checks every requested tensor)";
+            o.namedKeys = {mismatchKey};
+            return o;
+        }
+        const bool torchDist = m_index.format == Format::MegatronTorchDist;
+        if (!torchDist && m_options.strictLoad) {
+            o.action = LoadOutcome::Action::Raises;
+            o.message = "RuntimeError: Missing key in checkpoint state_dict: " +
+                        (firstRequest.empty() ? std::string("?") : firstRequest.front()) +
+                        ". (strict fsdp_dtensor load: DefaultLoadPlanner(allow_partial_load="
+                        "False); pass --no-strict-fsdp-dtensor-load for a partial load)";
+            o.namedKeys = firstRequest;
+            return o;
+        }
+        const Strictness s = m_options.strictness;
+        auto keep = [&] {
+            o.keptAtInit = missingModel;
+            o.optimizerKeptAtInit = missingOptimizer;
+        };
+        // Megatron names at most 20 keys (validate_fsdp_dtensor_model_load max_reported).
+        std::vector<std::string> named(
+            missingModel.begin(), missingModel.begin() + std::min<size_t>(missingModel.size(), 20));
+        if (missingModel.empty()) {
+            // The model check passes; a partial load skips missing optimizer state silently.
+            o.action = LoadOutcome::Action::Silent;
+            o.message = "the model loads; " + std::to_string(missingOptimizer.size()) +
+                        " optimizer states are not in the checkpoint and keep their initial "
+                        "values (strictness checks only model keys)";
+            keep();
+            return o;
+        }
+        switch (s) {
+        case Strictness::IgnoreAll:
+            o.action = LoadOutcome::Action::Silent;
+            o.message = "ignore_all: no check; the load finishes and " +
+                        std::to_string(missingModel.size()) +
+                        " parameters silently keep their initial values";
+            keep();
+            break;
+        case Strictness::LogUnexpected:
+        case Strictness::LogAll:
+            o.action = LoadOutcome::Action::LogsAndContinues;
+            o.message = std::string(strictnessName(s)) + ": logs a warning naming " +
+                        std::to_string(missingModel.size()) +
+                        " missing keys, then finishes with them at their initial values";
+            o.namedKeys = named;
+            keep();
+            break;
+        case Strictness::ReturnUnexpected:
+        case Strictness::ReturnAll:
+            o.action = LoadOutcome::Action::ReturnsAndContinues;
+            o.message = std::string(strictnessName(s)) + ": returns " +
+                        std::to_string(missingModel.size()) +
+                        " missing keys to the caller and finishes with them at their initial "
+                        "values";
+            o.namedKeys = missingModel;
+            keep();
+            break;
+        case Strictness::AssumeOkUnexpected:
+        case Strictness::RaiseUnexpected:
+        case Strictness::RaiseAll:
+            o.action = LoadOutcome::Action::Raises;
+            o.message = std::string("CheckpointingException (") + std::string(strictnessName(s)) +
+                        "): " + std::to_string(missingModel.size()) +
+                        " model keys are not in the checkpoint";
+            o.namedKeys = named;
+            break;
+        }
+        return o;
+    }
+
+    const CheckpointIndex &m_index;
+    const Layout &m_layout;
+    const DiffOptions &m_options;
+    Disk m_disk;
+    std::unordered_map<std::string, const LayoutParam *> m_byName;
+};
+
+} // namespace
+
+Result<DiffResult> diffAgainstLayout(const CheckpointIndex &checkpoint, const Layout &layout,
+                                     const DiffOptions &options)
+{
+    for (const std::string &r : options.disabledRules) {
+        const auto &rules = allRules();
+        if (std::none_of(rules.begin(), rules.end(),
+                         [&](const RuleInfo &i) { return i.name == r; }))
+            return makeError(Error::Code::NotFound, "unknown rule '" + r + "'");
+    }
+    DiffResult r = Differ(checkpoint, layout, options).run();
+    r.against = layout.source;
+    return r;
+}
+
+} // namespace shardscope

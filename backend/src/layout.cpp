@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: MIT
+// Layout JSON (schema shardscope.layout/1), see docs/layout-format.md.
+#include "shardscope/layout.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace shardscope {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *kSchema = "shardscope.layout/1";
+
+Error layoutError(const std::string &origin, const std::string &key, const std::string &msg)
+{
+    Error e = makeError(Error::Code::Format, msg).inFile(origin);
+    if (!key.empty())
+        e.atKey(key);
+    return e;
+}
+
+} // namespace
+
+std::string layoutToJson(const Layout &l)
+{
+    json j;
+    j["schema"] = kSchema;
+    j["family"] = l.family;
+    j["source"] = l.source;
+    j["parallel"] = {{"tp", l.parallel.tp},
+                     {"pp", l.parallel.pp},
+                     {"ep", l.parallel.ep},
+                     {"etp", l.parallel.etp},
+                     {"dp_shard", l.parallel.dpShard}};
+    j["num_experts"] = l.numExperts;
+    j["experts_global"] = l.expertsGlobal;
+    j["mtp_inner"] = l.mtpInner;
+    j["optimizer"] = {{"states", l.optimizerStates}, {"step", l.optimizerStep}};
+    json params = json::array();
+    for (const LayoutParam &p : l.params) {
+        json q = {{"name", p.name}, {"shape", p.shape}, {"dtype", p.dtype}, {"tp_dim", p.tpDim}};
+        if (p.fusion) {
+            json s = json::array();
+            for (const FusedSection &sec : p.fusion->sections)
+                s.push_back({{"name", sec.name}, {"size", sec.size}});
+            q["fusion"] = {{"rule", p.fusion->rule},
+                           {"dim", p.fusion->dim},
+                           {"tp_interleaved", p.fusion->tpInterleaved},
+                           {"tp_local", p.fusion->tpLocal},
+                           {"sections", std::move(s)}};
+        }
+        if (!p.absorbs.empty())
+            q["absorbs"] = p.absorbs;
+        if (p.expert >= 0)
+            q["expert"] = p.expert;
+        if (!p.hasOptimizerState)
+            q["optimizer_state"] = false;
+        params.push_back(std::move(q));
+    }
+    j["params"] = std::move(params);
+    return j.dump(1) + "\n";
+}
+
+Result<Layout> layoutFromJson(const std::string &text, const std::string &origin)
+{
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return layoutError(origin, {}, "not a JSON object");
+    if (j.value("schema", std::string()) != kSchema)
+        return layoutError(origin, "schema", std::string("expected schema ") + kSchema);
+    Layout l;
+    try {
+        l.family = j.value("family", std::string());
+        l.source = j.value("source", std::string());
+        if (j.contains("parallel")) {
+            const json &p = j["parallel"];
+            l.parallel.tp = p.value("tp", 1);
+            l.parallel.pp = p.value("pp", 1);
+            l.parallel.ep = p.value("ep", 1);
+            l.parallel.etp = p.value("etp", 1);
+            l.parallel.dpShard = p.value("dp_shard", 1);
+        }
+        for (int v :
+             {l.parallel.tp, l.parallel.pp, l.parallel.ep, l.parallel.etp, l.parallel.dpShard})
+            if (v < 1)
+                return layoutError(origin, "parallel", "parallel sizes must be at least 1");
+        l.numExperts = j.value("num_experts", 0);
+        l.expertsGlobal = j.value("experts_global", true);
+        l.mtpInner = j.value("mtp_inner", std::string("mtp_model_layer"));
+        if (j.contains("optimizer")) {
+            l.optimizerStates =
+                j["optimizer"].value("states", std::vector<std::string>{"exp_avg", "exp_avg_sq"});
+            l.optimizerStep = j["optimizer"].value("step", true);
+        }
+        if (!j.contains("params") || !j["params"].is_array())
+            return layoutError(origin, "params", "no params array");
+        size_t i = 0;
+        for (const json &q : j["params"]) {
+            const std::string where = "params[" + std::to_string(i++) + "]";
+            if (!q.is_object() || !q.contains("name") || !q.contains("shape"))
+                return layoutError(origin, where, "a param needs name and shape");
+            LayoutParam p;
+            p.name = q["name"].get<std::string>();
+            p.shape = q["shape"].get<std::vector<int64_t>>();
+            for (int64_t d : p.shape)
+                if (d < 0)
+                    return layoutError(origin, p.name, "negative dimension");
+            p.dtype = q.value("dtype", std::string("float32"));
+            p.tpDim = q.value("tp_dim", -1);
+            p.absorbs = q.value("absorbs", std::string());
+            p.expert = q.value("expert", -1);
+            p.hasOptimizerState = q.value("optimizer_state", true);
+            if (q.contains("fusion")) {
+                const json &f = q["fusion"];
+                Fusion fu;
+                fu.rule = f.value("rule", std::string());
+                fu.dim = f.value("dim", 0);
+                fu.tpInterleaved = f.value("tp_interleaved", false);
+                fu.tpLocal = f.value("tp_local", false);
+                int64_t total = 0;
+                for (const json &s : f.value("sections", json::array())) {
+                    FusedSection sec{s.value("name", std::string()), s.value("size", int64_t(0))};
+                    if (sec.name.empty() || sec.size <= 0)
+                        return layoutError(origin, p.name, "fusion section without name or size");
+                    total += sec.size;
+                    fu.sections.push_back(std::move(sec));
+                }
+                if (fu.sections.size() < 2 || fu.dim < 0 || size_t(fu.dim) >= p.shape.size())
+                    return layoutError(origin, p.name, "fusion needs 2+ sections and a valid dim");
+                const int64_t have = p.shape[size_t(fu.dim)];
+                const int64_t tp = fu.tpLocal ? l.parallel.tp : 1;
+                if (total != have * tp && !(fu.tpLocal && total == have))
+                    return layoutError(origin, p.name,
+                                       "fusion sections sum to " + std::to_string(total) +
+                                           ", the shape has " + std::to_string(have));
+                p.fusion = std::move(fu);
+            }
+            l.params.push_back(std::move(p));
+        }
+    } catch (const json::exception &e) {
+        return layoutError(origin, {}, std::string("bad field: ") + e.what());
+    }
+    return l;
+}
+
+Result<Layout> readLayout(const std::string &path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        return makeError(Error::Code::Io, "cannot open layout").inFile(path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return layoutFromJson(s.str(), path);
+}
+
+} // namespace shardscope

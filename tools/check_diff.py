@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Acceptance checks of `shardscope-cli layout / diff / report` against checkpoints written by
+real torch (tools/make_layout_fixtures.py) and the bundled demo.
+
+    check_diff.py --cli CLI --fixtures DIR --demo DIR CASE
+
+The expectations come from the fixture writer's MANIFEST.json (names, shapes and fusions it
+derived from formats.md §6-7 independently of the C++ code) and from torch's own metadata, never
+from the C++ side. Exit 0 when every check of CASE holds, 1 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FAILURES: list[str] = []
+
+
+def check(cond: bool, what: str) -> None:
+    if not cond:
+        FAILURES.append(what)
+
+
+def run(args: list[str]) -> tuple[int, str, str]:
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Env:
+    def __init__(self, a):
+        self.cli = a.cli
+        self.fixtures = Path(a.fixtures)
+        self.demo = Path(a.demo)
+        self.tmp = Path(tempfile.mkdtemp(prefix="ss-diff-"))
+        self.manifest = json.loads((self.fixtures / "MANIFEST.json").read_text())
+
+    def entry(self, path: str) -> dict:
+        return next(c for c in self.manifest["checkpoints"] if c["path"] == path)
+
+    def layout(self, config: Path, *extra: str) -> Path:
+        out = self.tmp / (config.parent.name + "-" + "-".join(e.strip("-") for e in extra) + ".json")
+        rc, _, err = run([self.cli, "layout", "--from-config", str(config), "-o", str(out), *extra])
+        if rc != 0:
+            raise SystemExit(f"layout failed: {err}")
+        return out
+
+    def diff(self, ckpt: Path, layout: Path, *extra: str) -> tuple[int, dict]:
+        rc, out, err = run([self.cli, "diff", str(ckpt), "--layout", str(layout), "--json", *extra])
+        if rc == 2:
+            raise SystemExit(f"diff could not read: {err}")
+        d = json.loads(out)
+        d.update(d.get("counts", {}))
+        return rc, d
+
+
+def expected_live(e: dict) -> dict[str, list[int]]:
+    return {p["name"]: p["shape"] for p in e["live_params"] + e.get("live_buffers", [])}
+
+
+def model_entries(d: dict) -> dict[str, dict]:
+    return {x["name"]: x for x in d["entries"] if x["section"] == "model"}
+
+
+def case_layout(env: Env, fam: str) -> None:
+    e = env.entry(f"{fam}/unfused")
+    lay = json.loads(env.layout(env.fixtures / e["config"]).read_text())
+    got = {p["name"]: p["shape"] for p in lay["params"]}
+    want = expected_live(e)
+    for n in sorted(want.keys() - got.keys()):
+        check(False, f"layout lacks {n}")
+    for n in sorted(got.keys() - want.keys()):
+        check(False, f"layout has {n}, which the model does not")
+    for n in sorted(want.keys() & got.keys()):
+        check(got[n] == want[n], f"{n}: layout shape {got[n]} != {want[n]}")
+    fus = {p["name"]: p["fusion"] for p in lay["params"] if "fusion" in p}
+    for n, f in e["fusions"].items():
+        g = fus.get(n)
+        check(g is not None, f"{n}: no fusion in the layout")
+        if g:
+            check(g["rule"] == f["rule"], f"{n}: rule {g['rule']} != {f['rule']}")
+            check([(s["name"], s["size"]) for s in g["sections"]] ==
+                  [(s["name"], s["size"]) for s in f["sections"]], f"{n}: sections differ")
+    check(fus.keys() == e["fusions"].keys(), f"fused params differ: {sorted(fus.keys() ^ e['fusions'].keys())}")
+    absorbs = {p["name"]: p["absorbs"] for p in lay["params"] if "absorbs" in p}
+    check(absorbs == e["absorbs"], f"absorbed norms differ: {absorbs} != {e['absorbs']}")
+    buffers = {p["name"] for p in lay["params"] if p.get("optimizer_state") is False}
+    check(buffers == {b["name"] for b in e.get("live_buffers", [])}, "buffers differ")
+
+
+def case_unfused(env: Env, fam: str) -> None:
+    """Fused model, checkpoint saved through Megatron's split handlers: N of N."""
+    e = env.entry(f"{fam}/unfused")
+    rc, d = env.diff(env.fixtures / e["path"], env.layout(env.fixtures / e["config"]))
+    n = len(expected_live(e))
+    check(rc == 0, f"exit {rc}, want 0")
+    check(d["expected_model"] == n and d["loadable_model"] == n,
+          f"model {d['loadable_model']} of {d['expected_model']}, want {n} of {n}")
+    check(d["expected_optimizer"] > 0 and d["loadable_optimizer"] == d["expected_optimizer"],
+          f"optimizer {d['loadable_optimizer']} of {d['expected_optimizer']}")
+    check(not [u for u in d["unconsumed"] if u["tensor"]], f"unconsumed: {d['unconsumed'][:3]}")
+    check(d["outcome"]["action"] == "loads", f"outcome {d['outcome']}")
+    split = {x["name"] for x in model_entries(d).values() if x["status"] == "split"}
+    check(split == set(e["fusions"]), f"split params {sorted(split ^ set(e['fusions']))}")
+
+
+def fused_on_disk(e: dict) -> set[str]:
+    live = expected_live(e)
+    out = {n for n in live if n in e["fusions"] or n in e["absorbs"]}
+    if e.get("mtp_inner_on_disk") == "mtp_model_layer":
+        out |= {n for n in live if ".mtp_model_layer." in n}
+    return out
+
+
+def case_fused(env: Env, fam: str) -> None:
+    """Fused model, checkpoint saved without the split handlers: the loader asks for keys that
+    are not there; under ignore_all exactly those parameters keep their initial values."""
+    e = env.entry(f"{fam}/fused")
+    ckpt, lay = env.fixtures / e["path"], env.layout(env.fixtures / e["config"])
+    want = fused_on_disk(e)
+    rc, d = env.diff(ckpt, lay)
+    check(rc == 1, f"exit {rc}, want 1")
+    check(d["outcome"]["action"] == "raises", f"strict load: {d['outcome']['action']}")
+    rc, d = env.diff(ckpt, lay, "--no-strict-fsdp-dtensor-load", "--strictness", "ignore_all")
+    check(set(d["outcome"]["kept_at_init"]) == want,
+          f"kept at init differs: {sorted(set(d['outcome']['kept_at_init']) ^ want)[:6]}")
+    for name, x in model_entries(d).items():
+        if name in e["fusions"]:
+            check(x["status"] == "merge" and not x["real_load_fills"], f"{name}: {x['status']}")
+        elif name not in want:
+            check(x["real_load_fills"], f"{name}: not filled ({x['reason']})")
+
+
+def unfuse(layout: Path, out: Path) -> Path:
+    """The reverse model: every fused parameter replaced by its sections, absorbed norms by the
+    norms themselves (what a model holding them apart exports)."""
+    lay = json.loads(layout.read_text())
+    params = []
+    for p in lay["params"]:
+        if "fusion" in p:
+            f = p["fusion"]
+            for s in f["sections"]:
+                shape = list(p["shape"])
+                shape[f["dim"]] = s["size"]
+                params.append({"name": s["name"], "shape": shape, "dtype": p["dtype"],
+                               "tp_dim": p["tp_dim"]})
+        elif "absorbs" in p:
+            params.append({"name": p["absorbs"], "shape": p["shape"], "dtype": p["dtype"],
+                           "tp_dim": -1})
+        else:
+            params.append(p)
+    lay["params"] = params
+    out.write_text(json.dumps(lay))
+    return out
+
+
+def case_reverse(env: Env, fam: str) -> None:
+    """Unfused model: loads the split checkpoint as is; against the fused checkpoint its
+    sections are cut out of the stored fused tensors (a merge the real load cannot do)."""
+    e = env.entry(f"{fam}/unfused")
+    lay = unfuse(env.layout(env.fixtures / e["config"]), env.tmp / f"{fam}-unfused-model.json")
+    rc, d = env.diff(env.fixtures / e["path"], lay)
+    check(rc == 0 and d["loadable_model"] == d["expected_model"],
+          f"unfused model vs split checkpoint: exit {rc}, {d['loadable_model']} of {d['expected_model']}")
+    f = env.entry(f"{fam}/fused")
+    rc, d = env.diff(env.fixtures / f["path"], lay)
+    check(rc == 1, f"unfused model vs fused checkpoint: exit {rc}")
+    sections = {s["name"]: (fused, i) for fused, fu in f["fusions"].items()
+                for i, s in enumerate(fu["sections"])}
+    entries = model_entries(d)
+    for name, (fused, i) in sections.items():
+        x = entries.get(name)
+        check(x is not None, f"{name} missing from the diff")
+        if not x:
+            continue
+        if ".mtp_model_layer." in name:
+            continue  # the MTP spelling decides first
+        check(x["status"] == "merge", f"{name}: {x['status']} ({x['reason']})")
+        if x["status"] == "merge":
+            src = x["sources"][0]
+            begin = sum(s["size"] for s in f["fusions"][fused]["sections"][:i])
+            check(src["key"].endswith(fused) and src["begin"] == begin,
+                  f"{name}: source {src['key']} rows {src['begin']}, want {fused} from {begin}")
+
+
+def case_seed_mla(env: Env, ckpt: Path, config: Path, mla: list[str]) -> None:
+    """Seed 000's negative control: the MLA handler disabled."""
+    lay = env.layout(config)
+    rc, d = env.diff(ckpt, lay, "--disable-rule", "mla_down_proj")
+    bad = {x["name"] for x in model_entries(d).values() if not x["real_load_fills"]}
+    check(bad == set(mla), f"unloadable {sorted(bad ^ set(mla))}")
+    check(all(model_entries(d)[n]["status"] == "unloadable" for n in mla), "status not unloadable")
+    check(rc == 1 and d["outcome"]["action"] == "raises", f"strict: exit {rc}, {d['outcome']['action']}")
+    rc, d = env.diff(ckpt, lay, "--disable-rule", "mla_down_proj", "--no-strict-fsdp-dtensor-load",
+                     "--strictness", "raise_unexpected")
+    check(d["outcome"]["action"] == "raises" and set(d["outcome"]["named_keys"]) <= set(mla),
+          f"raise_unexpected: {d['outcome']}")
+    rc, d = env.diff(ckpt, lay, "--disable-rule", "mla_down_proj", "--no-strict-fsdp-dtensor-load",
+                     "--strictness", "ignore_all")
+    check(d["outcome"]["action"] == "silent", f"ignore_all: {d['outcome']['action']}")
+    check(set(d["outcome"]["kept_at_init"]) == set(mla),
+          f"kept at init {sorted(set(d['outcome']['kept_at_init']) ^ set(mla))}")
+    rc, d = env.diff(ckpt, lay)
+    check(rc == 0 and d["loadable_model"] == d["expected_model"], "with the rule: not clean")
+
+
+def mla_params(config: Path) -> list[str]:
+    c = json.loads(config.read_text())
+    names = []
+    paths = [f"decoder.layers.{i}" for i in range(c["num_hidden_layers"])]
+    paths += [f"mtp.layers.{m}.mtp_model_layer" for m in range(c.get("num_nextn_predict_layers", 0))]
+    for p in paths:
+        names += [f"{p}.self_attention.linear_qkv_down_proj.weight",
+                  f"{p}.self_attention.linear_qkv_down_proj.layer_norm_weight"]
+    return names
+
+
+def case_reports(env: Env) -> None:
+    lay = env.layout(env.demo / "config.json")
+    outs = {}
+    for ext in ("md", "html", "json"):
+        out = env.tmp / f"report.{ext}"
+        rc, _, err = run([env.cli, "report", str(env.demo), "--layout", str(lay), "--disable-rule",
+                          "mla_down_proj", "--no-strict-fsdp-dtensor-load", "--strictness",
+                          "ignore_all", "-o", str(out)])
+        check(rc == 1, f"report .{ext}: exit {rc} {err}")
+        outs[ext] = out.read_text() if out.exists() else ""
+    mla = mla_params(env.demo / "config.json")
+    html = outs["html"]
+    check("http://" not in html and "https://" not in html and "<script" not in html,
+          "HTML report is not self-contained")
+    check("<meta charset=\"utf-8\">" in html.lower() or "<meta charset=utf-8>" in html.lower(),
+          "HTML report lacks a charset")
+    for text, ext in ((outs["md"], "md"), (html, "html")):
+        check("handle_mla_down_proj_in_state_dict" in text, f"{ext}: no fix naming the handler")
+        check("report " in text and "--disable-rule mla_down_proj" in text,
+              f"{ext}: no reproduce command")
+        check("linear_qkv_down_proj" in text, f"{ext}: the unloadable parameters are not named")
+    j = json.loads(outs["json"])
+    check(set(j["diff"]["outcome"]["kept_at_init"]) == set(mla), "JSON report: kept at init")
+    check(j["schema"] == "shardscope.report/1", "JSON report schema")
+
+
+def case_demo(env: Env) -> None:
+    rc, d = env.diff(env.demo, env.layout(env.demo / "config.json"))
+    check(rc == 0 and d["loadable_model"] == d["expected_model"] > 0, "demo is not clean")
+    check(d["loadable_optimizer"] == d["expected_optimizer"] > 0, "demo optimizer is not clean")
+    case_seed_mla(env, env.demo, env.demo / "config.json", mla_params(env.demo / "config.json"))
+
+
+def case_bridge(env: Env) -> None:
+    """Seed 004: no args/iteration entries, GDN tensors already TP-local: diffs cleanly."""
+    e = env.entry("qwen3_next/bridge")
+    rc, d = env.diff(env.fixtures / e["path"], env.layout(env.fixtures / e["config"]))
+    check(rc == 0 and d["loadable_model"] == d["expected_model"] > 0,
+          f"bridge: exit {rc}, {d['loadable_model']} of {d['expected_model']}")
+
+
+def case_bridge_tp2(env: Env) -> None:
+    """Seed 004: GDN tensors already TP-local (TP 2), written by Megatron-Bridge."""
+    e = env.entry("qwen3_next/bridge_tp2")
+    lay = env.layout(env.fixtures / e["config"], "--tp", "2", "--gdn-tp-local")
+    shapes = {p["name"]: p["shape"] for p in json.loads(lay.read_text())["params"]}
+    for p in e["live_params"]:
+        check(shapes.get(p["name"]) == p["shape"], f"{p['name']}: {shapes.get(p['name'])} != {p['shape']}")
+    rc, d = env.diff(env.fixtures / e["path"], lay)
+    check(rc == 0 and d["loadable_model"] == d["expected_model"] > 0,
+          f"bridge_tp2: exit {rc}, {d['loadable_model']} of {d['expected_model']}")
+    # The same checkpoint against a layout that is not TP-local must not pass.
+    rc, d = env.diff(env.fixtures / e["path"], env.layout(env.fixtures / e["config"], "--tp", "2"))
+    check(rc == 1, f"bridge_tp2 against a full-shape layout: exit {rc}")
+
+
+def case_gdn_fused(env: Env) -> None:
+    """Training at Megatron-LM head keeps GDN fused (the handler was not wired): a loader with the
+    gdn handler asks for split keys; one without it loads cleanly."""
+    e = env.entry("qwen3_next/gdn_fused")
+    ckpt, lay = env.fixtures / e["path"], env.layout(env.fixtures / e["config"])
+    gdn = {n for n, f in e["fusions"].items() if f["rule"] == "gdn"}
+    rc, d = env.diff(ckpt, lay, "--no-strict-fsdp-dtensor-load", "--strictness", "ignore_all")
+    check(set(d["outcome"]["kept_at_init"]) == gdn,
+          f"kept at init: {sorted(set(d['outcome']['kept_at_init']) ^ gdn)[:5]}")
+    rc, d = env.diff(ckpt, lay, "--disable-rule", "gdn")
+    check(rc == 0 and d["loadable_model"] == d["expected_model"], f"without the gdn rule: exit {rc}")
+
+
+def case_sequential(env: Env) -> None:
+    e = env.entry("deepseek_v3/sequential")
+    ckpt, cfg = env.fixtures / e["path"], env.fixtures / e["config"]
+    rc, d = env.diff(ckpt, env.layout(cfg, "--sequential-experts"))
+    check(rc == 0, f"sequential layout vs sequential checkpoint: exit {rc}")
+    rc, d = env.diff(ckpt, env.layout(cfg))
+    experts = [x for x in model_entries(d).values() if ".mlp.experts." in x["name"]]
+    check(experts and all(x["status"] == "rename" and not x["real_load_fills"] for x in experts),
+          "grouped model vs sequential checkpoint: experts not mapped by experts_form")
+
+
+def case_against(env: Env) -> None:
+    a, b = env.fixtures / "deepseek_v3/fused", env.fixtures / "deepseek_v3/unfused"
+    rc, out, err = run([env.cli, "diff", str(a), "--against", str(b), "--json"])
+    check(rc in (0, 1), f"exit {rc}: {err}")
+    d = json.loads(out)
+    kinds = {c["kind"] for c in d["changes"]}
+    rules = {c.get("rule") for c in d["changes"] if c["kind"] == "renamed"}
+    check("renamed" in kinds and {"swiglu", "mtp"} <= rules, f"rules seen: {rules}")
+    rc, out, _ = run([env.cli, "diff", str(b), "--against", str(b), "--json"])
+    d = json.loads(out)
+    check(rc == 0 and not d["changes"], "a checkpoint against itself has changes")
+
+
+CASES = {
+    **{f"layout_{f}": (lambda env, f=f: case_layout(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
+    **{f"unfused_{f}": (lambda env, f=f: case_unfused(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
+    **{f"fused_{f}": (lambda env, f=f: case_fused(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
+    **{f"reverse_{f}": (lambda env, f=f: case_reverse(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
+    "seed_mla": lambda env: case_seed_mla(env, env.fixtures / "deepseek_v3/unfused",
+                                          env.fixtures / "deepseek_v3/config.json",
+                                          env.entry("deepseek_v3/unfused")["mla_fused_params"]),
+    "demo": case_demo,
+    "bridge": case_bridge,
+    "bridge_tp2": case_bridge_tp2,
+    "gdn_fused": case_gdn_fused,
+    "sequential": case_sequential,
+    "reports": case_reports,
+    "against": case_against,
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--demo", required=True)
+    ap.add_argument("case", choices=sorted(CASES))
+    a = ap.parse_args()
+    CASES[a.case](Env(a))
+    for f in FAILURES:
+        print("FAIL", f)
+    print(f"{a.case}: {'ok' if not FAILURES else f'{len(FAILURES)} failures'}")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
