@@ -35,6 +35,7 @@ class Env:
         self.cli = a.cli
         self.fixtures = Path(a.fixtures)
         self.demo = Path(a.demo)
+        self.inspect_fixtures = Path(a.inspect_fixtures) if a.inspect_fixtures else None
         self.tmp = Path(tempfile.mkdtemp(prefix="ss-diff-"))
         self.manifest = json.loads((self.fixtures / "MANIFEST.json").read_text())
 
@@ -287,6 +288,60 @@ def case_gdn_fused(env: Env) -> None:
     check(rc == 0 and d["loadable_model"] == d["expected_model"], f"without the gdn rule: exit {rc}")
 
 
+def case_torch_dist(env: Env, inspect_fixtures: Path) -> None:
+    """A torch_dist checkpoint (stacked layer axes, SwiGLU kept as [W; V]) against the layout
+    generated from its own saved args: every per-layer parameter found at its stacked index."""
+    import torch.distributed.checkpoint as dcp  # the oracle
+    ckpt = inspect_fixtures / "megatron_torch_dist"
+    it = next(p for p in ckpt.iterdir() if p.name.startswith("iter_"))
+    md = dcp.FileSystemReader(str(it)).read_metadata().state_dict_metadata
+    want = 0
+    for k, v in md.items():
+        if k.startswith("optimizer.") or not hasattr(v, "size"):
+            continue
+        want += v.size[0] if ".layers." in k else 1
+    lay = env.tmp / "torch_dist.json"
+    rc, _, err = run([env.cli, "layout", "--from-config", str(ckpt), "-o", str(lay)])
+    check(rc == 0, f"layout from the checkpoint's args: {err}")
+    rc, d = env.diff(ckpt, lay, "--no-optimizer")
+    check(rc == 0 and d["loadable_model"] == d["expected_model"] == want,
+          f"exit {rc}, {d['loadable_model']} of {d['expected_model']}, torch has {want}")
+    for x in model_entries(d).values():
+        if ".layers." in x["name"]:
+            layer = int(x["name"].split(".layers.")[1].split(".")[0])
+            check(x["sources"] and x["sources"][0]["index"] == [layer],
+                  f"{x['name']}: source index {x['sources'][0]['index'] if x['sources'] else None}")
+    rc, d = env.diff(ckpt, lay)
+    fc1 = [x for x in d["entries"] if x["name"].endswith("linear_fc1.weight.exp_avg")]
+    check(fc1 and all(x["real_load_fills"] and x["sources"][0]["key"] ==
+                      "optimizer.state.exp_avg.decoder.layers.mlp.linear_fc1.weight" for x in fc1),
+          "stacked optimizer state not found")
+
+
+def case_experts_local(env: Env) -> None:
+    """An EP-local layout (one EP rank's names, EP 2) against global expert keys: loads through
+    handle_experts_in_state_dict; without it EP rank 1 silently loads EP rank 0's experts."""
+    import re
+    e = env.entry("deepseek_v3/unfused")
+    cfg = json.loads((env.fixtures / e["config"]).read_text())
+    local = cfg["n_routed_experts"] // 2
+    lay = env.layout(env.fixtures / e["config"], "--ep", "2", "--local-experts")
+    rc, d = env.diff(env.fixtures / e["path"], lay)
+    n = len(expected_live(e))
+    check(rc == 0 and d["loadable_model"] == d["expected_model"] == n,
+          f"with the rule: exit {rc}, {d['loadable_model']} of {d['expected_model']}, want {n}")
+    rc, d = env.diff(env.fixtures / e["path"], lay, "--disable-rule", "experts_global")
+    upper = {p for p in expected_live(e)
+             if (m := re.search(r"\.mlp\.experts\.linear_fc[12]\.weight(\d+)$", p)) and int(m[1]) >= local}
+    wrong = {x for x in d["outcome"]["loaded_wrong"] if "." + x.rsplit(".", 1)[-1] not in
+             (".exp_avg", ".exp_avg_sq", ".step")}
+    check(upper and wrong == upper, f"loaded wrong: {sorted(wrong ^ upper)[:4]}")
+    check(rc == 1 and d["outcome"]["action"] == "silent", f"exit {rc}, {d['outcome']['action']}")
+    stale = {u["key"] for u in d["unconsumed"] if u["key"].startswith("model.")}
+    check(stale and all(re.search(r"weight(\d+)_[wv]$|weight(\d+)$", k) for k in stale),
+          f"unconsumed: {sorted(stale)[:3]}")
+
+
 def case_sequential(env: Env) -> None:
     e = env.entry("deepseek_v3/sequential")
     ckpt, cfg = env.fixtures / e["path"], env.fixtures / e["config"]
@@ -324,8 +379,10 @@ CASES = {
     "bridge_tp2": case_bridge_tp2,
     "gdn_fused": case_gdn_fused,
     "sequential": case_sequential,
+    "experts_local": case_experts_local,
     "reports": case_reports,
     "against": case_against,
+    "torch_dist": lambda env: case_torch_dist(env, env.inspect_fixtures),
 }
 
 
@@ -334,6 +391,7 @@ def main() -> int:
     ap.add_argument("--cli", required=True)
     ap.add_argument("--fixtures", required=True)
     ap.add_argument("--demo", required=True)
+    ap.add_argument("--inspect-fixtures", help="tools/make_fixtures.py output (torch_dist case)")
     ap.add_argument("case", choices=sorted(CASES))
     a = ap.parse_args()
     CASES[a.case](Env(a))

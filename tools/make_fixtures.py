@@ -359,7 +359,8 @@ def megatron_torch_dist_state(rank: int, tp: int = 2, layers: int = 2) -> dict:
         "embedding.word_embeddings.weight": vocab_parallel("td.emb", bf),
         "decoder.layers.self_attention.linear_qkv.weight": stacked("td.qkv", (qkv, h), bf, 0),
         "decoder.layers.self_attention.linear_qkv.layer_norm_weight": stacked("td.ln1", (h,), bf, None),
-        "decoder.layers.self_attention.linear_proj.weight": stacked("td.proj", (h, qkv), bf, 1),
+        # RowParallel: [H, np·hn] = [16, 16] (4 heads of 4)
+        "decoder.layers.self_attention.linear_proj.weight": stacked("td.proj", (h, h), bf, 1),
         "decoder.layers.mlp.linear_fc1.weight": swiglu_fc1("td.fc1", bf),
         "decoder.layers.mlp.linear_fc1.layer_norm_weight": stacked("td.ln2", (h,), bf, None),
         "decoder.layers.mlp.linear_fc2.weight": stacked("td.fc2", (h, ffn), bf, 1),
@@ -670,7 +671,11 @@ def finish_megatron_torch_dist(root: Path, it: int) -> None:
     it_dir.joinpath("metadata.json").write_text(json.dumps(
         {"sharded_backend": "torch_dist", "sharded_backend_version": 1,
          "common_backend": "torch", "common_backend_version": 1}))
-    torch.save({"args": make_namespace(tensor_model_parallel_size=2, ckpt_format="torch_dist"),
+    # The model's own sizes too, as Megatron saves them: `layout --from-config` reads them.
+    torch.save({"args": make_namespace(tensor_model_parallel_size=2, ckpt_format="torch_dist",
+                                       ffn_hidden_size=32, padded_vocab_size=64, kv_channels=4,
+                                       group_query_attention=False, num_query_groups=4,
+                                       untie_embeddings_and_output_weights=True),
                 "iteration": it, "checkpoint_version": 3.0,
                 "content_metadata": {"distrib_optim_sharding_type": "fully_reshardable",
                                      "singleton_local_shards": False}},

@@ -44,6 +44,12 @@ void printDiff(const DiffResult &d)
         for (const std::string &k : d.outcome.keptAtInit)
             std::cout << "  " << k << "\n";
     }
+    if (!d.outcome.loadedWrong.empty()) {
+        std::cout << "\nSILENTLY FILLED FROM THE WRONG KEY (" << d.outcome.loadedWrong.size()
+                  << "):\n";
+        for (const std::string &k : d.outcome.loadedWrong)
+            std::cout << "  " << k << "\n";
+    }
     bool header = false;
     for (const DiffEntry &e : d.entries) {
         if (e.realLoadFills && e.status == LoadStatus::Ok)

@@ -38,7 +38,8 @@ int main(int argc, char **argv)
     CLI::App *lay = app.add_subcommand(
         "layout", "Generate a model layout (docs/layout-format.md) from a model config");
     lay->add_option("--from-config", layout.config,
-                    "Hugging Face config.json, or Megatron arguments (JSON or --flag text)")
+                    "Hugging Face config.json, Megatron arguments (JSON or --flag text), or a "
+                    "Megatron checkpoint (its saved args)")
         ->required();
     lay->add_option("-o,--output", layout.output, "Write here (default: stdout)");
     lay->add_option("--tp", layout.layout.parallel.tp, "Tensor-parallel size");
@@ -52,6 +53,8 @@ int main(int argc, char **argv)
                   "local_experts.<e>.linear_fc1 instead of TE grouped linear_fc1.weight<e>");
     lay->add_flag("--no-mla-down-proj-fusion", layout.unfusedMla,
                   "MLA with separate linear_q_down_proj / linear_kv_down_proj");
+    lay->add_flag("--local-experts", layout.layout.localExperts,
+                  "Name experts with EP-local indices (one EP rank's model; needs --ep)");
     lay->add_flag("--gdn-tp-local", layout.layout.gdnTpLocal,
                   "GDN in_proj/conv1d already TP-local (Megatron-Bridge)");
 
@@ -104,10 +107,17 @@ int main(int argc, char **argv)
             std::cerr << "shardscope-cli: give --layout FILE or --against CHECKPOINT\n";
             return ExitUnreadable;
         }
+        // The reproduce command: each argument shell-quoted ('…', with ' as '\'').
         for (int i = 0; i < argc; ++i) {
-            std::string a = argv[i];
-            const bool plain = a.find_first_of(" '\"$\\") == std::string::npos && !a.empty();
-            diff.commandLine += (i ? " " : "") + (plain ? a : "'" + a + "'");
+            const std::string a = argv[i];
+            const bool plain =
+                !a.empty() &&
+                a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                    "0123456789-_./=,:+@%") == std::string::npos;
+            std::string quoted = "'";
+            for (char c : a)
+                quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+            diff.commandLine += (i ? " " : "") + (plain ? a : quoted + "'");
         }
         if (*rep)
             diff.reportPath = reportPath;

@@ -38,6 +38,20 @@ std::string replaceAll(std::string s, const std::string &from, const std::string
     return s;
 }
 
+// A name with its expert index changed (grouped `linear_fcN.weight<e>…` or sequential
+// `local_experts.<e>.`), as handle_experts_in_state_dict renumbers local → global.
+std::string withExpert(const std::string &name, int to)
+{
+    static const std::regex grouped(R"(\.mlp\.experts\.linear_fc[12]\.(?:weight|bias)(\d+))");
+    static const std::regex sequential(R"(\.mlp\.experts\.local_experts\.(\d+)\.)");
+    std::smatch m;
+    for (const std::regex *re : {&grouped, &sequential})
+        if (std::regex_search(name, m, *re)) // splice: "$1" + digits would read as $12…
+            return name.substr(0, size_t(m.position(1))) + std::to_string(to) +
+                   name.substr(size_t(m.position(1) + m.length(1)));
+    return name;
+}
+
 // Megatron's handler (or flag) behind each loader rule, for the fixes we suggest.
 std::string handlerOf(const std::string &rule)
 {
@@ -57,7 +71,7 @@ std::string handlerOf(const std::string &rule)
     return rule;
 }
 
-const std::set<std::string> kKnownStates = {"exp_avg",    "exp_avg_sq", "step",
+const std::set<std::string> kKnownStates = {"exp_avg",    "exp_avg_sq", "step",        "param",
                                             "fp32_param", "main_param", "master_param"};
 
 // Checkpoint keys, sorted into the model and optimizer sections by their wrappers. Keys are
@@ -185,6 +199,13 @@ struct Request
 
 class Differ
 {
+    struct Expanded
+    {
+        LayoutParam param;
+        std::string localName; // EP-local name, for layouts of one EP rank
+        int epRank = 0;
+    };
+
 public:
     Differ(const CheckpointIndex &index, const Layout &layout, const DiffOptions &options)
         : m_index(index)
@@ -192,8 +213,30 @@ public:
         , m_options(options)
     {
         sortKeys(index, enabled("wrapper_prefix"), m_disk);
-        for (const LayoutParam &p : layout.params)
-            m_byName.emplace(p.name, &p);
+        m_torchDist = index.format == Format::MegatronTorchDist;
+        // An EP-local layout (one EP rank's names) stands for every EP rank: expand its experts
+        // to global indices, remembering each one's local name and rank.
+        const int ep = layout.parallel.ep;
+        const bool expand = !layout.expertsGlobal && ep > 1 && layout.numExperts % ep == 0;
+        const int local = expand ? layout.numExperts / ep : 0;
+        for (const LayoutParam &p : layout.params) {
+            if (!expand || p.expert < 0) {
+                m_params.push_back({p, {}, 0});
+                continue;
+            }
+            for (int r = 0; r < ep; ++r) {
+                Expanded x{p, p.name, r};
+                const int global = p.expert + r * local;
+                x.param.name = withExpert(p.name, global);
+                x.param.expert = global;
+                if (x.param.fusion)
+                    for (FusedSection &sec : x.param.fusion->sections)
+                        sec.name = withExpert(sec.name, global);
+                m_params.push_back(std::move(x));
+            }
+        }
+        for (const Expanded &x : m_params)
+            m_byName.emplace(x.param.name, &x.param);
     }
 
     DiffResult run()
@@ -202,23 +245,25 @@ public:
         r.options = m_options;
         r.format = std::string(formatName(m_index.format));
         r.checkpoint = m_index.inputPath;
-        for (const LayoutParam &p : m_layout.params) {
+        for (const Expanded &x : m_params) {
+            const LayoutParam &p = x.param;
             if (endsWith(p.name, "._extra_state") && enabled("extra_state"))
                 continue; // dropped on save and load alike
-            r.entries.push_back(evaluate(p, {}));
+            r.entries.push_back(evaluate(x, {}));
             ++r.expectedModel;
             r.loadableModel += r.entries.back().realLoadFills;
         }
         const bool hasOptimizer = m_disk.optNameFirst.size() + m_disk.optStateFirst.size() > 0;
         if (m_options.includeOptimizer && hasOptimizer) {
             std::vector<std::string> states = m_layout.optimizerStates;
-            if (m_layout.optimizerStep)
+            if (m_layout.optimizerStep && !m_torchDist) // torch_dist keeps step in param_groups
                 states.push_back("step");
-            for (const LayoutParam &p : m_layout.params) {
+            for (const Expanded &x : m_params) {
+                const LayoutParam &p = x.param;
                 if (!p.hasOptimizerState || endsWith(p.name, "._extra_state"))
                     continue;
                 for (const std::string &s : states) {
-                    r.entries.push_back(evaluate(p, s));
+                    r.entries.push_back(evaluate(x, s));
                     ++r.expectedOptimizer;
                     r.loadableOptimizer += r.entries.back().realLoadFills;
                 }
@@ -233,6 +278,8 @@ public:
                 m_disk.megatronWrapped ? modelWrapperLength(k.key) == 0 : !k.tensor;
             if (!inModel && training && !startsWith(k.key, "optimizer.state."))
                 continue; // args, iteration, rng state, param_groups: the training loop's
+            if (startsWith(k.key, "optimizer.state.") && !m_options.includeOptimizer)
+                continue;
             UnconsumedKey u;
             u.key = std::string(k.key);
             u.tensor = k.tensor != nullptr;
@@ -240,9 +287,11 @@ public:
                 u.shape = k.tensor->shape;
                 u.dtype = k.tensor->dtypeName;
             }
-            u.note = startsWith(k.key, "optimizer.state.")
-                         ? "optimizer state of a parameter the model does not have"
-                         : "no expected parameter consumes it; a DCP load ignores it silently";
+            u.note = !startsWith(k.key, "optimizer.state.")
+                         ? "no expected parameter consumes it; a DCP load ignores it silently"
+                     : optimizerStateOfKnownParam(k.key)
+                         ? "an optimizer state the layout does not list (layout optimizer.states)"
+                         : "optimizer state of a parameter the model does not have";
             r.unconsumed.push_back(std::move(u));
         }
         r.outcome = outcome(r);
@@ -250,6 +299,27 @@ public:
     }
 
 private:
+    // Whether an optimizer key names a parameter of the layout (stacked names included).
+    bool optimizerStateOfKnownParam(std::string_view key) const
+    {
+        std::string_view rest = key.substr(16);
+        const size_t first = rest.find('.');
+        if (first != std::string_view::npos &&
+            kKnownStates.count(std::string(rest.substr(0, first))))
+            rest = rest.substr(first + 1);
+        else if (const size_t last = rest.rfind('.'); last != std::string_view::npos)
+            rest = rest.substr(0, last);
+        while (startsWith(rest, "module."))
+            rest = rest.substr(7);
+        if (m_byName.count(std::string(rest)))
+            return true;
+        static const std::regex layer(R"(\.layers\.\d+\.)");
+        for (const Expanded &x : m_params) // stacked: any layer of that name
+            if (std::regex_replace(x.param.name, layer, ".layers.") == rest)
+                return true;
+        return false;
+    }
+
     bool enabled(const std::string &rule) const
     {
         return std::find(m_options.disabledRules.begin(), m_options.disabledRules.end(), rule) ==
@@ -268,7 +338,10 @@ private:
     {
         auto on = [&](const std::string &rule) { return allRules || enabled(rule); };
         Request q;
-        if (p.fusion && on(p.fusion->rule)) {
+        // torch_dist keeps SwiGLU's [W; V] in one key: its load does not split it.
+        const bool split =
+            p.fusion && on(p.fusion->rule) && !(m_torchDist && p.fusion->rule == "swiglu");
+        if (split) {
             const Fusion &f = *p.fusion;
             const int64_t tp = f.tpLocal ? m_layout.parallel.tp : 1;
             int64_t at = 0;
@@ -314,13 +387,47 @@ private:
     bool lookup(const Request &q, const std::string &state, std::vector<DiskKey *> &found)
     {
         found.clear();
+        m_lead.clear();
         for (const Piece &piece : q.pieces) {
+            std::vector<int64_t> lead;
             DiskKey *k = find(piece.name, state);
+            if ((!k || !k->tensor) && enabled("torch_dist_stacked"))
+                k = findStacked(piece.name, state, lead);
             if (!k || !k->tensor)
                 return false;
             found.push_back(k);
+            m_lead.push_back(std::move(lead));
         }
         return true;
+    }
+
+    // torch_dist stacks layers ([L, …] under `decoder.layers.x`) and experts ([E, …] under
+    // `mlp.experts.experts.linear_fcN.weight`); a parameter is one index of those axes.
+    DiskKey *findStacked(const std::string &name, const std::string &state,
+                         std::vector<int64_t> &lead)
+    {
+        static const std::regex layer(R"(\.layers\.(\d+)\.)");
+        static const std::regex expert(R"(\.mlp\.experts\.linear_fc([12])\.(weight|bias)(\d+)$)");
+        std::string n = name;
+        std::smatch m;
+        lead.clear();
+        if (std::regex_search(n, m, layer)) {
+            lead.push_back(std::stoll(m[1].str()));
+            n = m.prefix().str() + ".layers." + m.suffix().str();
+        }
+        if (std::regex_search(n, m, expert)) {
+            lead.push_back(std::stoll(m[3].str()));
+            n = m.prefix().str() + ".mlp.experts.experts.linear_fc" + m[1].str() + "." + m[2].str();
+        }
+        if (lead.empty())
+            return nullptr;
+        DiskKey *k = find(n, state);
+        if (!k || !k->tensor || k->tensor->shape.size() < lead.size())
+            return nullptr;
+        for (size_t i = 0; i < lead.size(); ++i)
+            if (lead[i] >= k->tensor->shape[i])
+                return nullptr;
+        return k;
     }
 
     void fillSources(DiffEntry &e, const Request &q, const std::vector<DiskKey *> &found)
@@ -328,9 +435,20 @@ private:
         for (size_t i = 0; i < found.size(); ++i) {
             DiskKey *k = found[i];
             k->used = true;
-            e.sources.push_back({std::string(k->key), k->tensor->shape, k->tensor->dtypeName,
-                                 q.pieces[i].dim, q.pieces[i].begin, q.pieces[i].end});
+            DiffSource src{std::string(k->key),
+                           k->tensor->shape,
+                           k->tensor->dtypeName,
+                           q.pieces[i].dim,
+                           q.pieces[i].begin,
+                           q.pieces[i].end,
+                           {}};
+            if (i < m_lead.size())
+                src.index = m_lead[i];
+            e.sources.push_back(std::move(src));
         }
+        if (std::any_of(m_lead.begin(), m_lead.end(), [](const auto &l) { return !l.empty(); }) &&
+            std::find(e.rules.begin(), e.rules.end(), "torch_dist_stacked") == e.rules.end())
+            e.rules.push_back("torch_dist_stacked");
     }
 
     // Shape, dtype and coverage of found pieces → status.
@@ -341,7 +459,10 @@ private:
         for (size_t i = 0; i < found.size(); ++i) {
             const TensorEntry &t = *found[i]->tensor;
             const bool step = state == "step";
-            if (!step && t.shape != q.pieces[i].shape) {
+            const size_t lead = i < m_lead.size() ? m_lead[i].size() : 0;
+            const std::vector<int64_t> stored(t.shape.begin() + std::ptrdiff_t(lead),
+                                              t.shape.end());
+            if (!step && stored != q.pieces[i].shape) {
                 e.status = LoadStatus::ShapeMismatch;
                 e.realLoadFills = false;
                 e.reason = "stored as " + std::string(found[i]->key) + " " + shapeText(t.shape) +
@@ -370,7 +491,39 @@ private:
         }
     }
 
-    DiffEntry evaluate(const LayoutParam &p, const std::string &state)
+    DiffEntry evaluate(const Expanded &x, const std::string &state)
+    {
+        const LayoutParam &p = x.param;
+        // Without handle_experts_in_state_dict every EP rank asks for its local names.
+        if (!x.localName.empty() && !enabled("experts_global")) {
+            LayoutParam localParam = p;
+            localParam.name = x.localName;
+            localParam.expert = m_layout.numExperts / m_layout.parallel.ep > 0
+                                    ? p.expert % (m_layout.numExperts / m_layout.parallel.ep)
+                                    : p.expert;
+            if (localParam.fusion)
+                for (FusedSection &sec : localParam.fusion->sections)
+                    sec.name = withExpert(sec.name, localParam.expert);
+            DiffEntry e = evaluate(Expanded{localParam, {}, x.epRank}, state);
+            e.param = p.name;
+            e.name = state.empty() ? p.name : p.name + "." + state;
+            if (x.epRank > 0 && !e.sources.empty()) {
+                e.status = LoadStatus::Rename;
+                e.realLoadFills = false;
+                e.wrongSource = true;
+                e.reason = "without expert globalisation EP rank " + std::to_string(x.epRank) +
+                           " asks for " + e.sources.front().key + ", which holds expert " +
+                           std::to_string(localParam.expert) + " (EP rank 0's), not expert " +
+                           std::to_string(p.expert) + ": it loads the wrong weights silently";
+                e.fix = "Load with a Megatron-LM whose fsdp_dtensor load runs "
+                        "handle_experts_in_state_dict (--num-experts set).";
+            }
+            return e;
+        }
+        return evaluateParam(p, state);
+    }
+
+    DiffEntry evaluateParam(const LayoutParam &p, const std::string &state)
     {
         DiffEntry e;
         e.section = state.empty() ? Section::Model : Section::Optimizer;
@@ -378,7 +531,8 @@ private:
         e.state = state;
         e.name = state.empty() ? p.name : p.name + "." + state;
         e.shape = state == "step" ? std::vector<int64_t>{} : p.shape;
-        e.dtype = state == "step" ? std::string() : p.dtype;
+        // Optimizer states have the optimizer's dtype (fp32, or bf16 when precision-aware).
+        e.dtype = state.empty() ? p.dtype : std::string();
 
         const Request q = request(p, false);
         for (const Piece &piece : q.pieces)
@@ -389,17 +543,22 @@ private:
         if (lookup(q, state, found)) {
             e.rules = q.rules;
             fillSources(e, q, found);
-            e.realLoadFills = std::all_of(q.rules.begin(), q.rules.end(), byLoader);
+            const bool stacked =
+                std::any_of(m_lead.begin(), m_lead.end(), [](const auto &l) { return !l.empty(); });
+            e.realLoadFills = std::all_of(e.rules.begin(), e.rules.end(), byLoader);
             judge(e, q, found, state,
-                  q.split     ? LoadStatus::Split
-                  : q.renamed ? LoadStatus::Rename
-                              : LoadStatus::Ok);
+                  q.split                ? LoadStatus::Split
+                  : q.renamed || stacked ? LoadStatus::Rename
+                                         : LoadStatus::Ok);
             if (e.reason.empty() && q.split)
                 e.reason = "split by " + q.rules.front() + " into " +
                            std::to_string(q.pieces.size()) + " stored tensors";
-            else if (e.reason.empty() && q.renamed)
-                e.reason = "stored as " + std::string(found.front()->key) + " (rule " +
-                           q.rules.back() + ")";
+            else if (e.reason.empty() && (q.renamed || stacked))
+                e.reason = "stored as " + std::string(found.front()->key) +
+                           (stacked ? " at index " + std::to_string(m_lead.front().front()) +
+                                          " of its stacked axis"
+                                    : std::string()) +
+                           " (rule " + e.rules.back() + ")";
             return e;
         }
         e.realLoadFills = false;
@@ -662,6 +821,10 @@ private:
         for (const DiffEntry &e : r.entries) {
             if (e.realLoadFills)
                 continue;
+            if (e.wrongSource) { // the key exists: nothing raises, the data is wrong
+                o.loadedWrong.push_back(e.name);
+                continue;
+            }
             // A mismatch under a requested key makes DCP's planner raise, whatever the mode.
             const bool mismatch = e.status == LoadStatus::ShapeMismatch && !e.sources.empty() &&
                                   !e.requestKeys.empty() &&
@@ -674,8 +837,15 @@ private:
             if (firstRequest.empty() && !e.requestKeys.empty())
                 firstRequest.push_back(e.requestKeys.front());
         }
-        if (missingModel.empty() && missingOptimizer.empty())
+        if (missingModel.empty() && missingOptimizer.empty()) {
+            if (!o.loadedWrong.empty()) {
+                o.action = LoadOutcome::Action::Silent;
+                o.message = "the load finishes without a word, but " +
+                            std::to_string(o.loadedWrong.size()) +
+                            " tensors are filled from another EP rank's experts";
+            }
             return o;
+        }
         if (sizeMismatch) {
             o.action = LoadOutcome::Action::Raises;
             o.message = "ValueError: Size mismatch between saved and current shapes for " +
@@ -754,7 +924,10 @@ private:
     const Layout &m_layout;
     const DiffOptions &m_options;
     Disk m_disk;
+    std::vector<Expanded> m_params;
     std::unordered_map<std::string, const LayoutParam *> m_byName;
+    std::vector<std::vector<int64_t>> m_lead; // per piece of the last lookup: stacked indices
+    bool m_torchDist = false;
 };
 
 } // namespace

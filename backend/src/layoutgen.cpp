@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Layouts generated from a model config, without building the model. Parameter names and shapes
 // follow Megatron's TE layer specs (formats.md §7); fusions follow its fsdp_dtensor handlers (§6).
+#include "shardscope/checkpoint.h"
 #include "shardscope/layout.h"
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -234,7 +236,7 @@ private:
         LayoutParam p;
         p.name = std::move(name);
         p.shape = std::move(shape);
-        p.dtype = o.dtype;
+        p.dtype = o.dtype.value_or("float32");
         p.tpDim = tpDim;
         l.params.push_back(std::move(p));
         return l.params.back();
@@ -285,14 +287,16 @@ private:
         add(p + ".mlp.router.weight", {m.experts, m.hidden});
         if (m.expertBias)
             add(p + ".mlp.router.expert_bias", {m.experts}).hasOptimizerState = false;
-        for (int e = 0; e < int(m.experts); ++e) {
+        const int experts =
+            o.localExperts && l.parallel.ep > 1 ? int(m.experts) / l.parallel.ep : int(m.experts);
+        for (int e = 0; e < experts; ++e) {
             const std::string base =
                 o.sequentialExperts
                     ? p + ".mlp.experts.local_experts." + std::to_string(e) + ".linear_fc1.weight"
                     : p + ".mlp.experts.linear_fc1.weight" + std::to_string(e);
             fc1(base, m.moeFfn, e);
         }
-        for (int e = 0; e < int(m.experts); ++e) {
+        for (int e = 0; e < experts; ++e) {
             const std::string base =
                 o.sequentialExperts
                     ? p + ".mlp.experts.local_experts." + std::to_string(e) + ".linear_fc2.weight"
@@ -418,10 +422,99 @@ json parseFlags(const std::string &text)
     return j;
 }
 
+// A Megatron args Namespace (a checkpoint's `args` entry) → JSON of its plain fields.
+json argsToJson(const PyValue &args)
+{
+    json j = json::object();
+    const PyValue *state = args.kind == PyValue::Kind::Object && args.items.size() > 1
+                               ? &args.items[1]
+                               : (args.kind == PyValue::Kind::Dict ? &args : nullptr);
+    if (!state || state->kind != PyValue::Kind::Dict)
+        return j;
+    for (const auto &[k, v] : state->dict) {
+        if (k.kind != PyValue::Kind::Str)
+            continue;
+        switch (v.kind) {
+        case PyValue::Kind::Bool:
+            j[k.text] = v.boolean;
+            break;
+        case PyValue::Kind::Int:
+            j[k.text] = v.integer;
+            break;
+        case PyValue::Kind::Float:
+            j[k.text] = v.real;
+            break;
+        case PyValue::Kind::Str:
+            j[k.text] = v.text;
+            break;
+        case PyValue::Kind::List:
+        case PyValue::Kind::Tuple: {
+            json a = json::array();
+            for (const PyValue &e : v.items)
+                if (e.kind == PyValue::Kind::Int || e.kind == PyValue::Kind::Bool)
+                    a.push_back(e.kind == PyValue::Kind::Int ? e.integer : int64_t(e.boolean));
+            j[k.text] = a;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return j;
+}
+
+// The arguments a Megatron checkpoint was saved with: its `args` entry (DCP BYTE_IO, common.pt
+// or a legacy model_optim_rng.pt).
+Result<json> argsOfCheckpoint(const std::string &path)
+{
+    auto index = openCheckpoint(path);
+    if (!index)
+        return index.error();
+    for (const ObjectEntry &o : index->objects) {
+        if (o.key != "args" && !o.key.ends_with("/args"))
+            continue;
+        auto value = readObject(*index, o);
+        if (!value)
+            return value.error();
+        json j = argsToJson(*value);
+        if (j.empty())
+            return makeError(Error::Code::Format, "args is not an argparse.Namespace")
+                .inFile(path)
+                .atKey(o.key);
+        return j;
+    }
+    return makeError(Error::Code::NotFound,
+                     "the checkpoint has no args entry to generate a layout from")
+        .inFile(path);
+}
+
 } // namespace
 
 Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &options)
 {
+    std::error_code ec;
+    const bool checkpoint = std::filesystem::is_directory(path, ec) || path.ends_with(".pt");
+    if (checkpoint) {
+        auto args = argsOfCheckpoint(path);
+        if (!args)
+            return args.error();
+        auto spec = fromMegatronArgs(*args, path);
+        if (!spec)
+            return spec.error();
+        LayoutOptions o = options;
+        const bool fsdp = args->value("ckpt_format", std::string()) == "fsdp_dtensor";
+        if (!o.dtype && !fsdp)
+            o.dtype = num<int>(*args, "bf16", 0)   ? "bfloat16"
+                      : num<int>(*args, "fp16", 0) ? "float16"
+                                                   : "float32";
+        Layout l;
+        l.family = spec->family;
+        l.source = path;
+        l.parallel = options.parallel;
+        l.numExperts = int(spec->experts);
+        Builder(*spec, o, l).build();
+        return l;
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in)
         return makeError(Error::Code::Io, "cannot open config").inFile(path);
@@ -453,6 +546,12 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
     l.source = path;
     l.parallel = options.parallel;
     l.numExperts = int(spec->experts);
+    l.expertsGlobal = !(options.localExperts && options.parallel.ep > 1);
+    if (options.parallel.ep > 1 && spec->experts % options.parallel.ep != 0)
+        return makeError(Error::Code::Format, "--ep " + std::to_string(options.parallel.ep) +
+                                                  " does not divide the " +
+                                                  std::to_string(spec->experts) + " experts")
+            .inFile(path);
     if (options.parallel.tp > 1 && spec->groups % options.parallel.tp != 0 && !spec->mla &&
         spec->groups > 0)
         return makeError(Error::Code::Format, "--tp " + std::to_string(options.parallel.tp) +

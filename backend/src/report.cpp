@@ -403,9 +403,11 @@ std::string uniform(const std::vector<size_t> &members, F value)
 
 // ---------------------------------------------------------------- the layout diff's model
 
+// Splits and renames that the real load performs are the rules working, not problems.
 bool isProblem(const DiffEntry &e)
 {
-    return e.status != LoadStatus::Ok || !e.realLoadFills;
+    return !e.realLoadFills || (e.status != LoadStatus::Ok && e.status != LoadStatus::Split &&
+                                e.status != LoadStatus::Rename);
 }
 
 struct ProblemGroup
@@ -687,6 +689,13 @@ std::string markdownReport(const DiffResult &diff, const ReportContext &ctx)
         md += mdPatternBullets(model.optimizerKeptAtInit, "> ");
         md += "\n";
     }
+    if (!diff.outcome.loadedWrong.empty()) {
+        md += "> [!CAUTION]\n> **A load would silently fill " +
+              plural(diff.outcome.loadedWrong.size(), "tensor", "tensors") +
+              " from the wrong key** (another EP rank's experts).\n>\n";
+        md += mdPatternBullets(foldKeys(diff.outcome.loadedWrong), "> ");
+        md += "\n";
+    }
     md += "- **Model:** " + std::to_string(diff.loadableModel) + " of " +
           plural(diff.expectedModel, "parameter", "parameters") + " loadable by a real load (" +
           percent(diff.loadableModel, diff.expectedModel) + ")\n";
@@ -953,6 +962,14 @@ std::string htmlReport(const DiffResult &diff, const ReportContext &ctx)
              hKeyList(model.optimizerKeptAtInit, model.optimizerKeptAtInit.patterns.size()) +
              "</div>\n";
     }
+    if (!outcome.loadedWrong.empty()) {
+        const KeyList wrong = foldKeys(outcome.loadedWrong);
+        h += "<div class=\"alert\"><h3>⚠ " +
+             htmlEscape("A load would silently fill " +
+                        plural(outcome.loadedWrong.size(), "tensor", "tensors") +
+                        " from the wrong key (another EP rank's experts)") +
+             "</h3>" + hKeyList(wrong, wrong.patterns.size()) + "</div>\n";
+    }
     h += "<div class=\"cards\">\n";
     h += hCard("Model parameters loadable",
                std::to_string(diff.loadableModel) + " <span class=\"muted\">/ " +
@@ -1064,7 +1081,8 @@ json diffJson(const DiffResult &diff)
                                {"dtype", s.dtype},
                                {"dim", s.dim},
                                {"begin", s.begin},
-                               {"end", s.end}});
+                               {"end", s.end},
+                               {"index", s.index}});
         entries.push_back({{"section", sectionName(e.section)},
                            {"name", e.name},
                            {"param", e.param},
@@ -1108,7 +1126,8 @@ json diffJson(const DiffResult &diff)
               {"message", o.message},
               {"named_keys", o.namedKeys},
               {"kept_at_init", o.keptAtInit},
-              {"optimizer_kept_at_init", o.optimizerKeptAtInit}}},
+              {"optimizer_kept_at_init", o.optimizerKeptAtInit},
+              {"loaded_wrong", o.loadedWrong}}},
             {"entries", std::move(entries)},
             {"unconsumed", std::move(unconsumed)}};
 }

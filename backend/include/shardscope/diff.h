@@ -63,6 +63,8 @@ struct DiffSource
     std::string dtype;          ///< as stored
     int dim = 0;
     int64_t begin = 0, end = 0; ///< rows of the parameter this key fills ([0, 0) = whole)
+    /** Leading indices into the stored tensor (torch_dist stacked layer / expert axes). */
+    std::vector<int64_t> index;
 };
 
 enum class Section : uint8_t { Model, Optimizer, Other };
@@ -78,6 +80,8 @@ struct DiffEntry
     LoadStatus status = LoadStatus::Ok;
     /** A real Megatron load fills it (its handlers apply every rule used). */
     bool realLoadFills = true;
+    /** The real load fills it, but from the wrong key (another EP rank's expert). */
+    bool wrongSource = false;
     std::vector<std::string> rules; ///< rules used
     std::vector<DiffSource> sources;
     std::vector<std::string> requestKeys; ///< what the real load asks the checkpoint for
@@ -104,6 +108,7 @@ struct LoadOutcome
     std::vector<std::string> namedKeys;  ///< keys named in the exception/log (Megatron's cap)
     std::vector<std::string> keptAtInit; ///< parameters left at their initial values
     std::vector<std::string> optimizerKeptAtInit; ///< optimizer states left at init (partial load)
+    std::vector<std::string> loadedWrong;         ///< filled silently from the wrong key (any mode)
 };
 std::string_view actionName(LoadOutcome::Action a);
 

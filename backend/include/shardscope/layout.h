@@ -73,8 +73,12 @@ struct LayoutOptions
     ParallelConfig parallel;
     std::optional<bool> mlaDownProjFusion; ///< default: fused (Megatron's TE spec with fusion)
     bool sequentialExperts = false; ///< local_experts.<e>.… instead of TE grouped weight<e>
-    std::string dtype = "float32";  ///< fsdp_dtensor saves fp32 main params
-    bool gdnTpLocal = false;        ///< GDN in_proj/conv1d shapes already TP-local
+    /** dtype the load asks for; default float32 (fsdp_dtensor saves fp32 main params), or the
+     *  args' bf16/fp16 when generated from a non-fsdp_dtensor checkpoint's own arguments. */
+    std::optional<std::string> dtype;
+    bool gdnTpLocal = false; ///< GDN in_proj/conv1d shapes already TP-local
+    /** Experts named with EP-local indices (one EP rank's model: 0 … experts/ep - 1). */
+    bool localExperts = false;
 };
 
 /**
