@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Times the load diff of a checkpoint against a layout (the metadata is parsed first and timed
 // apart: that is bench_open_metadata's figure). Prints one JSON line.
-// Usage: bench_diff CHECKPOINT LAYOUT [repeats]
+// Usage: bench_diff CHECKPOINT LAYOUT [repeats] [disabled rule]...
 #include <shardscope/checkpoint.h>
 #include <shardscope/diff.h>
 #include <shardscope/layout.h>
@@ -42,7 +42,10 @@ int main(int argc, char **argv)
     shardscope::DiffResult last;
     for (int i = 0; i < repeats; ++i) {
         t0 = Clock::now();
-        auto d = shardscope::diffAgainstLayout(*index, *layout, {});
+        shardscope::DiffOptions options;
+        for (int a = 4; a < argc; ++a)
+            options.disabledRules.push_back(argv[a]);
+        auto d = shardscope::diffAgainstLayout(*index, *layout, options);
         best = std::min(best, seconds(t0));
         if (!d) {
             std::cerr << d.error().toString() << "\n";

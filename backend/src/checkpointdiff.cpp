@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <regex>
 
 namespace shardscope {
@@ -54,6 +55,27 @@ std::string canonical(const std::string &key, const std::vector<std::string> &di
         }
     }
     return k;
+}
+
+// The fused key a split part belongs to, and the rule that splits it.
+std::optional<std::pair<std::string, std::string>> fusedOf(const std::string &key)
+{
+    auto cut = [&](std::string_view tail) { return key.substr(0, key.size() - tail.size()); };
+    for (std::string_view t : {"_w", "_v"})
+        if (key.ends_with(t))
+            return std::pair{cut(t), std::string("swiglu")};
+    for (std::string_view t : {".query", ".key", ".value", ".z", ".beta", ".alpha"})
+        if (key.ends_with(t) && (key.find(".in_proj.") != std::string::npos ||
+                                 key.find(".conv1d.") != std::string::npos))
+            return std::pair{cut(t), std::string("gdn")};
+    for (std::string_view t : {".linear_q_down_proj.weight", ".linear_kv_down_proj.weight"})
+        if (key.ends_with(t))
+            return std::pair{cut(t) + ".linear_qkv_down_proj.weight", std::string("mla_down_proj")};
+    if (key.ends_with(".input_layernorm.weight"))
+        return std::pair{cut(".input_layernorm.weight") +
+                             ".self_attention.linear_qkv_down_proj.layer_norm_weight",
+                         std::string("mla_down_proj")};
+    return std::nullopt;
 }
 
 std::string shapeText(const std::vector<int64_t> &s)
@@ -125,38 +147,49 @@ CheckpointDiff diffCheckpoints(const CheckpointIndex &a, const CheckpointIndex &
         if (!matched.count(c))
             d.changes.push_back({KeyChange::Kind::Added, item.key, {}, {}, {}});
 
-    // Fused in one, split in the other (SwiGLU _w/_v, MLA down projections, GDN sections):
-    // a removed key whose rows equal the sum of added keys that extend its name is a split.
+    // Fused in one, split in the other (SwiGLU _w/_v, MLA down projections and the absorbed
+    // norm, GDN sections): a key on one side whose parts are on the other is a rule's split.
     std::vector<KeyChange> &ch = d.changes;
-    std::map<std::string, std::vector<size_t>> addedByStem;
-    for (size_t i = 0; i < ch.size(); ++i)
-        if (ch[i].kind == KeyChange::Kind::Added)
-            for (const std::string &suffix :
-                 {std::string("_w"), std::string("_v"), std::string(".query"), std::string(".key"),
-                  std::string(".value"), std::string(".z"), std::string(".beta"),
-                  std::string(".alpha")})
-                if (ch[i].key.ends_with(suffix))
-                    addedByStem[canonical(ch[i].key.substr(0, ch[i].key.size() - suffix.size()),
-                                          options.disabledRules, nullptr)]
-                        .push_back(i);
     std::vector<bool> drop(ch.size(), false);
-    for (size_t i = 0; i < ch.size(); ++i) {
-        if (ch[i].kind != KeyChange::Kind::Removed)
-            continue;
-        auto it = addedByStem.find(canonical(ch[i].key, options.disabledRules, nullptr));
-        if (it == addedByStem.end())
-            continue;
-        std::string parts;
-        for (size_t j : it->second) {
-            parts += (parts.empty() ? "" : ", ") + ch[j].key;
-            drop[j] = true;
+    for (const auto kind : {KeyChange::Kind::Added, KeyChange::Kind::Removed}) {
+        const auto other =
+            kind == KeyChange::Kind::Added ? KeyChange::Kind::Removed : KeyChange::Kind::Added;
+        std::map<std::string, std::vector<size_t>> partsByFused;
+        std::map<std::string, std::string> ruleOf;
+        for (size_t i = 0; i < ch.size(); ++i) {
+            if (ch[i].kind != kind || drop[i])
+                continue;
+            if (auto f = fusedOf(ch[i].key)) {
+                const std::string c = canonical(f->first, options.disabledRules, nullptr);
+                partsByFused[c].push_back(i);
+                ruleOf[c] = f->second;
+            }
         }
-        const bool glu = ch[it->second.front()].key.ends_with("_w") ||
-                         ch[it->second.front()].key.ends_with("_v");
-        ch[i].kind = KeyChange::Kind::Renamed;
-        ch[i].otherKey = parts;
-        ch[i].rule = glu ? "swiglu" : "gdn";
-        ch[i].detail = "split into " + std::to_string(it->second.size()) + " keys";
+        for (size_t i = 0; i < ch.size(); ++i) {
+            if (ch[i].kind != other || drop[i])
+                continue;
+            const std::string c = canonical(ch[i].key, options.disabledRules, nullptr);
+            auto it = partsByFused.find(c);
+            if (it == partsByFused.end())
+                continue;
+            std::string parts;
+            for (size_t j : it->second) {
+                parts += (parts.empty() ? "" : ", ") + ch[j].key;
+                drop[j] = true;
+            }
+            const bool split = other == KeyChange::Kind::Removed; // fused in the first
+            ch[i].detail = it->second.size() == 1 ? std::string("moved (absorbed norm)")
+                                                  : (split ? "split into " : "merged from ") +
+                                                        std::to_string(it->second.size()) + " keys";
+            if (!split) { // report it from the first checkpoint's side
+                ch[i].otherKey = ch[i].key;
+                ch[i].key = parts;
+            } else {
+                ch[i].otherKey = parts;
+            }
+            ch[i].kind = KeyChange::Kind::Renamed;
+            ch[i].rule = ruleOf[c];
+        }
     }
     std::vector<KeyChange> kept;
     for (size_t i = 0; i < ch.size(); ++i)
