@@ -342,6 +342,99 @@ def case_experts_local(env: Env) -> None:
           f"unconsumed: {sorted(stale)[:3]}")
 
 
+def case_megatron_args(env: Env) -> None:
+    """The same DeepSeek-V3-like model described as Megatron arguments (JSON and --flag text)
+    gives a layout the split checkpoint loads N of N."""
+    e = env.entry("deepseek_v3/unfused")
+    c = json.loads((env.fixtures / e["config"]).read_text())
+    args = {  # HF name -> Megatron argparse name (megatron/training/arguments.py)
+        "num_layers": c["num_hidden_layers"], "hidden_size": c["hidden_size"],
+        "num_attention_heads": c["num_attention_heads"], "ffn_hidden_size": c["intermediate_size"],
+        "padded_vocab_size": c["vocab_size"], "swiglu": True,
+        "untie_embeddings_and_output_weights": not c.get("tie_word_embeddings", False),
+        "multi_latent_attention": True, "q_lora_rank": c["q_lora_rank"],
+        "kv_lora_rank": c["kv_lora_rank"], "qk_head_dim": c["qk_nope_head_dim"],
+        "qk_pos_emb_head_dim": c["qk_rope_head_dim"], "v_head_dim": c["v_head_dim"],
+        "num_experts": c["n_routed_experts"], "moe_ffn_hidden_size": c["moe_intermediate_size"],
+        "moe_shared_expert_intermediate_size": c["moe_intermediate_size"] * c["n_shared_experts"],
+        "moe_layer_freq": [0] * c["first_k_dense_replace"] +
+                          [1] * (c["num_hidden_layers"] - c["first_k_dense_replace"]),
+        "moe_router_enable_expert_bias": True, "mtp_num_layers": c["num_nextn_predict_layers"],
+    }
+    as_json = env.tmp / "megatron_args.json"
+    as_json.write_text(json.dumps(args))
+    flags = []
+    for k, v in args.items():
+        if v is True:
+            flags.append(f"--{k.replace('_', '-')}")
+        elif isinstance(v, list):
+            flags.append(f"--{k.replace('_', '-')} " + " ".join(map(str, v)))
+        elif v is not False:
+            flags.append(f"--{k.replace('_', '-')} {v}")
+    as_flags = env.tmp / "megatron_args.sh"
+    as_flags.write_text(" \\\n  ".join(flags) + "\n")
+    for src in (as_json, as_flags):
+        rc, d = env.diff(env.fixtures / e["path"], env.layout(src))
+        n = len(expected_live(e))
+        check(rc == 0 and d["loadable_model"] == d["expected_model"] == n,
+              f"{src.name}: exit {rc}, {d['loadable_model']} of {d['expected_model']}, want {n}")
+
+
+def case_cast_and_partial(env: Env) -> None:
+    """A bf16 layout against fp32 tensors: cast, still filled. A data file cut short: the keys
+    whose chunks it held are partial and not filled."""
+    import shutil
+    import torch.distributed.checkpoint as dcp
+    e = env.entry("llama/unfused")
+    lay = env.layout(env.fixtures / e["config"], "--dtype", "bfloat16")
+    rc, d = env.diff(env.fixtures / e["path"], lay, "--no-optimizer")
+    casts = [x for x in model_entries(d).values() if x["status"] == "cast"]
+    check(rc == 0 and len(casts) == d["expected_model"] and all(x["real_load_fills"] for x in casts),
+          f"cast: exit {rc}, {len(casts)} casts of {d['expected_model']}")
+    broken = env.tmp / "llama-short"
+    shutil.copytree(env.fixtures / e["path"], broken)
+    md = dcp.FileSystemReader(str(broken)).read_metadata()
+    # Cut the data file at the start of the last model tensor's item: every model key stored at
+    # or past that offset loses its bytes (torch's own storage_data says which).
+    items = [(i.offset, idx.fqn, i.relative_path) for idx, i in md.storage_data.items()
+             if idx.fqn.startswith("model.")]
+    cut, _, rel = max(items)
+    lost = {fqn for off, fqn, r in items if r == rel and off >= cut}
+    with open(broken / rel, "r+b") as f:
+        f.truncate(cut)
+    lay = env.layout(env.fixtures / e["config"])
+    rc, d = env.diff(broken, lay, "--no-optimizer")
+    partial = {x["sources"][0]["key"] for x in model_entries(d).values() if x["status"] == "partial"}
+    check(rc == 1 and partial == lost, f"partial: exit {rc}, {sorted(partial ^ lost)[:4]}")
+    check(all(not x["real_load_fills"] for x in model_entries(d).values() if x["status"] == "partial"),
+          "partial entries counted as filled")
+
+
+def case_strictness(env: Env) -> None:
+    """Every --dist-ckpt-strictness value on a partial load with missing model keys, as
+    validate_fsdp_dtensor_model_load treats them (formats.md §6.11)."""
+    e = env.entry("deepseek_v3/unfused")
+    ckpt, lay = env.fixtures / e["path"], env.layout(env.fixtures / e["config"])
+    want = {"assume_ok_unexpected": "raises", "raise_unexpected": "raises", "raise_all": "raises",
+            "log_unexpected": "logs_and_continues", "log_all": "logs_and_continues",
+            "return_unexpected": "returns_and_continues", "return_all": "returns_and_continues",
+            "ignore_all": "silent"}
+    mla = set(e["mla_fused_params"])
+    for mode, action in want.items():
+        rc, d = env.diff(ckpt, lay, "--disable-rule", "mla_down_proj",
+                         "--no-strict-fsdp-dtensor-load", "--strictness", mode)
+        o = d["outcome"]
+        check(o["action"] == action, f"{mode}: {o['action']}, want {action}")
+        if action == "raises":
+            check(set(o["named_keys"]) <= mla and o["named_keys"] and not o["kept_at_init"],
+                  f"{mode}: named {o['named_keys'][:3]}")
+        else:
+            check(set(o["kept_at_init"]) == mla, f"{mode}: kept {sorted(o['kept_at_init'])[:3]}")
+    rc, _, err = run([env.cli, "diff", str(ckpt), "--layout", str(lay), "--strictness", "bogus"])
+    check(rc == 2 and "bogus" in err and len(err.strip().splitlines()) == 1,
+          f"unknown strictness: exit {rc}, {err!r}")
+
+
 def case_sequential(env: Env) -> None:
     e = env.entry("deepseek_v3/sequential")
     ckpt, cfg = env.fixtures / e["path"], env.fixtures / e["config"]
@@ -383,6 +476,9 @@ CASES = {
     "gdn_fused": case_gdn_fused,
     "sequential": case_sequential,
     "experts_local": case_experts_local,
+    "megatron_args": case_megatron_args,
+    "cast_and_partial": case_cast_and_partial,
+    "strictness": case_strictness,
     "reports": case_reports,
     "against": case_against,
     "torch_dist": lambda env: case_torch_dist(env, env.inspect_fixtures),
