@@ -585,8 +585,7 @@ private:
         }
 
         // 3. Mappings only ShardScope makes: the data is there, the loader will not find it.
-        if (enabled("mtp_spelling") &&
-            alternative(e, q, state, ".transformer_layer.", "." + m_layout.mtpInner + "."))
+        if (enabled("mtp_spelling") && mtpSpelling(e, q, state))
             return e;
         if (enabled("experts_form") && expertsForm(e, q, state))
             return e;
@@ -606,33 +605,45 @@ private:
         return e;
     }
 
-    // The same pieces under another spelling (converter output, older saves).
-    bool alternative(DiffEntry &e, const Request &q, const std::string &state,
-                     const std::string &from, const std::string &to)
+    // The same pieces under other names, by a rule only ShardScope applies: the data is there,
+    // the real load asks for other keys.
+    template<typename Rename>
+    bool underOtherNames(DiffEntry &e, const Request &q, const std::string &state, const char *rule,
+                         Rename rename, const std::string &why, const std::string &fix)
     {
         Request alt = q;
         bool changed = false;
-        for (Piece &piece : alt.pieces)
-            if (piece.name.find(from) != std::string::npos) {
-                piece.name = replaceAll(piece.name, from, to);
-                changed = true;
-            }
+        for (Piece &piece : alt.pieces) {
+            std::string n = rename(piece.name);
+            changed = changed || n != piece.name;
+            piece.name = std::move(n);
+        }
         std::vector<DiskKey *> found;
         if (!changed || !lookup(alt, state, found))
             return false;
         e.rules = q.rules;
-        e.rules.push_back("mtp_spelling");
+        e.rules.push_back(rule);
         fillSources(e, alt, found);
         judge(e, alt, found, state, LoadStatus::Rename);
         e.realLoadFills = false;
         if (e.status == LoadStatus::Rename) {
-            e.reason = "stored as " + std::string(found.front()->key) +
-                       " (MTP inner layer spelled '" + to.substr(1, to.size() - 2) +
-                       "'); the load asks for " + e.requestKeys.front();
-            e.fix = "checkpoint_inspector.py modify-state-dict IN OUT --op \"rename " +
-                    replaceAll(to, ".", "\\.") + " " + from + "\"";
+            e.reason = "stored as " + std::string(found.front()->key) + " (" + why +
+                       "); the load asks for " + e.requestKeys.front();
+            e.fix = fix;
         }
         return true;
+    }
+
+    // MTP checkpoints spelled mtp_model_layer (converter output, saves before #6271).
+    bool mtpSpelling(DiffEntry &e, const Request &q, const std::string &state)
+    {
+        const std::string from = ".transformer_layer.", to = "." + m_layout.mtpInner + ".";
+        return underOtherNames(
+            e, q, state, "mtp_spelling",
+            [&](const std::string &n) { return replaceAll(n, from, to); },
+            "MTP inner layer spelled '" + m_layout.mtpInner + "'",
+            "checkpoint_inspector.py modify-state-dict IN OUT --op \"rename " +
+                replaceAll(to, ".", "\\.") + " " + from + "\"");
     }
 
     bool expertsForm(DiffEntry &e, const Request &q, const std::string &state)
@@ -640,39 +651,22 @@ private:
         static const std::regex grouped(R"(\.mlp\.experts\.linear_fc([12])\.(weight|bias)(\d+))");
         static const std::regex sequential(
             R"(\.mlp\.experts\.local_experts\.(\d+)\.linear_fc([12])\.(weight|bias))");
-        Request alt = q;
-        bool changed = false;
-        for (Piece &piece : alt.pieces) {
-            std::string n = piece.name;
+        auto other = [](const std::string &n) {
             std::smatch m;
-            if (std::regex_search(n, m, grouped)) {
-                n = m.prefix().str() + ".mlp.experts.local_experts." + m[3].str() + ".linear_fc" +
-                    m[1].str() + "." + m[2].str() + m.suffix().str();
-            } else if (std::regex_search(n, m, sequential)) {
-                n = m.prefix().str() + ".mlp.experts.linear_fc" + m[2].str() + "." + m[3].str() +
-                    m[1].str() + m.suffix().str();
-            }
-            changed = changed || n != piece.name;
-            piece.name = n;
-        }
-        std::vector<DiskKey *> found;
-        if (!changed || !lookup(alt, state, found))
-            return false;
-        e.rules = q.rules;
-        e.rules.push_back("experts_form");
-        fillSources(e, alt, found);
-        judge(e, alt, found, state, LoadStatus::Rename);
-        e.realLoadFills = false;
-        if (e.status == LoadStatus::Rename) {
-            e.reason = "stored as " + std::string(found.front()->key) +
-                       " (the other expert form: grouped vs sequential); the load asks for " +
-                       e.requestKeys.front();
-            e.fix = "Build the model with the expert form the checkpoint was saved with "
-                    "(--moe-grouped-gemm for linear_fc1.weight<e>, without it for "
-                    "local_experts.<e>.), or rename the keys with checkpoint_inspector.py "
-                    "modify-state-dict --op \"rename OLD NEW\".";
-        }
-        return true;
+            if (std::regex_search(n, m, grouped))
+                return m.prefix().str() + ".mlp.experts.local_experts." + m[3].str() +
+                       ".linear_fc" + m[1].str() + "." + m[2].str() + m.suffix().str();
+            if (std::regex_search(n, m, sequential))
+                return m.prefix().str() + ".mlp.experts.linear_fc" + m[2].str() + "." + m[3].str() +
+                       m[1].str() + m.suffix().str();
+            return n;
+        };
+        return underOtherNames(
+            e, q, state, "experts_form", other, "the other expert form: grouped vs sequential",
+            "Build the model with the expert form the checkpoint was saved with "
+            "(--moe-grouped-gemm for linear_fc1.weight<e>, without it for local_experts.<e>.), "
+            "or rename the keys with checkpoint_inspector.py modify-state-dict --op \"rename "
+            "OLD NEW\".");
     }
 
     // Fused (unsplit) tensors on disk: a fused parameter stored whole under its own name, or an
