@@ -246,9 +246,17 @@ def case_reports(env: Env) -> None:
 
 
 def case_demo(env: Env) -> None:
+    import torch.distributed.checkpoint as dcp
     rc, d = env.diff(env.demo, env.layout(env.demo / "config.json"))
     check(rc == 0 and d["loadable_model"] == d["expected_model"] > 0, "demo is not clean")
     check(d["loadable_optimizer"] == d["expected_optimizer"] > 0, "demo optimizer is not clean")
+    # Each parameter's optimizer group (param_to_group_meta), against torch's own key list.
+    it = next(p for p in env.demo.iterdir() if p.name.startswith("iter_"))
+    md = dcp.FileSystemReader(str(it)).read_metadata().state_dict_metadata
+    prefix = "optimizer.param_to_group_meta.module.module.module."
+    groups = {k[len(prefix):].rsplit(".", 1)[0] for k in md if k.startswith(prefix)}
+    got = {x["param"] for x in d["entries"] if x["section"] == "other" and x["status"] == "ok"}
+    check(groups and got == groups, f"param groups: {sorted(got ^ groups)[:4]}")
     case_seed_mla(env, env.demo, env.demo / "config.json", mla_params(env.demo / "config.json"))
 
 
@@ -312,6 +320,10 @@ def case_torch_dist(env: Env, inspect_fixtures: Path) -> None:
             check(x["sources"] and x["sources"][0]["index"] == [layer],
                   f"{x['name']}: source index {x['sources'][0]['index'] if x['sources'] else None}")
     rc, d = env.diff(ckpt, lay)
+    main = {x["name"]: x for x in d["entries"] if x["state"] == "param"}
+    want_main = {f"decoder.layers.{i}.self_attention.linear_qkv.weight.param" for i in range(2)}
+    check(want_main <= {n for n, x in main.items() if x["real_load_fills"]},
+          f"fp32 main params (optimizer.state.param.*) not found: {sorted(main)[:3]}")
     fc1 = [x for x in d["entries"] if x["name"].endswith("linear_fc1.weight.exp_avg")]
     check(fc1 and all(x["real_load_fills"] and x["sources"][0]["key"] ==
                       "optimizer.state.exp_avg.decoder.layers.mlp.linear_fc1.weight" for x in fc1),
@@ -391,6 +403,18 @@ def case_cast_and_partial(env: Env) -> None:
     casts = [x for x in model_entries(d).values() if x["status"] == "cast"]
     check(rc == 0 and len(casts) == d["expected_model"] and all(x["real_load_fills"] for x in casts),
           f"cast: exit {rc}, {len(casts)} casts of {d['expected_model']}")
+    # A config whose vocabulary differs from the saving run's: both vocab-sized tensors mismatch,
+    # and DCP's planner raises on the first.
+    c = json.loads((env.fixtures / e["config"]).read_text())
+    c["vocab_size"] += 8
+    other = env.tmp / "llama-vocab" / "config.json"
+    other.parent.mkdir(exist_ok=True)
+    other.write_text(json.dumps(c))
+    rc, d = env.diff(env.fixtures / e["path"], env.layout(other), "--no-optimizer")
+    bad = {x["name"] for x in model_entries(d).values() if x["status"] == "shape_mismatch"}
+    check(bad == {"embedding.word_embeddings.weight", "output_layer.weight"}, f"mismatch: {bad}")
+    check(rc == 1 and d["outcome"]["action"] == "raises" and
+          "Size mismatch" in d["outcome"]["message"], f"mismatch outcome: {d['outcome']}")
     broken = env.tmp / "llama-short"
     shutil.copytree(env.fixtures / e["path"], broken)
     md = dcp.FileSystemReader(str(broken)).read_metadata()

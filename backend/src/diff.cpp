@@ -92,6 +92,10 @@ struct Disk
     detail::FlatStringMap optNameFirst{1 << 16}; // "<name>.<state>" → key (fsdp_dtensor)
     detail::FlatStringMap optStateFirst{1 << 4}; // "<state>.<name>" → key (torch_dist)
     std::string modelWrapper, optimizerWrapper;  // as seen, for request keys
+    // optimizer.param_to_group_meta.<wrapper><live name>.<hyperparameter> → first key index
+    std::unordered_map<std::string_view, uint32_t> groupMeta;
+    bool paramGroups = false;   // optimizer.param_groups (torch_dist common state, converter)
+    std::string mainParamState; // torch_dist: "param" or "fp32_param" when stored
     bool megatronWrapped = false;
     std::string scratch;
 
@@ -155,6 +159,9 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
             if (stripWrappers && first != std::string_view::npos &&
                 kKnownStates.count(std::string(rest.substr(0, first)))) {
                 d.optStateFirst.insert(rest, i);
+                const std::string_view state = rest.substr(0, first);
+                if (state == "param" || state == "fp32_param")
+                    d.mainParamState = std::string(state);
                 continue;
             }
             size_t w = 0;
@@ -166,8 +173,19 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
             d.optNameFirst.insert(rest.substr(w), i);
             continue;
         }
+        if (startsWith(k, "optimizer.param_to_group_meta.")) {
+            std::string_view rest = k.substr(30);
+            while (startsWith(rest, "module."))
+                rest = rest.substr(7);
+            if (const size_t dot = rest.rfind('.'); dot != std::string_view::npos)
+                d.groupMeta.emplace(rest.substr(0, dot), i);
+            continue;
+        }
+        if (k.find("optimizer.param_groups") != std::string_view::npos ||
+            k.find("optimizer.optimizer.param_groups") != std::string_view::npos)
+            d.paramGroups = true;
         if (startsWith(k, "optimizer."))
-            continue; // param_groups, param_to_group_meta: the optimizer's own state
+            continue; // the optimizer's own state
         if (!d.keys[i].tensor && !d.megatronWrapped)
             continue;
         const size_t w = stripWrappers ? modelWrapperLength(k) : 0;
@@ -258,6 +276,10 @@ public:
             std::vector<std::string> states = m_layout.optimizerStates;
             if (m_layout.optimizerStep && !m_torchDist) // torch_dist keeps step in param_groups
                 states.push_back("step");
+            // torch_dist's distributed optimizer also stores the fp32 main parameters.
+            if (!m_disk.mainParamState.empty() &&
+                std::find(states.begin(), states.end(), m_disk.mainParamState) == states.end())
+                states.push_back(m_disk.mainParamState);
             for (const Expanded &x : m_params) {
                 const LayoutParam &p = x.param;
                 if (!p.hasOptimizerState || endsWith(p.name, "._extra_state"))
@@ -269,6 +291,8 @@ public:
                 }
             }
         }
+        if (m_options.includeOptimizer && !m_disk.groupMeta.empty())
+            paramGroups(r);
         for (const DiskKey &k : m_disk.keys) {
             if (k.used)
                 continue;
@@ -299,6 +323,43 @@ public:
     }
 
 private:
+    // Megatron-FSDP keeps each parameter's optimizer group (lr, weight decay, …) as
+    // optimizer.param_to_group_meta.<live name>.* items: one entry per parameter says whether its
+    // group is there. Names are the live ones (the split handlers rename only optimizer.state).
+    void paramGroups(DiffResult &r)
+    {
+        for (const Expanded &x : m_params) {
+            const LayoutParam &p = x.param;
+            if (!p.hasOptimizerState || endsWith(p.name, "._extra_state"))
+                continue;
+            DiffEntry e;
+            e.section = Section::Other;
+            e.param = p.name;
+            e.state = "param_group";
+            e.name = p.name + ".param_group";
+            e.requestKeys = {"optimizer.param_to_group_meta.module.module.module." + p.name};
+            auto it = m_disk.groupMeta.find(p.name);
+            if (it == m_disk.groupMeta.end())
+                it = m_disk.groupMeta.find(
+                    replaceAll(p.name, "." + m_layout.mtpInner + ".", ".transformer_layer."));
+            if (it != m_disk.groupMeta.end()) {
+                e.sources.push_back(
+                    {std::string(m_disk.keys[it->second].key), {}, {}, 0, 0, 0, {}});
+            } else {
+                e.status = LoadStatus::Unloadable;
+                e.realLoadFills = false;
+                e.reason = "no optimizer.param_to_group_meta entries for it, while the checkpoint "
+                           "has them for other parameters";
+                e.fix = "Re-save with the optimizer groups of every parameter (the model has a "
+                        "parameter the saving run's optimizer did not).";
+            }
+            r.entries.push_back(std::move(e));
+        }
+        for (DiskKey &k : m_disk.keys)
+            if (startsWith(k.key, "optimizer.param_to_group_meta."))
+                k.used = true;
+    }
+
     // Whether an optimizer key names a parameter of the layout (stacked names included).
     bool optimizerStateOfKnownParam(std::string_view key) const
     {
@@ -815,6 +876,8 @@ private:
         for (const DiffEntry &e : r.entries) {
             if (e.realLoadFills)
                 continue;
+            if (e.section == Section::Other)
+                continue;        // optimizer groups: not tensors a load fills
             if (e.wrongSource) { // the key exists: nothing raises, the data is wrong
                 o.loadedWrong.push_back(e.name);
                 continue;
