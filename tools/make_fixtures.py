@@ -389,6 +389,89 @@ def megatron_torch_dist_state(rank: int, tp: int = 2, layers: int = 2) -> dict:
     return sd
 
 
+def megatron_torch_dist_moe_state(rank: int, tp: int = 2) -> dict:
+    """A small MoE GPT as Megatron saves it with `moe_layer_freq` given as a list: that forces
+    non_homogeneous_layers, so every layer has its own key `decoder.layers.<global idx>.…` with no
+    layer axis (formats.md §5.3.2). Layer 0 is dense, layers 1-2 are MoE (4 routed experts with a
+    prepended expert axis, one shared expert). EP = 1: every TP rank holds every expert, and like
+    Megatron's per-expert ShardedTensors each expert is its own chunk (size 1 on the expert axis)."""
+    h, qkv, ffn, vocab = 16, 48, 32, 64
+    num_experts, moe_ffn, shared_ffn = 4, 8, 8
+    moe_layer_freq = [0, 1, 1]
+
+    def boxes(shape, how):
+        """{rank: [(offsets, sizes)]}. how: None = replicated (main replica on rank 0);
+        ("tp", d) = dim d split over the TP ranks; "swiglu" = dim 0 is [W; V], TP rank r owns
+        fragment r and TP + r of the 2·TP grid. A leading "E" in `shape` is the expert axis."""
+        experts = shape[0] == "E"
+        inner = list(shape[1:] if experts else shape)
+        prefixes = [([e], [1]) for e in range(num_experts)] if experts else [([], [])]
+        out = {r: [] for r in range(tp)}
+        for po, ps in prefixes:
+            if how is None:
+                out[0].append((po + [0] * len(inner), ps + inner))
+            elif how == "swiglu":
+                half = inner[0] // 2
+                step = half // tp
+                for r in range(tp):
+                    out[r].append((po + [r * step, 0], ps + [step, inner[1]]))
+                    out[r].append((po + [half + r * step, 0], ps + [step, inner[1]]))
+            else:
+                d = how[1]
+                step = inner[d] // tp
+                for r in range(tp):
+                    off, size = [0] * len(inner), list(inner)
+                    off[d], size[d] = r * step, step
+                    out[r].append((po + off, ps + size))
+        return out
+
+    col, row = ("tp", 0), ("tp", 1)
+    spec = [("embedding.word_embeddings.weight", (vocab, h), col)]
+    for l, is_moe in enumerate(moe_layer_freq):
+        p = f"decoder.layers.{l}"
+        spec += [(f"{p}.self_attention.linear_qkv.layer_norm_weight", (h,), None),
+                 (f"{p}.self_attention.linear_qkv.weight", (qkv, h), col),
+                 (f"{p}.self_attention.linear_proj.weight", (h, h), row)]
+        if not is_moe:
+            spec += [(f"{p}.mlp.linear_fc1.layer_norm_weight", (h,), None),
+                     (f"{p}.mlp.linear_fc1.weight", (2 * ffn, h), "swiglu"),
+                     (f"{p}.mlp.linear_fc2.weight", (h, ffn), row)]
+        else:
+            spec += [(f"{p}.pre_mlp_layernorm.weight", (h,), None),
+                     (f"{p}.mlp.router.weight", (num_experts, h), None),
+                     (f"{p}.mlp.experts.experts.linear_fc1.weight", ("E", 2 * moe_ffn, h), "swiglu"),
+                     (f"{p}.mlp.experts.experts.linear_fc2.weight", ("E", h, moe_ffn), ("tp", 1)),
+                     (f"{p}.mlp.shared_experts.linear_fc1.weight", (2 * shared_ffn, h), "swiglu"),
+                     (f"{p}.mlp.shared_experts.linear_fc2.weight", (h, shared_ffn), row)]
+    spec += [("decoder.final_layernorm.weight", (h,), None),
+             ("output_layer.weight", (vocab, h), col)]
+
+    def full_shape(shape):
+        return tuple(num_experts if n == "E" else n for n in shape)
+
+    sd = {}
+    for key, shape, how in spec:
+        sd[key] = sharded_tensor(rand(f"tdm.{key}", full_shape(shape), torch.bfloat16), boxes(shape, how), rank)
+    # fully_reshardable distributed-optimizer state: fp32, same sharding as the model key.
+    for state in ("param", "exp_avg", "exp_avg_sq"):
+        for key, shape, how in spec:
+            full = rand(f"tdm.{state}.{key}", full_shape(shape), torch.float32)
+            if state == "exp_avg_sq":
+                full = full.abs()  # second moments are non-negative
+            sd[f"optimizer.state.{state}.{key}"] = sharded_tensor(full, boxes(shape, how), rank)
+
+    def sharded_object(payload) -> io.BytesIO:
+        buf = io.BytesIO()
+        torch.save([payload], buf)
+        return buf
+
+    if rank == 0:
+        sd["rng_state/shard_0.0_1.1"] = sharded_object([rng_state_dict(0)])
+        for l in range(len(moe_layer_freq)):  # per-layer keys: no prepended axis -> shard_0_1
+            sd[f"decoder.layers.{l}.self_attention.linear_qkv._extra_state/shard_0_1"] = sharded_object(None)
+    return sd
+
+
 # --- Megatron-FSDP fsdp_dtensor: uneven row-aligned DTensor chunks via DCP's chunk hooks -------
 
 def uneven_dtensor(local: torch.Tensor, mesh, global_shape, row_offset: int) -> DTensor:
@@ -508,6 +591,9 @@ def dcp_worker(rank: int, world: int, port: int, jobs: list[tuple[str, str]]) ->
                 dcp.save(bad_source_state(), storage_writer=FileSystemWriter(out, thread_count=2))
             elif kind == "torch_dist":
                 dcp.save(megatron_torch_dist_state(rank, tp=world), storage_writer=FileSystemWriter(out),
+                         planner=MCoreStyleSavePlanner(flatten_state_dict=False))
+            elif kind == "torch_dist_moe":
+                dcp.save(megatron_torch_dist_moe_state(rank, tp=world), storage_writer=FileSystemWriter(out),
                          planner=MCoreStyleSavePlanner(flatten_state_dict=False))
             elif kind == "fsdp_dtensor":
                 dcp.save(megatron_fsdp_state(rank, mesh, dp=world), storage_writer=FileSystemWriter(out))
@@ -665,17 +751,19 @@ def write_megatron_legacy(root: Path, tp: int = 2, layers: int = 2) -> None:
         torch.save(ckpt, d / "model_optim_rng.pt")
 
 
-def finish_megatron_torch_dist(root: Path, it: int) -> None:
+def finish_megatron_torch_dist(root: Path, it: int, args: argparse.Namespace | None = None) -> None:
     root.joinpath("latest_checkpointed_iteration.txt").write_text(str(it))
     it_dir = root / f"iter_{it:07d}"
     it_dir.joinpath("metadata.json").write_text(json.dumps(
         {"sharded_backend": "torch_dist", "sharded_backend_version": 1,
          "common_backend": "torch", "common_backend_version": 1}))
     # The model's own sizes too, as Megatron saves them: `layout --from-config` reads them.
-    torch.save({"args": make_namespace(tensor_model_parallel_size=2, ckpt_format="torch_dist",
-                                       ffn_hidden_size=32, padded_vocab_size=64, kv_channels=4,
-                                       group_query_attention=False, num_query_groups=4,
-                                       untie_embeddings_and_output_weights=True),
+    if args is None:
+        args = make_namespace(tensor_model_parallel_size=2, ckpt_format="torch_dist",
+                              ffn_hidden_size=32, padded_vocab_size=64, kv_channels=4,
+                              group_query_attention=False, num_query_groups=4,
+                              untie_embeddings_and_output_weights=True)
+    torch.save({"args": args,
                 "iteration": it, "checkpoint_version": 3.0,
                 "content_metadata": {"distrib_optim_sharding_type": "fully_reshardable",
                                      "singleton_local_shards": False}},
@@ -841,13 +929,21 @@ def build(tmp: Path) -> None:
     run_world(2, [("generic", str(tmp / "dcp_2ranks")),
                   ("rank_local", str(tmp / "rank_local" / "ckpt")),
                   ("torch_dist", str(tmp / "megatron_torch_dist" / "iter_0000100")),
-                  ("fsdp_dtensor", str(tmp / "megatron_fsdp_dtensor" / "iter_0000050"))])
+                  ("fsdp_dtensor", str(tmp / "megatron_fsdp_dtensor" / "iter_0000050")),
+                  ("torch_dist_moe", str(tmp / "megatron_torch_dist_moe" / "iter_0000100"))])
     log("2-rank DCPs written")
     run_world(4, [("generic", str(tmp / "dcp_4ranks"))])
     log("4-rank DCP written")
 
     write_mcore_metadata(tmp / "dcp_1rank", tmp / "megatron_mcore_metadata")
     finish_megatron_torch_dist(tmp / "megatron_torch_dist", 100)
+    # moe_layer_freq as a list forces per-layer keys (non_homogeneous_layers, formats.md §5.3.2).
+    finish_megatron_torch_dist(tmp / "megatron_torch_dist_moe", 100, make_namespace(
+        num_layers=3, hidden_size=16, num_attention_heads=4, kv_channels=4, group_query_attention=False,
+        num_query_groups=4, ffn_hidden_size=32, padded_vocab_size=64,
+        untie_embeddings_and_output_weights=True, swiglu=True, num_experts=4, moe_ffn_hidden_size=8,
+        moe_shared_expert_intermediate_size=8, moe_layer_freq=[0, 1, 1],
+        tensor_model_parallel_size=2, ckpt_format="torch_dist"))
     (tmp / "megatron_fsdp_dtensor" / "latest_checkpointed_iteration.txt").write_text("50")
     write_megatron_legacy(tmp / "megatron_legacy")
     write_torchsave(tmp / "torchsave")

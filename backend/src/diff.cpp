@@ -6,6 +6,7 @@
 #include "flatmap.h"
 
 #include <algorithm>
+#include <optional>
 #include <regex>
 #include <set>
 #include <unordered_map>
@@ -395,13 +396,13 @@ private:
     }
 
     // What the loader asks for, given which rules it has (formats.md §6.1 order).
-    Request request(const LayoutParam &p, bool allRules) const
+    Request request(const LayoutParam &p, bool allRules, bool torchDistSplit = false) const
     {
         auto on = [&](const std::string &rule) { return allRules || enabled(rule); };
         Request q;
-        // torch_dist keeps SwiGLU's [W; V] in one key: its load does not split it.
-        const bool split =
-            p.fusion && on(p.fusion->rule) && !(m_torchDist && p.fusion->rule == "swiglu");
+        // torch_dist keeps SwiGLU's [W; V] in one key (unless saved with singleton shards).
+        const bool split = p.fusion && on(p.fusion->rule) &&
+                           !(m_torchDist && p.fusion->rule == "swiglu" && !torchDistSplit);
         if (split) {
             const Fusion &f = *p.fusion;
             const int64_t tp = f.tpLocal ? m_layout.parallel.tp : 1;
@@ -463,32 +464,49 @@ private:
     }
 
     // torch_dist stacks layers ([L, …] under `decoder.layers.x`) and experts ([E, …] under
-    // `mlp.experts.experts.linear_fcN.weight`); a parameter is one index of those axes.
+    // `mlp.experts.experts.linear_fcN.weight`, per layer when the block is not homogeneous); a
+    // parameter is one index of those axes.
     DiskKey *findStacked(const std::string &name, const std::string &state,
                          std::vector<int64_t> &lead)
     {
         static const std::regex layer(R"(\.layers\.(\d+)\.)");
         static const std::regex expert(R"(\.mlp\.experts\.linear_fc([12])\.(weight|bias)(\d+)$)");
-        std::string n = name;
         std::smatch m;
+        std::optional<std::pair<int64_t, std::string>> byLayer, byExpert; // index, stacked name
+        if (std::regex_search(name, m, layer))
+            byLayer = {std::stoll(m[1].str()), m.prefix().str() + ".layers." + m.suffix().str()};
+        auto expertStack =
+            [&](const std::string &n) -> std::optional<std::pair<int64_t, std::string>> {
+            std::smatch e;
+            if (!std::regex_search(n, e, expert))
+                return std::nullopt;
+            return std::pair{std::stoll(e[3].str()), e.prefix().str() +
+                                                         ".mlp.experts.experts.linear_fc" +
+                                                         e[1].str() + "." + e[2].str()};
+        };
+        byExpert = expertStack(name);
+        std::vector<std::pair<std::vector<int64_t>, std::string>> tries;
+        if (byLayer) {
+            if (auto both = expertStack(byLayer->second))
+                tries.push_back({{byLayer->first, both->first}, both->second});
+            tries.push_back({{byLayer->first}, byLayer->second});
+        }
+        if (byExpert)
+            tries.push_back({{byExpert->first}, byExpert->second});
+        for (auto &[indices, stacked] : tries) {
+            DiskKey *k = find(stacked, state);
+            if (!k || !k->tensor || k->tensor->shape.size() < indices.size())
+                continue;
+            bool inside = true;
+            for (size_t i = 0; i < indices.size(); ++i)
+                inside = inside && indices[i] < k->tensor->shape[i];
+            if (!inside)
+                continue;
+            lead = indices;
+            return k;
+        }
         lead.clear();
-        if (std::regex_search(n, m, layer)) {
-            lead.push_back(std::stoll(m[1].str()));
-            n = m.prefix().str() + ".layers." + m.suffix().str();
-        }
-        if (std::regex_search(n, m, expert)) {
-            lead.push_back(std::stoll(m[3].str()));
-            n = m.prefix().str() + ".mlp.experts.experts.linear_fc" + m[1].str() + "." + m[2].str();
-        }
-        if (lead.empty())
-            return nullptr;
-        DiskKey *k = find(n, state);
-        if (!k || !k->tensor || k->tensor->shape.size() < lead.size())
-            return nullptr;
-        for (size_t i = 0; i < lead.size(); ++i)
-            if (lead[i] >= k->tensor->shape[i])
-                return nullptr;
-        return k;
+        return nullptr;
     }
 
     void fillSources(DiffEntry &e, const Request &q, const std::vector<DiskKey *> &found)
@@ -595,13 +613,25 @@ private:
         // Optimizer states have the optimizer's dtype (fp32, or bf16 when precision-aware).
         e.dtype = state.empty() ? p.dtype : std::string();
 
-        const Request q = request(p, false);
+        Request q = request(p, false);
         for (const Piece &piece : q.pieces)
             e.requestKeys.push_back(requestKey(piece.name, state));
         std::vector<DiskKey *> found;
 
-        // 1. What the real load asks for.
-        if (lookup(q, state, found)) {
+        // 1. What the real load asks for. torch_dist asks for SwiGLU's [W; V] in one key, or for
+        // `_w` / `_v` keys when the checkpoint was saved with singleton_local_shards.
+        bool hit = lookup(q, state, found);
+        if (!hit && m_torchDist && p.fusion && p.fusion->rule == "swiglu" && enabled("swiglu")) {
+            Request w = request(p, false, true);
+            if (lookup(w, state, found)) {
+                hit = true;
+                q = std::move(w);
+                e.requestKeys.clear();
+                for (const Piece &piece : q.pieces)
+                    e.requestKeys.push_back(requestKey(piece.name, state));
+            }
+        }
+        if (hit) {
             e.rules = q.rules;
             fillSources(e, q, found);
             const bool stacked =
