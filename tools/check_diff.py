@@ -459,6 +459,34 @@ def case_strictness(env: Env) -> None:
           f"unknown strictness: exit {rc}, {err!r}")
 
 
+def case_torch_dist_moe(env: Env, inspect_fixtures: Path) -> None:
+    """torch_dist with per-layer keys (moe_layer_freq as a list) and expert axes: each expert
+    parameter found at its index of `mlp.experts.experts.linear_fcN.weight`, with its optimizer
+    state (param, exp_avg, exp_avg_sq), against the layout from the checkpoint's args."""
+    import torch.distributed.checkpoint as dcp
+    ckpt = inspect_fixtures / "megatron_torch_dist_moe"
+    it = next(p for p in ckpt.iterdir() if p.name.startswith("iter_"))
+    md = dcp.FileSystemReader(str(it)).read_metadata().state_dict_metadata
+    want = sum(v.size[0] if ".experts.experts." in k else 1 for k, v in md.items()
+               if not k.startswith("optimizer.") and hasattr(v, "size"))
+    states = sum(1 for k, v in md.items() if k.startswith("optimizer.state.") and hasattr(v, "size"))
+    lay = env.tmp / "torch_dist_moe.json"
+    rc, _, err = run([env.cli, "layout", "--from-config", str(ckpt), "-o", str(lay)])
+    check(rc == 0, f"layout from args: {err}")
+    rc, d = env.diff(ckpt, lay)
+    check(rc == 0 and d["loadable_model"] == d["expected_model"] == want,
+          f"exit {rc}, {d['loadable_model']} of {d['expected_model']}, torch has {want}")
+    check(d["loadable_optimizer"] == d["expected_optimizer"] > 0, "optimizer not clean")
+    expert_keys = [k for k in md if ".experts.experts." in k and not k.startswith("optimizer.")]
+    want_states = sum(md[k].size[0] * 3 for k in expert_keys) + (states - 3 * len(expert_keys))
+    check(d["expected_optimizer"] == want_states, f"optimizer entries {d['expected_optimizer']}, want {want_states}")
+    for x in model_entries(d).values():
+        if ".mlp.experts.linear_fc" in x["name"]:
+            e = int(x["name"].rsplit("weight", 1)[1])
+            check(x["sources"][0]["index"] == [e] and ".experts.experts." in x["sources"][0]["key"],
+                  f"{x['name']}: {x['sources'][0]}")
+
+
 def case_sequential(env: Env) -> None:
     e = env.entry("deepseek_v3/sequential")
     ckpt, cfg = env.fixtures / e["path"], env.fixtures / e["config"]
@@ -506,6 +534,7 @@ CASES = {
     "reports": case_reports,
     "against": case_against,
     "torch_dist": lambda env: case_torch_dist(env, env.inspect_fixtures),
+    "torch_dist_moe": lambda env: case_torch_dist_moe(env, env.inspect_fixtures),
 }
 
 
