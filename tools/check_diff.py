@@ -183,8 +183,8 @@ def case_reverse(env: Env, fam: str) -> None:
         if x["status"] == "merge":
             src = x["sources"][0]
             begin = sum(s["size"] for s in f["fusions"][fused]["sections"][:i])
-            check(src["key"].endswith(fused) and src["begin"] == begin,
-                  f"{name}: source {src['key']} rows {src['begin']}, want {fused} from {begin}")
+            check(src["key"].endswith(fused) and src["stored_row"] == begin,
+                  f"{name}: source {src['key']} row {src['stored_row']}, want {fused} from {begin}")
 
 
 def case_seed_mla(env: Env, ckpt: Path, config: Path, mla: list[str]) -> None:

@@ -345,7 +345,7 @@ private:
                     replaceAll(p.name, "." + m_layout.mtpInner + ".", ".transformer_layer."));
             if (it != m_disk.groupMeta.end()) {
                 e.sources.push_back(
-                    {std::string(m_disk.keys[it->second].key), {}, {}, 0, 0, 0, {}});
+                    {std::string(m_disk.keys[it->second].key), {}, {}, 0, 0, 0, 0, {}});
             } else {
                 e.status = LoadStatus::Unloadable;
                 e.realLoadFills = false;
@@ -520,6 +520,7 @@ private:
                            q.pieces[i].dim,
                            q.pieces[i].begin,
                            q.pieces[i].end,
+                           0,
                            {}};
             if (i < m_lead.size())
                 src.index = m_lead[i];
@@ -866,13 +867,17 @@ private:
                 if (!known || p.shape.empty())
                     return false;
                 const int64_t rows = state == "step" ? 0 : p.shape[0];
-                Request alt;
-                std::vector<int64_t> fusedShape = k->tensor->shape;
-                alt.pieces.push_back({std::string(k->key), fusedShape, 0, begin, begin + rows});
                 e.rules = {"fused_on_disk"};
                 k->used = true;
-                e.sources.push_back({std::string(k->key), k->tensor->shape, k->tensor->dtypeName, 0,
-                                     begin, begin + rows});
+                // The whole parameter (rows [0, rows)) from the stored rows [begin, …).
+                e.sources.push_back({std::string(k->key),
+                                     k->tensor->shape,
+                                     k->tensor->dtypeName,
+                                     0,
+                                     0,
+                                     rows,
+                                     begin,
+                                     {}});
                 std::vector<int64_t> rest(k->tensor->shape.begin() + 1, k->tensor->shape.end());
                 std::vector<int64_t> want(p.shape.begin() + 1, p.shape.end());
                 if (state != "step" && (begin + rows > k->tensor->shape[0] || rest != want)) {

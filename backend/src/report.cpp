@@ -1082,6 +1082,7 @@ json diffJson(const DiffResult &diff)
                                {"dim", s.dim},
                                {"begin", s.begin},
                                {"end", s.end},
+                               {"stored_row", s.storedRow},
                                {"index", s.index}});
         entries.push_back({{"section", sectionName(e.section)},
                            {"name", e.name},

@@ -63,6 +63,7 @@ struct DiffSource
     std::string dtype;          ///< as stored
     int dim = 0;
     int64_t begin = 0, end = 0; ///< rows of the parameter this key fills ([0, 0) = whole)
+    int64_t storedRow = 0;      ///< first row of the stored tensor used (merge: the section)
     /** Leading indices into the stored tensor (torch_dist stacked layer / expert axes). */
     std::vector<int64_t> index;
 };
