@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "diffcommand.h"
 #include "inspectcommand.h"
+#include "verifycommand.h"
 
 #include <CLI/CLI.hpp>
 #include <shardscope/devices.h>
@@ -84,6 +85,18 @@ int main(int argc, char **argv)
     rep->add_option("-o,--output", reportPath, "FILE.md, FILE.html or FILE.json")->required();
     CLI::App *rul = app.add_subcommand("rules", "List the mapping rules");
 
+    VerifyCommandOptions verify;
+    CLI::App *ver = app.add_subcommand(
+        "verify", "Perform the planned load of every rank's shards and check it bit for bit");
+    ver->add_option("checkpoint", verify.checkpoint, "The checkpoint")->required();
+    ver->add_option("--layout", verify.layout, "What the model expects (layout JSON)")->required();
+    ver->add_option("--dp", verify.world, "DP-shard ranks to plan (default: the layout's)");
+    ver->add_option("--disable-rule", verify.disabledRules, "Switch a rule off (repeatable)");
+    ver->add_option("--max-memory", verify.maxMemory, "Bytes to hold at once (0: no limit)");
+    ver->add_flag("--json", verify.json, "Machine-readable output (schema shardscope.verify/1)");
+    ver->add_flag("--quiet", verify.quiet, "No progress bar");
+    ver->add_flag("--hash", verify.hash, "SHA-256 of every gathered parameter (JSON)");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
@@ -102,6 +115,8 @@ int main(int argc, char **argv)
         return runLayout(layout);
     if (*rul)
         return runRules();
+    if (*ver)
+        return runVerify(verify);
     if (*dif || *rep) {
         if (!diff.layout && !diff.against) {
             std::cerr << "shardscope-cli: give --layout FILE or --against CHECKPOINT\n";

@@ -207,9 +207,9 @@ Result<LoadPlan> planLoad(const CheckpointIndex &checkpoint, const Layout &layou
                 if (a >= b)
                     a = b = 0;
                 if (a % row || b % row)
-                    return makeError(Error::Code::Internal,
-                                     "shard bound inside a row of " + p.name + " (rank " +
-                                         std::to_string(r) + ")");
+                    return makeError(Error::Code::Internal, "shard bound inside a row of " +
+                                                                p.name + " (rank " +
+                                                                std::to_string(r) + ")");
                 rp.shards.push_back({g.params[k], a, b, row});
                 if (a == b)
                     continue;
@@ -237,8 +237,9 @@ Result<LoadPlan> planLoad(const CheckpointIndex &checkpoint, const Layout &layou
                         read.sizes[0] = to - from;
                     }
                     read.paramRow = from;
-                    rp.bytes += uint64_t((to - from) * row) *
-                                uint64_t(elementSize(dtypeFromName(s.dtype).value_or(DType::Unknown)));
+                    rp.bytes +=
+                        uint64_t((to - from) * row) *
+                        uint64_t(elementSize(dtypeFromName(s.dtype).value_or(DType::Unknown)));
                     rp.reads.push_back(std::move(read));
                 }
             }

@@ -28,10 +28,10 @@ struct ParamShard
 struct ShardRead
 {
     uint32_t param = 0;
-    std::string key;             ///< on-disk key (after the rules)
-    std::vector<int64_t> index;  ///< leading indices into a stacked key (torch_dist)
+    std::string key;                     ///< on-disk key (after the rules)
+    std::vector<int64_t> index;          ///< leading indices into a stacked key (torch_dist)
     std::vector<int64_t> offsets, sizes; ///< box of the stored tensor (after `index`)
-    int64_t paramRow = 0;        ///< the box's first row, in the parameter's rows
+    int64_t paramRow = 0;                ///< the box's first row, in the parameter's rows
 };
 
 struct RankPlan
@@ -48,9 +48,9 @@ struct BufferGroup
 {
     std::vector<uint32_t> params; ///< in buffer order (row size descending)
     bool expert = false;
-    int unit = -1;            ///< TransformerLayer index; -1 = outside any unit
-    int64_t chunkFactor = 1;  ///< lcm-ish of row sizes; shard bounds are its multiples
-    int64_t size = 0;         ///< padded buffer size, elements
+    int unit = -1;                ///< TransformerLayer index; -1 = outside any unit
+    int64_t chunkFactor = 1;      ///< lcm-ish of row sizes; shard bounds are its multiples
+    int64_t size = 0;             ///< padded buffer size, elements
     std::vector<int64_t> offsets; ///< per param (same order as `params`), elements
 };
 

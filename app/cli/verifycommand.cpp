@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+#include "verifycommand.h"
+#include "inspectcommand.h"
+
+#include <shardscope/verify.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <unistd.h>
+
+namespace shardscope::cli {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void onInterrupt(int)
+{
+    g_interrupted = true;
+}
+
+int fail(const Error &e)
+{
+    std::cerr << "shardscope-cli: " << e.toString() << "\n";
+    return ExitUnreadable;
+}
+
+// A throttled progress bar with an ETA on stderr.
+class ProgressBar
+{
+public:
+    explicit ProgressBar(bool enabled)
+        : m_enabled(enabled)
+        , m_start(std::chrono::steady_clock::now())
+    {}
+    ~ProgressBar()
+    {
+        if (m_drawn)
+            std::fputs("\n", stderr);
+    }
+    bool update(uint64_t done, uint64_t total)
+    {
+        if (g_interrupted)
+            return false;
+        if (!m_enabled || total == 0)
+            return true;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - m_last < std::chrono::milliseconds(200) && done < total)
+            return true;
+        m_last = now;
+        const double f = double(done) / double(total);
+        const double elapsed = std::chrono::duration<double>(now - m_start).count();
+        const double eta = f > 0 ? elapsed * (1 - f) / f : 0;
+        const int width = 30, fill = int(f * width);
+        std::fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %.0f MiB  ETA %.0fs ", fill,
+                     "##############################", width - fill, "", f * 100,
+                     double(done) / (1 << 20), eta);
+        m_drawn = true;
+        return true;
+    }
+
+private:
+    bool m_enabled;
+    bool m_drawn = false;
+    std::chrono::steady_clock::time_point m_start, m_last;
+};
+
+} // namespace
+
+int runVerify(const VerifyCommandOptions &o)
+{
+    auto checkpoint = openCheckpoint(o.checkpoint);
+    if (!checkpoint)
+        return fail(checkpoint.error());
+    auto layout = readLayout(o.layout);
+    if (!layout)
+        return fail(layout.error());
+    if (o.world > 0)
+        layout->parallel.dpShard = o.world;
+    DiffOptions diffOptions;
+    diffOptions.disabledRules = o.disabledRules;
+    auto diff = diffAgainstLayout(*checkpoint, *layout, diffOptions);
+    if (!diff)
+        return fail(diff.error());
+    auto plan = planLoad(*checkpoint, *layout, *diff);
+    if (!plan)
+        return fail(plan.error());
+
+    std::signal(SIGINT, onInterrupt);
+    VerifyResult result;
+    {
+        ProgressBar bar(!o.quiet && !o.json && isatty(STDERR_FILENO));
+        VerifyOptions options;
+        options.maxMemory = o.maxMemory;
+        options.hash = o.hash;
+        options.progress = [&bar](uint64_t done, uint64_t total) {
+            return bar.update(done, total);
+        };
+        auto r = verifyLoad(*checkpoint, *layout, *diff, *plan, options);
+        if (!r)
+            return fail(r.error());
+        result = std::move(*r);
+    }
+    std::signal(SIGINT, SIG_DFL);
+
+    if (o.json) {
+        nlohmann::ordered_json j;
+        j["schema"] = "shardscope.verify/1";
+        j["checkpoint"] = o.checkpoint;
+        j["layout"] = o.layout;
+        j["world"] = result.world;
+        j["device"] = "cpu";
+        j["checked"] = result.checked;
+        j["bit_identical"] = result.identical;
+        j["mismatched"] = result.mismatched;
+        j["round_trip_failures"] = result.roundTripFailures;
+        j["kept_initial"] = result.keptInitial;
+        j["bytes_read"] = result.bytesRead;
+        j["seconds"] = result.seconds;
+        j["cancelled"] = result.cancelled;
+        j["clean"] = result.clean();
+        auto params = nlohmann::ordered_json::array();
+        for (const ParamCheck &c : result.params)
+            params.push_back({{"name", c.name},
+                              {"dtype", c.dtype},
+                              {"shape", c.shape},
+                              {"outcome", outcomeName(c.outcome)},
+                              {"mismatches", c.mismatches},
+                              {"first_mismatch", c.firstMismatch},
+                              {"round_trip", c.roundTrip},
+                              {"ranks", c.ranksHolding},
+                              {"fingerprint", c.fingerprint},
+                              {"sha256", c.sha256},
+                              {"stats",
+                               {{"min", c.stats.min},
+                                {"max", c.stats.max},
+                                {"mean", c.stats.mean},
+                                {"std", c.stats.std},
+                                {"l2", c.stats.l2},
+                                {"nan", c.stats.nanCount},
+                                {"inf", c.stats.posInfCount + c.stats.negInfCount}}},
+                              {"note", c.note}});
+        j["params"] = std::move(params);
+        std::cout << j.dump(1) << "\n";
+    } else {
+        const size_t loadable = result.checked - result.keptInitial;
+        std::cout << "world " << result.world << " (DP-shard ranks, CPU)\n"
+                  << result.identical << " of " << loadable
+                  << " loadable parameters bit-identical after gathering every rank's shard, "
+                  << result.mismatched << " mismatches across ranks\n"
+                  << (result.checked - result.roundTripFailures) << " of " << result.checked
+                  << " re-split into the stored tensors bit for bit\n";
+        for (const ParamCheck &c : result.params)
+            if (c.outcome == ParamCheck::Outcome::Mismatch || !c.roundTrip)
+                std::cout << "! " << c.name << ": " << c.mismatches << " mismatches, first at "
+                          << c.firstMismatch << (c.note.empty() ? "" : "; " + c.note) << "\n";
+        if (result.keptInitial) {
+            std::cout << "\nKEPT AT THEIR INITIAL VALUES (" << result.keptInitial << "):\n";
+            for (const ParamCheck &c : result.params)
+                if (c.outcome == ParamCheck::Outcome::KeptInitial)
+                    std::cout << "  " << c.name << "\n";
+        }
+        std::cout << double(result.bytesRead) / (1 << 20) << " MiB read in " << result.seconds
+                  << " s" << (result.cancelled ? " (stopped)" : "") << "\n";
+    }
+    if (result.cancelled)
+        return ExitUnreadable;
+    return result.clean() ? ExitHealthy : ExitProblems;
+}
+
+} // namespace shardscope::cli

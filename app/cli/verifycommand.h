@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardscope::cli {
+
+struct VerifyCommandOptions
+{
+    std::string checkpoint;
+    std::string layout;
+    int world = 0; ///< DP-shard ranks to plan; 0 = the layout's
+    std::vector<std::string> disabledRules;
+    uint64_t maxMemory = 0;
+    bool json = false;
+    bool hash = false;
+    bool quiet = false; ///< no progress bar
+};
+int runVerify(const VerifyCommandOptions &options);
+
+} // namespace shardscope::cli

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/loadplan.h"
+#include "shardscope/tensor.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+struct VerifyOptions
+{
+    /** Called now and then with bytes done and total; return false to stop (cancel). */
+    std::function<bool(uint64_t done, uint64_t total)> progress;
+    /** Bytes the verification may hold at once; 0 = no limit. A parameter that needs more is
+     *  reported, not read. */
+    uint64_t maxMemory = 0;
+    bool hash = false; ///< SHA-256 of each gathered parameter
+};
+
+/** One parameter, reassembled from every rank's shard. */
+struct ParamCheck
+{
+    std::string name;
+    std::string dtype;
+    std::vector<int64_t> shape;
+    enum class Outcome : uint8_t {
+        Identical,
+        Mismatch,
+        KeptInitial,
+        Skipped
+    } outcome = Outcome::Identical;
+    uint64_t mismatches = 0;    ///< elements that differ from the direct read
+    int64_t firstMismatch = -1; ///< flat element index
+    bool roundTrip = true;      ///< re-splitting each rank's shard gives the stored bytes back
+    int ranksHolding = 0;
+    TensorStats stats;
+    std::string fingerprint; ///< XXH3-64 of the bytes, hex
+    std::string sha256;      ///< with VerifyOptions::hash
+    std::string note;
+};
+std::string_view outcomeName(ParamCheck::Outcome o);
+
+struct VerifyResult
+{
+    int world = 1;
+    size_t checked = 0, identical = 0, mismatched = 0, roundTripFailures = 0, keptInitial = 0;
+    std::vector<ParamCheck> params;
+    uint64_t bytesRead = 0;
+    double seconds = 0;
+    bool cancelled = false;
+    bool clean() const { return mismatched == 0 && roundTripFailures == 0 && keptInitial == 0; }
+};
+
+/**
+ * Performs the planned load on the CPU, every rank's shards in turn: reads exactly the planned
+ * boxes, assembles each rank's local shard (fused parameters through the flat-slice
+ * intersection), gathers the shards into the full parameter and compares it bit for bit with an
+ * independent direct read of its stored components; re-splits each rank's shard the way the save
+ * path does and compares with the stored bytes; parameters without a source must keep their
+ * initial values (they are filled with a known pattern first).
+ */
+Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout &layout,
+                                const DiffResult &diff, const LoadPlan &plan,
+                                const VerifyOptions &options = {});
+
+} // namespace shardscope

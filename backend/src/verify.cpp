@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+// CPU load verification: the planned reads, per rank, into local shards; gathered and compared
+// bit for bit with direct reads of the stored components.
+#include "shardscope/verify.h"
+
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+
+namespace shardscope {
+
+std::string_view outcomeName(ParamCheck::Outcome o)
+{
+    switch (o) {
+    case ParamCheck::Outcome::Identical:
+        return "bit_identical";
+    case ParamCheck::Outcome::Mismatch:
+        return "mismatch";
+    case ParamCheck::Outcome::KeptInitial:
+        return "kept_initial_values";
+    case ParamCheck::Outcome::Skipped:
+        return "skipped";
+    }
+    return "?";
+}
+
+namespace {
+
+int64_t product(const std::vector<int64_t> &v, size_t from = 0)
+{
+    int64_t p = 1;
+    for (size_t i = from; i < v.size(); ++i)
+        p *= v[i];
+    return p;
+}
+
+// A known, non-zero "initial value" pattern: a parameter no source fills must still hold it.
+void fillInitial(std::vector<std::byte> &bytes, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (std::byte &b : bytes) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b = std::byte(x & 0xff);
+    }
+}
+
+std::string hex64(uint64_t v)
+{
+    static const char *d = "0123456789abcdef";
+    std::string s(16, '0');
+    for (int i = 15; i >= 0; --i, v >>= 4)
+        s[size_t(i)] = d[v & 15];
+    return s;
+}
+
+// A box of a stored tensor, with stacked leading indices turned into size-1 dimensions.
+Box storedBox(const TensorEntry &t, const std::vector<int64_t> &index,
+              const std::vector<int64_t> &offsets, const std::vector<int64_t> &sizes)
+{
+    Box b;
+    b.offsets = index;
+    b.sizes.assign(index.size(), 1);
+    b.offsets.insert(b.offsets.end(), offsets.begin(), offsets.end());
+    b.sizes.insert(b.sizes.end(), sizes.begin(), sizes.end());
+    (void)t;
+    return b;
+}
+
+} // namespace
+
+Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout &layout,
+                                const DiffResult &diff, const LoadPlan &plan,
+                                const VerifyOptions &options)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    VerifyResult result;
+    result.world = plan.world;
+
+    std::unordered_map<std::string, const TensorEntry *> byKey;
+    for (const TensorEntry &t : checkpoint.tensors)
+        byKey.emplace(t.key, &t);
+    std::unordered_map<std::string, const DiffEntry *> entryOf;
+    for (const DiffEntry &e : diff.entries)
+        if (e.section == Section::Model)
+            entryOf.emplace(e.param, &e);
+
+    // Reads and shards per parameter, over all ranks (rank order = gather order).
+    struct PerRank
+    {
+        int rank;
+        const ParamShard *shard;
+        std::vector<const ShardRead *> reads;
+    };
+    std::vector<std::vector<PerRank>> perParam(layout.params.size());
+    uint64_t total = 0;
+    for (const RankPlan &r : plan.ranks) {
+        for (const ParamShard &s : r.shards)
+            if (s.flatEnd > s.flatBegin)
+                perParam[s.param].push_back({r.rank, &s, {}});
+        for (const ShardRead &read : r.reads)
+            for (PerRank &pr : perParam[read.param])
+                if (pr.rank == r.rank)
+                    pr.reads.push_back(&read);
+        total += r.bytes;
+    }
+
+    uint64_t done = 0;
+    for (uint32_t pi = 0; pi < layout.params.size(); ++pi) {
+        if (perParam[pi].empty())
+            continue; // buffers and empty parameters: not in FSDP's buffers
+        const LayoutParam &p = layout.params[pi];
+        ParamCheck check;
+        check.name = p.name;
+        check.shape = p.shape;
+        check.ranksHolding = int(perParam[pi].size());
+        const DiffEntry *e = entryOf.count(p.name) ? entryOf[p.name] : nullptr;
+        // Bytes are compared in the stored dtype (a cast would change them by design).
+        DType dtype = dtypeFromName(p.dtype).value_or(DType::Float32);
+        if (e && !e->sources.empty())
+            dtype = dtypeFromName(e->sources.front().dtype).value_or(dtype);
+        check.dtype = std::string(dtypeName(dtype));
+        const int64_t es = elementSize(dtype), numel = product(p.shape);
+        const int64_t row = p.shape.size() > 1 ? product(p.shape, 1) : 1;
+        const uint64_t need = uint64_t(numel * es) * 2;
+        if (options.maxMemory && need > options.maxMemory) {
+            check.outcome = ParamCheck::Outcome::Skipped;
+            check.note = "needs " + std::to_string(need) + " bytes, over --max-memory";
+            result.params.push_back(std::move(check));
+            continue;
+        }
+
+        // 1. Every rank's local shard, from exactly its planned reads, into the gathered tensor
+        //    (which starts from the known initial pattern).
+        std::vector<std::byte> gathered(size_t(numel * es));
+        fillInitial(gathered, pi + 1);
+        std::vector<std::byte> initial = gathered;
+        for (const PerRank &pr : perParam[pi]) {
+            const ParamShard &s = *pr.shard;
+            std::vector<std::byte> local(size_t((s.flatEnd - s.flatBegin) * es));
+            std::memcpy(local.data(), gathered.data() + s.flatBegin * es, local.size());
+            for (const ShardRead *read : pr.reads) {
+                auto it = byKey.find(read->key);
+                if (it == byKey.end())
+                    return makeError(Error::Code::NotFound, "planned key is not in the checkpoint")
+                        .atKey(read->key);
+                auto data =
+                    readTensor(checkpoint, *it->second,
+                               storedBox(*it->second, read->index, read->offsets, read->sizes));
+                if (!data)
+                    return data.error();
+                if (data->dtype != dtype)
+                    return makeError(Error::Code::Unsupported,
+                                     "sources of one parameter differ in dtype")
+                        .atKey(read->key);
+                const int64_t at = (read->paramRow * row - s.flatBegin) * es;
+                if (at < 0 || size_t(at) + data->bytes.size() > local.size())
+                    return makeError(Error::Code::Internal, "read outside its shard")
+                        .atKey(read->key);
+                std::memcpy(local.data() + at, data->bytes.data(), data->bytes.size());
+                result.bytesRead += data->bytes.size();
+                done += data->bytes.size();
+            }
+            // 2. The round trip: split this rank's shard the way the save path does (§6.3: the
+            //    flat slice intersected with each stored component's rows) and compare every
+            //    piece with the stored bytes, read again on their own.
+            if (e && e->realLoadFills)
+                for (const DiffSource &src : e->sources) {
+                    const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+                    const int64_t sb = src.begin,
+                                  se = (src.begin == 0 && src.end == 0) ? rows : src.end;
+                    const int64_t from = std::max(s.flatBegin / row, sb),
+                                  to = std::min(s.flatEnd / row, se);
+                    if (from >= to)
+                        continue;
+                    std::vector<int64_t> offsets(src.shape.size() - src.index.size(), 0);
+                    std::vector<int64_t> sizes(src.shape.begin() + std::ptrdiff_t(src.index.size()),
+                                               src.shape.end());
+                    if (!sizes.empty()) {
+                        offsets[0] = from - sb + src.storedRow;
+                        sizes[0] = to - from;
+                    }
+                    const TensorEntry &t = *byKey.at(src.key);
+                    auto stored =
+                        readTensor(checkpoint, t, storedBox(t, src.index, offsets, sizes));
+                    if (!stored)
+                        return stored.error();
+                    const size_t at = size_t((from * row - s.flatBegin) * es);
+                    if (stored->bytes.size() > local.size() - at ||
+                        std::memcmp(local.data() + at, stored->bytes.data(),
+                                    stored->bytes.size())) {
+                        check.roundTrip = false;
+                        check.note = "rank " + std::to_string(pr.rank) + ": the split piece for " +
+                                     src.key + " differs from the stored bytes";
+                    }
+                }
+            std::memcpy(gathered.data() + s.flatBegin * es, local.data(), local.size());
+        }
+
+        // 3. An independent direct read of the stored components, placed by the diff's rows.
+        if (!e || !e->realLoadFills) {
+            check.outcome = gathered == initial ? ParamCheck::Outcome::KeptInitial
+                                                : ParamCheck::Outcome::Mismatch;
+            check.note = gathered == initial ? "no source: the load leaves its initial values"
+                                             : "no source, yet something was written into it";
+            ++result.keptInitial;
+        } else {
+            std::vector<std::byte> direct = initial;
+            const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+            for (const DiffSource &src : e->sources) {
+                auto it = byKey.find(src.key);
+                if (it == byKey.end())
+                    return makeError(Error::Code::NotFound, "source is not in the checkpoint")
+                        .atKey(src.key);
+                const int64_t sb = src.begin,
+                              se = (src.begin == 0 && src.end == 0) ? rows : src.end;
+                std::vector<int64_t> offsets(src.shape.size() - src.index.size(), 0);
+                std::vector<int64_t> sizes(src.shape.begin() + std::ptrdiff_t(src.index.size()),
+                                           src.shape.end());
+                if (!sizes.empty()) {
+                    offsets[0] = src.storedRow;
+                    sizes[0] = se - sb;
+                }
+                auto data = readTensor(checkpoint, *it->second,
+                                       storedBox(*it->second, src.index, offsets, sizes));
+                if (!data)
+                    return data.error();
+                std::memcpy(direct.data() + sb * row * es, data->bytes.data(),
+                            std::min(data->bytes.size(), direct.size() - size_t(sb * row * es)));
+            }
+            for (int64_t i = 0; i < numel; ++i)
+                if (std::memcmp(direct.data() + i * es, gathered.data() + i * es, size_t(es))) {
+                    if (check.firstMismatch < 0)
+                        check.firstMismatch = i;
+                    ++check.mismatches;
+                }
+            check.outcome =
+                check.mismatches ? ParamCheck::Outcome::Mismatch : ParamCheck::Outcome::Identical;
+            (check.mismatches ? result.mismatched : result.identical) += 1;
+        }
+        ++result.checked;
+        result.roundTripFailures += !check.roundTrip;
+
+        TensorData full;
+        full.dtype = dtype;
+        full.shape = p.shape;
+        full.bytes = std::move(gathered);
+        if (auto stats = computeStats(full))
+            check.stats = *stats;
+        check.fingerprint = hex64(XXH3_64bits(full.bytes.data(), full.bytes.size()));
+        if (options.hash)
+            check.sha256 = sha256Hex(full);
+        result.params.push_back(std::move(check));
+
+        if (options.progress && !options.progress(done, total)) {
+            result.cancelled = true;
+            break;
+        }
+    }
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return result;
+}
+
+} // namespace shardscope

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Acceptance checks of `shardscope-cli verify` against torch: every parameter gathered from the
+planned ranks' shards must hash like the tensor torch itself builds from the stored components
+(`dcp.load` of each component, `torch.cat` of the sections in the layout's order).
+
+    check_verify.py --cli CLI --checkpoint DIR --config CONFIG.json --dp N [--negative]
+
+With --negative the MLA rule is disabled (seed 000's control): exactly the fused MLA parameters
+(the ones whose sections or absorbed norm live in other keys) must be reported as keeping their
+initial values, and everything else still bit-identical.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import oracle  # noqa: E402
+import torch  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--dp", type=int, required=True)
+    ap.add_argument("--negative", action="store_true")
+    a = ap.parse_args()
+    failures: list[str] = []
+    tmp = Path(tempfile.mkdtemp(prefix="ss-verify-"))
+    lay_path = tmp / "layout.json"
+    subprocess.run([a.cli, "layout", "--from-config", a.config, "-o", str(lay_path)], check=True,
+                   capture_output=True)
+    layout = json.loads(lay_path.read_text())
+    cmd = [a.cli, "verify", a.checkpoint, "--layout", str(lay_path), "--dp", str(a.dp), "--json",
+           "--hash"]
+    if a.negative:
+        cmd += ["--disable-rule", "mla_down_proj"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode == 2:
+        print("verify could not run:", p.stderr)
+        return 1
+    got = json.loads(p.stdout)
+    by_name = {x["name"]: x for x in got["params"]}
+
+    _, real = oracle.resolve(Path(a.checkpoint))
+    md = oracle.dcp_metadata(real)
+    inner = "." + layout.get("mtp_inner", "mtp_model_layer") + "."
+
+    def disk(name: str) -> str:  # Megatron-FSDP's on-disk name (formats.md §6.7)
+        return "model.module." + name.replace(inner, ".transformer_layer.")
+
+    mla = set()
+    checked = 0
+    for prm in layout["params"]:
+        if prm.get("optimizer_state") is False:
+            continue  # buffers are not in FSDP's buffers
+        name = prm["name"]
+        fusion = prm.get("fusion")
+        if fusion and fusion["rule"] == "mla_down_proj" or prm.get("absorbs", "").endswith(
+                "input_layernorm.weight") and "linear_qkv_down_proj" in name:
+            mla.add(name)
+        x = by_name.get(name)
+        if x is None:
+            failures.append(f"{name}: not verified")
+            continue
+        if a.negative and name in mla:
+            if x["outcome"] != "kept_initial_values":
+                failures.append(f"{name}: {x['outcome']}, want kept_initial_values")
+            continue
+        parts = [s["name"] for s in fusion["sections"]] if fusion else [prm.get("absorbs") or name]
+        keys = [disk(n) for n in parts]
+        loaded = oracle.dcp_load(real, md, keys)
+        full = torch.cat([loaded[k] for k in keys], dim=0) if len(keys) > 1 else loaded[keys[0]]
+        want = oracle.sha256(full)
+        checked += 1
+        if x["outcome"] != "bit_identical" or x["sha256"] != want or not x["round_trip"]:
+            failures.append(f"{name}: {x['outcome']}, sha256 {x['sha256'][:12]} vs torch "
+                            f"{want[:12]}, round trip {x['round_trip']}")
+    kept = {x["name"] for x in got["params"] if x["outcome"] == "kept_initial_values"}
+    if kept != (mla if a.negative else set()):
+        failures.append(f"kept at initial values: {sorted(kept ^ (mla if a.negative else set()))}")
+    if got["world"] != a.dp:
+        failures.append(f"world {got['world']}, want {a.dp}")
+    if (p.returncode == 0) != (not a.negative):
+        failures.append(f"exit {p.returncode}")
+    for f in failures:
+        print("FAIL", f)
+    print(f"{checked} parameters against torch over {a.dp} ranks"
+          f"{' (MLA rule disabled: ' + str(len(mla)) + ' kept at init)' if a.negative else ''}: "
+          f"{'ok' if not failures else str(len(failures)) + ' failures'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
