@@ -98,7 +98,13 @@ def compare_stats(want: dict, got, problems: list[str]) -> None:
         finite = want["count"] - want["nan"] - want["posinf"] - want["neginf"]
         if got["finite"] != finite:
             problems.append(f"stats.finite: cli {got['finite']!r}, torch {finite}")
+    # Our health kernels (kernels/healthcore.h): exact counts, histogram and fingerprint.
+    for k in ("denormal", "histogram", "fingerprint"):
+        if k in want and got.get(k) != want[k]:
+            problems.append(f"stats.{k}: cli {got.get(k)!r}, torch {want[k]!r}")
     scale = max(abs(want["min"]), abs(want["max"])) if want["min"] is not None else 0.0
+    if "l2" in got and not close(float(got["l2"]), want["l2"], max(want["l2"], 1e-300)):
+        problems.append(f"stats.l2: cli {got['l2']!r}, torch {want['l2']!r}")
     for k in ("min", "max", "mean", "std"):
         w, g = want[k], got.get(k)
         if w is None:

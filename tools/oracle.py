@@ -77,7 +77,56 @@ def stats(t: torch.Tensor) -> dict:
     if finite.size:
         out.update(min=float(finite.min()), max=float(finite.max()),
                    mean=float(finite.mean()), std=float(finite.std()))  # std: ddof=0
+    out["l2"] = float(np.sqrt(np.sum(finite * finite))) if finite.size else 0.0
+    if not t.is_complex():
+        out["denormal"] = denormal_count(t)
+        out["histogram"] = histogram(finite, out["min"], out["max"], HISTOGRAM_BINS)
+        out["fingerprint"] = fingerprint(tensor_bytes(t))
     return out
+
+
+HISTOGRAM_BINS = 64
+
+
+def denormal_count(t: torch.Tensor) -> int:
+    """Non-zero finite values below the dtype's smallest normal (torch.finfo(...).tiny)."""
+    if not t.is_floating_point():
+        return 0
+    x = t.detach().reshape(-1).to(torch.float64)
+    tiny = torch.finfo(t.dtype).tiny
+    return int(((x != 0) & (x.abs() < tiny) & torch.isfinite(x)).sum())
+
+
+def histogram(finite: np.ndarray, lo, hi, bins: int) -> list[int]:
+    """Equal-width bins over [min, max] of the finite values; the last bin is closed. Same
+    floating-point expression as kernels/healthcore.h binOf()."""
+    h = [0] * bins
+    if finite.size == 0:
+        return h
+    if not hi > lo:
+        h[0] = int(finite.size)
+        return h
+    b = ((finite - lo) / (hi - lo) * bins).astype(np.int64)
+    b = np.clip(b, 0, bins - 1)
+    return [int(c) for c in np.bincount(b, minlength=bins)]
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def fingerprint(data: bytes) -> str:
+    """Wrapping sum over little-endian 8-byte words w_i (zero-padded) of
+    splitmix64(w_i ^ splitmix64(i)), as kernels/healthcore.h fingerprintWords()."""
+    padded = data + b"\0" * (-len(data) % 8)
+    w = np.frombuffer(padded, dtype="<u8")
+    with np.errstate(over="ignore"):
+        i = np.arange(w.size, dtype=np.uint64)
+        total = int(_splitmix64(w ^ _splitmix64(i)).sum(dtype=np.uint64))
+    return f"{total:016x}"
 
 
 def summarize(t: torch.Tensor, chunks: list | None = None) -> dict:

@@ -4,6 +4,7 @@
 #include "keytree.h"
 
 #include <shardscope/checkpoint.h>
+#include <shardscope/health.h>
 #include <shardscope/tensor.h>
 
 #include <cmath>
@@ -78,6 +79,7 @@ struct TensorResult
 {
     const TensorEntry *entry;
     std::optional<TensorStats> stats;
+    std::optional<TensorHealth> health;
     std::string sha256;
 };
 
@@ -116,9 +118,26 @@ int runInspect(const InspectOptions &o)
         if (o.hash)
             r.sha256 = sha256Hex(*data);
         if (o.stats) {
-            auto s = computeStats(*data);
-            if (s)
+            // Our own health kernels (shared with the CUDA path); complex values through libtorch.
+            if (auto h = computeHealth(*data)) {
+                TensorStats s;
+                s.count = h->count;
+                s.finite = h->finite;
+                s.nanCount = h->nanCount;
+                s.posInfCount = h->posInfCount;
+                s.negInfCount = h->negInfCount;
+                s.min = h->min;
+                s.max = h->max;
+                s.mean = h->mean;
+                s.std = h->std;
+                s.l2 = h->l2;
+                if (h->finite == 0) // no finite values: no moments (null in JSON)
+                    s.min = s.max = s.mean = s.std = std::nan("");
+                r.stats = s;
+                r.health = std::move(*h);
+            } else if (auto s = computeStats(*data)) {
                 r.stats = *s;
+            }
         }
     }
 
@@ -180,6 +199,14 @@ int runInspect(const InspectOptions &o)
                 tj["sha256"] = r.sha256;
             if (r.stats)
                 tj["stats"] = statsJson(*r.stats);
+            if (r.health) {
+                tj["stats"]["denormal"] = r.health->denormalCount;
+                tj["stats"]["histogram"] = r.health->histogram;
+                char fp[17];
+                std::snprintf(fp, sizeof fp, "%016llx",
+                              static_cast<unsigned long long>(r.health->fingerprint));
+                tj["stats"]["fingerprint"] = fp;
+            }
             ts.push_back(std::move(tj));
         }
         j["tensors"] = std::move(ts);

@@ -3,7 +3,7 @@
 // bit for bit with direct reads of the stored components.
 #include "shardscope/verify.h"
 
-#include <xxhash.h>
+#include "shardscope/devices.h"
 
 #include <chrono>
 #include <cstring>
@@ -80,6 +80,7 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
     VerifyResult result;
     result.world = plan.world;
 
+    const bool gpu = options.useGpu && builtWithCuda() && !cudaDevices().empty();
     std::unordered_map<std::string, const TensorEntry *> byKey;
     for (const TensorEntry &t : checkpoint.tensors)
         byKey.emplace(t.key, &t);
@@ -248,9 +249,14 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         full.dtype = dtype;
         full.shape = p.shape;
         full.bytes = std::move(gathered);
-        if (auto stats = computeStats(full))
-            check.stats = *stats;
-        check.fingerprint = hex64(XXH3_64bits(full.bytes.data(), full.bytes.size()));
+        auto health =
+            options.useGpu && gpu ? computeHealth(full, ComputeDevice::Cuda) : computeHealth(full);
+        if (!health && options.useGpu && gpu)
+            health = computeHealth(full); // a device failure: the CPU path gives the same
+        if (health) {
+            check.health = std::move(*health);
+            check.fingerprint = hex64(check.health.fingerprint);
+        }
         if (options.hash)
             check.sha256 = sha256Hex(full);
         result.params.push_back(std::move(check));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "shardscope/health.h"
 #include "shardscope/loadplan.h"
 #include "shardscope/tensor.h"
 
@@ -19,6 +20,8 @@ struct VerifyOptions
      *  reported, not read. */
     uint64_t maxMemory = 0;
     bool hash = false; ///< SHA-256 of each gathered parameter
+    /** Where the health kernels run: the GPU when one is there (and this build has CUDA). */
+    bool useGpu = true;
 };
 
 /** One parameter, reassembled from every rank's shard. */
@@ -37,8 +40,8 @@ struct ParamCheck
     int64_t firstMismatch = -1; ///< flat element index
     bool roundTrip = true;      ///< re-splitting each rank's shard gives the stored bytes back
     int ranksHolding = 0;
-    TensorStats stats;
-    std::string fingerprint; ///< XXH3-64 of the bytes, hex
+    TensorHealth health;     ///< statistics, histogram, fingerprint (our kernels)
+    std::string fingerprint; ///< TensorHealth::fingerprint, hex
     std::string sha256;      ///< with VerifyOptions::hash
     std::string note;
 };

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/tensor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+/** Health of a tensor: counts, moments over the finite values, a histogram and a fingerprint. */
+struct TensorHealth
+{
+    int64_t count = 0, finite = 0, nanCount = 0, posInfCount = 0, negInfCount = 0,
+            denormalCount = 0;
+    double min = 0, max = 0, mean = 0, std = 0, l2 = 0; ///< std: population
+    std::vector<int64_t> histogram; ///< finite values over [min, max], equal-width bins
+    uint64_t fingerprint = 0;       ///< see kernels/healthcore.h
+    std::string device;             ///< "cpu" or "cuda:N"
+};
+
+enum class ComputeDevice : uint8_t { Cpu, Cuda };
+
+/**
+ * Health of a real (non-complex) tensor. CPU and CUDA run the same per-element code
+ * (backend/src/kernels/healthcore.h) over the same segments merged in the same order, so they
+ * agree bit for bit. Cuda fails with an error when the build or the machine has no CUDA.
+ */
+Result<TensorHealth> computeHealth(const TensorData &data,
+                                   ComputeDevice device = ComputeDevice::Cpu, int bins = 64);
+
+} // namespace shardscope

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+#include "shardscope/health.h"
+
+#include "kernels/healthcore.h"
+#include "kernels/healthdevice.h"
+
+#include <optional>
+
+#include <cmath>
+
+namespace shardscope {
+
+namespace {
+using namespace kernels;
+
+std::optional<int> elemCode(DType t)
+{
+    switch (t) {
+    case DType::Float64:
+        return kF64;
+    case DType::Float32:
+        return kF32;
+    case DType::Float16:
+        return kF16;
+    case DType::BFloat16:
+        return kBF16;
+    case DType::Float8E4M3FN:
+        return kF8E4M3FN;
+    case DType::Float8E5M2:
+        return kF8E5M2;
+    case DType::Int64:
+        return kI64;
+    case DType::Int32:
+        return kI32;
+    case DType::Int16:
+        return kI16;
+    case DType::Int8:
+        return kI8;
+    case DType::UInt8:
+        return kU8;
+    case DType::Bool:
+        return kBool;
+    case DType::UInt16:
+        return kU16;
+    case DType::UInt32:
+        return kU32;
+    case DType::UInt64:
+        return kU64;
+    default:
+        return std::nullopt;
+    }
+}
+
+TensorHealth finish(const Accum &a, std::vector<int64_t> histogram, uint64_t fingerprint)
+{
+    TensorHealth h;
+    h.count = a.count;
+    h.finite = a.finite;
+    h.nanCount = a.nan;
+    h.posInfCount = a.posInf;
+    h.negInfCount = a.negInf;
+    h.denormalCount = a.denormal;
+    h.min = a.min;
+    h.max = a.max;
+    h.mean = a.mean;
+    h.std = a.finite ? std::sqrt(a.m2 / double(a.finite)) : 0.0;
+    h.l2 = std::sqrt(a.sumSq);
+    h.histogram = std::move(histogram);
+    h.fingerprint = fingerprint;
+    return h;
+}
+
+} // namespace
+
+Result<TensorHealth> computeHealth(const TensorData &data, ComputeDevice device, int bins)
+{
+    const auto code = elemCode(data.dtype);
+    if (!code)
+        return makeError(Error::Code::Unsupported,
+                         "no health statistics for " + std::string(dtypeName(data.dtype)));
+    if (bins < 1 || bins > kMaxBins)
+        return makeError(Error::Code::Limit,
+                         "histogram bins must be 1.." + std::to_string(kMaxBins));
+    const int es = elementSize(data.dtype);
+    const int64_t n = int64_t(data.bytes.size()) / es;
+    const auto *bytes = reinterpret_cast<const unsigned char *>(data.bytes.data());
+    if (device == ComputeDevice::Cuda) {
+        Accum total;
+        std::vector<unsigned long long> histogram(size_t(bins), 0);
+        unsigned long long fp = 0;
+        const char *error = nullptr;
+        if (!deviceHealth(bytes, n, es, *code, bins, total, histogram.data(), fp, error))
+            return makeError(Error::Code::Unsupported, std::string("CUDA: ") + error);
+        TensorHealth h =
+            finish(total, std::vector<int64_t>(histogram.begin(), histogram.end()), fp);
+        h.device = "cuda:0";
+        return h;
+    }
+
+    // Segments folded in order, then merged in index order: exactly what the device path does.
+    Accum total = emptyAccum();
+    for (int64_t s = 0; s < n; s += kSegment)
+        merge(total, foldSegment(bytes, es, *code, s, std::min(n, s + kSegment)));
+    std::vector<int64_t> histogram(size_t(bins), 0);
+    for (int64_t i = 0; i < n; ++i) {
+        const Decoded d = decode(bytes + i * es, *code);
+        if (!d.nan && !d.inf)
+            ++histogram[size_t(binOf(d.value, total.min, total.max, bins))];
+    }
+    const int64_t words = (int64_t(data.bytes.size()) + 7) / 8;
+    const uint64_t fp = fingerprintWords(bytes, int64_t(data.bytes.size()), 0, words);
+    TensorHealth h = finish(total, std::move(histogram), fp);
+    h.device = "cpu";
+    return h;
+}
+
+} // namespace shardscope

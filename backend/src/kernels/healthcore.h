@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: MIT
+// Tensor health (statistics, histogram, fingerprint): the per-element logic shared by the CPU
+// path and the CUDA kernels, so that the CPU tests exercise exactly what runs on the GPU. Plain
+// C++17 with no library calls beyond <cstdint>/<cmath> builtins, callable from device code.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#ifdef __CUDACC__
+#define SS_HD __host__ __device__ inline
+#else
+#define SS_HD inline
+#endif
+
+namespace shardscope::kernels {
+
+/** Element codes (a device-friendly mirror of DType for the decodable real types). */
+enum ElemCode : int {
+    kF64,
+    kF32,
+    kF16,
+    kBF16,
+    kF8E4M3FN,
+    kF8E5M2,
+    kI64,
+    kI32,
+    kI16,
+    kI8,
+    kU8,
+    kBool,
+    kU16,
+    kU32,
+    kU64,
+};
+
+/** Elements per segment: each segment is folded sequentially, segments merge in index order. */
+constexpr int64_t kSegment = 4096;
+constexpr int kMaxBins = 256;
+
+template<typename To, typename From>
+SS_HD To bitCast(const From &f)
+{
+    To t;
+    memcpy(&t, &f, sizeof(To));
+    return t;
+}
+
+struct Decoded
+{
+    double value;
+    bool nan, inf, denormal;
+};
+
+SS_HD double ldexpExact(double m, int e)
+{
+    // m * 2^e without libm (device and host agree bit for bit; e within double range here).
+    while (e > 0) {
+        m *= 2.0;
+        --e;
+    }
+    while (e < 0) {
+        m *= 0.5;
+        ++e;
+    }
+    return m;
+}
+
+// A small IEEE-like float: sign, `eb` exponent bits (bias), `mb` mantissa bits.
+SS_HD Decoded decodeMinifloat(uint32_t bits, int eb, int mb, int bias, bool ieeeInf, bool e4m3fn)
+{
+    const uint32_t sign = (bits >> (eb + mb)) & 1u;
+    const uint32_t exp = (bits >> mb) & ((1u << eb) - 1u);
+    const uint32_t man = bits & ((1u << mb) - 1u);
+    Decoded d{0.0, false, false, false};
+    const uint32_t expMax = (1u << eb) - 1u;
+    if (e4m3fn) { // float8_e4m3fn: no infinities; S.1111.111 is NaN
+        if (exp == expMax && man == (1u << mb) - 1u) {
+            d.nan = true;
+            return d;
+        }
+    } else if (ieeeInf && exp == expMax) {
+        if (man) {
+            d.nan = true;
+        } else {
+            d.inf = true;
+            d.value = sign ? -1.0 : 1.0;
+        }
+        return d;
+    }
+    double v;
+    if (exp == 0) {
+        v = ldexpExact(double(man), 1 - bias - mb);
+        d.denormal = man != 0;
+    } else {
+        v = ldexpExact(double(man | (1u << mb)), int(exp) - bias - mb);
+    }
+    d.value = sign ? -v : v;
+    return d;
+}
+
+SS_HD Decoded decode(const unsigned char *p, int code)
+{
+    Decoded d{0.0, false, false, false};
+    switch (code) {
+    case kF64: {
+        uint64_t u = 0;
+        for (int i = 7; i >= 0; --i)
+            u = (u << 8) | p[i];
+        const uint64_t exp = (u >> 52) & 0x7ff, man = u & ((uint64_t(1) << 52) - 1);
+        if (exp == 0x7ff) {
+            d.nan = man != 0;
+            d.inf = man == 0;
+            d.value = (u >> 63) ? -1.0 : 1.0;
+            return d;
+        }
+        d.denormal = exp == 0 && man != 0;
+        d.value = bitCast<double>(u);
+        return d;
+    }
+    case kF32: {
+        uint32_t u =
+            uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+        const uint32_t exp = (u >> 23) & 0xff, man = u & 0x7fffff;
+        if (exp == 0xff) {
+            d.nan = man != 0;
+            d.inf = man == 0;
+            d.value = (u >> 31) ? -1.0 : 1.0;
+            return d;
+        }
+        d.denormal = exp == 0 && man != 0;
+        d.value = double(bitCast<float>(u));
+        return d;
+    }
+    case kF16:
+        return decodeMinifloat(uint32_t(p[0]) | uint32_t(p[1]) << 8, 5, 10, 15, true, false);
+    case kBF16: {
+        const uint32_t u = (uint32_t(p[0]) | uint32_t(p[1]) << 8) << 16;
+        const uint32_t exp = (u >> 23) & 0xff, man = u & 0x7fffff;
+        if (exp == 0xff) {
+            d.nan = man != 0;
+            d.inf = man == 0;
+            d.value = (u >> 31) ? -1.0 : 1.0;
+            return d;
+        }
+        d.denormal = exp == 0 && man != 0;
+        d.value = double(bitCast<float>(u));
+        return d;
+    }
+    case kF8E4M3FN:
+        return decodeMinifloat(p[0], 4, 3, 7, false, true);
+    case kF8E5M2:
+        return decodeMinifloat(p[0], 5, 2, 15, true, false);
+    case kI64: {
+        uint64_t u = 0;
+        for (int i = 7; i >= 0; --i)
+            u = (u << 8) | p[i];
+        d.value = double(int64_t(u));
+        return d;
+    }
+    case kI32:
+        d.value = double(int32_t(uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
+                                 uint32_t(p[3]) << 24));
+        return d;
+    case kI16:
+        d.value = double(int16_t(uint16_t(p[0] | p[1] << 8)));
+        return d;
+    case kI8:
+        d.value = double(int8_t(p[0]));
+        return d;
+    case kU8:
+        d.value = double(p[0]);
+        return d;
+    case kBool:
+        d.value = p[0] ? 1.0 : 0.0;
+        return d;
+    case kU16:
+        d.value = double(uint16_t(p[0] | p[1] << 8));
+        return d;
+    case kU32:
+        d.value = double(uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
+                         uint32_t(p[3]) << 24);
+        return d;
+    case kU64: {
+        uint64_t u = 0;
+        for (int i = 7; i >= 0; --i)
+            u = (u << 8) | p[i];
+        d.value = double(u);
+        return d;
+    }
+    }
+    d.nan = true;
+    return d;
+}
+
+/** Moments and counts of one segment (Chan et al.'s mergeable mean / M2). */
+struct Accum
+{
+    int64_t count, finite, nan, posInf, negInf, denormal;
+    double min, max, mean, m2, sumSq;
+};
+
+SS_HD Accum emptyAccum()
+{
+    return Accum{0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0};
+}
+
+SS_HD void add(Accum &a, const Decoded &d)
+{
+    ++a.count;
+    if (d.nan) {
+        ++a.nan;
+        return;
+    }
+    if (d.inf) {
+        ++(d.value > 0 ? a.posInf : a.negInf);
+        return;
+    }
+    a.denormal += d.denormal;
+    const double x = d.value;
+    if (a.finite == 0) {
+        a.min = a.max = x;
+    } else {
+        a.min = x < a.min ? x : a.min;
+        a.max = x > a.max ? x : a.max;
+    }
+    ++a.finite;
+    const double delta = x - a.mean;
+    a.mean += delta / double(a.finite);
+    a.m2 += delta * (x - a.mean);
+    a.sumSq += x * x;
+}
+
+SS_HD void merge(Accum &a, const Accum &b)
+{
+    if (b.finite) {
+        if (a.finite == 0) {
+            a.min = b.min;
+            a.max = b.max;
+            a.mean = b.mean;
+            a.m2 = b.m2;
+        } else {
+            a.min = b.min < a.min ? b.min : a.min;
+            a.max = b.max > a.max ? b.max : a.max;
+            const double n = double(a.finite + b.finite);
+            const double delta = b.mean - a.mean;
+            a.mean += delta * double(b.finite) / n;
+            a.m2 += b.m2 + delta * delta * double(a.finite) * double(b.finite) / n;
+        }
+        a.sumSq += b.sumSq;
+    }
+    a.count += b.count;
+    a.finite += b.finite;
+    a.nan += b.nan;
+    a.posInf += b.posInf;
+    a.negInf += b.negInf;
+    a.denormal += b.denormal;
+}
+
+/** Folds elements [begin, end) of one segment, in order. */
+SS_HD Accum foldSegment(const unsigned char *bytes, int elemSize, int code, int64_t begin,
+                        int64_t end)
+{
+    Accum a = emptyAccum();
+    for (int64_t i = begin; i < end; ++i)
+        add(a, decode(bytes + i * elemSize, code));
+    return a;
+}
+
+/** Histogram bin of a finite value over [lo, hi] (the last bin is closed). */
+SS_HD int binOf(double x, double lo, double hi, int bins)
+{
+    if (!(hi > lo))
+        return 0;
+    int b = int((x - lo) / (hi - lo) * double(bins));
+    return b < 0 ? 0 : (b >= bins ? bins - 1 : b);
+}
+
+SS_HD uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/**
+ * Fingerprint: the wrapping sum over 8-byte little-endian words w_i (the tail zero-padded) of
+ * splitmix64(w_i ^ splitmix64(i)). Order-free to combine, so any split of the work gives the same
+ * value, and it still depends on every byte's position.
+ */
+SS_HD uint64_t fingerprintWords(const unsigned char *bytes, int64_t size, int64_t firstWord,
+                                int64_t lastWord)
+{
+    uint64_t sum = 0;
+    for (int64_t w = firstWord; w < lastWord; ++w) {
+        uint64_t v = 0;
+        for (int k = 7; k >= 0; --k) {
+            const int64_t at = w * 8 + k;
+            v = (v << 8) | (at < size ? bytes[at] : 0u);
+        }
+        sum += splitmix64(v ^ splitmix64(uint64_t(w)));
+    }
+    return sum;
+}
+
+} // namespace shardscope::kernels
