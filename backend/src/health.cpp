@@ -4,7 +4,9 @@
 #include "kernels/healthcore.h"
 #include "kernels/healthdevice.h"
 
+#include <algorithm>
 #include <optional>
+#include <thread>
 
 #include <cmath>
 
@@ -70,6 +72,17 @@ TensorHealth finish(const Accum &a, std::vector<int64_t> histogram, uint64_t fin
     return h;
 }
 
+template<typename F>
+void runOn(int threads, F &&f)
+{
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t)
+        pool.emplace_back(f, t);
+    f(0);
+    for (std::thread &th : pool)
+        th.join();
+}
+
 } // namespace
 
 Result<TensorHealth> computeHealth(const TensorData &data, ComputeDevice device, int bins)
@@ -97,18 +110,40 @@ Result<TensorHealth> computeHealth(const TensorData &data, ComputeDevice device,
         return h;
     }
 
-    // Segments folded in order, then merged in index order: exactly what the device path does.
+    // Segments folded on a few threads into per-segment results, merged here in index order:
+    // exactly what the device path does, so both agree bit for bit.
+    const int64_t segments = (n + kSegment - 1) / kSegment;
+    const int64_t size = int64_t(data.bytes.size()), words = (size + 7) / 8;
+    const int threads =
+        int(std::clamp<int64_t>(std::min<int64_t>(std::thread::hardware_concurrency(), 8), 1,
+                                std::max<int64_t>(segments, 1)));
+    std::vector<Accum> parts(static_cast<size_t>(segments));
+    auto fold = [&](int t) {
+        for (int64_t s = t; s < segments; s += threads)
+            parts[size_t(s)] =
+                foldSegment(bytes, es, *code, s * kSegment, std::min(n, (s + 1) * kSegment));
+    };
+    runOn(threads, fold);
     Accum total = emptyAccum();
-    for (int64_t s = 0; s < n; s += kSegment)
-        merge(total, foldSegment(bytes, es, *code, s, std::min(n, s + kSegment)));
+    for (const Accum &a : parts)
+        merge(total, a);
+    std::vector<std::vector<unsigned long long>> hists(
+        static_cast<size_t>(threads), std::vector<unsigned long long>(static_cast<size_t>(bins)));
+    std::vector<uint64_t> fps(size_t(threads), 0);
+    auto second = [&](int t) {
+        const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
+        histogramSegment(bytes, *code, lo, hi, total.min, total.max, bins, hists[size_t(t)].data());
+        fps[size_t(t)] =
+            fingerprintWords(bytes, size, words * t / threads, words * (t + 1) / threads);
+    };
+    runOn(threads, second);
     std::vector<int64_t> histogram(size_t(bins), 0);
-    for (int64_t i = 0; i < n; ++i) {
-        const Decoded d = decode(bytes + i * es, *code);
-        if (!d.nan && !d.inf)
-            ++histogram[size_t(binOf(d.value, total.min, total.max, bins))];
+    uint64_t fp = 0;
+    for (int t = 0; t < threads; ++t) {
+        for (int b = 0; b < bins; ++b)
+            histogram[size_t(b)] += int64_t(hists[size_t(t)][size_t(b)]);
+        fp += fps[size_t(t)];
     }
-    const int64_t words = (int64_t(data.bytes.size()) + 7) / 8;
-    const uint64_t fp = fingerprintWords(bytes, int64_t(data.bytes.size()), 0, words);
     TensorHealth h = finish(total, std::move(histogram), fp);
     h.device = "cpu";
     return h;

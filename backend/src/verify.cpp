@@ -40,12 +40,15 @@ int64_t product(const std::vector<int64_t> &v, size_t from = 0)
 void fillInitial(std::vector<std::byte> &bytes, uint64_t seed)
 {
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (std::byte &b : bytes) {
+    size_t i = 0;
+    for (; i + 8 <= bytes.size(); i += 8) { // eight bytes a step: this runs over every parameter
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        b = std::byte(x & 0xff);
+        std::memcpy(bytes.data() + i, &x, 8);
     }
+    for (; i < bytes.size(); ++i)
+        bytes[i] = std::byte(x >> (8 * (i & 7)));
 }
 
 std::string hex64(uint64_t v)
@@ -134,11 +137,42 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             continue;
         }
 
-        // 1. Every rank's local shard, from exactly its planned reads, into the gathered tensor
-        //    (which starts from the known initial pattern).
         std::vector<std::byte> gathered(size_t(numel * es));
         fillInitial(gathered, pi + 1);
-        std::vector<std::byte> initial = gathered;
+        const std::vector<std::byte> initial = gathered;
+        // An independent direct read of the stored components (whole, not by the plan's boxes),
+        // placed by the diff's rows: what the gathered shards must equal.
+        const bool loadable = e && e->realLoadFills;
+        std::vector<std::byte> direct;
+        if (loadable) {
+            direct = initial;
+            const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+            for (const DiffSource &src : e->sources) {
+                auto it = byKey.find(src.key);
+                if (it == byKey.end())
+                    return makeError(Error::Code::NotFound, "source is not in the checkpoint")
+                        .atKey(src.key);
+                const int64_t sb = src.begin,
+                              se = (src.begin == 0 && src.end == 0) ? rows : src.end;
+                std::vector<int64_t> offsets(src.shape.size() - src.index.size(), 0);
+                std::vector<int64_t> sizes(src.shape.begin() + std::ptrdiff_t(src.index.size()),
+                                           src.shape.end());
+                if (!sizes.empty()) {
+                    offsets[0] = src.storedRow;
+                    sizes[0] = se - sb;
+                }
+                auto data = readTensor(checkpoint, *it->second,
+                                       storedBox(*it->second, src.index, offsets, sizes));
+                if (!data)
+                    return data.error();
+                std::memcpy(direct.data() + sb * row * es, data->bytes.data(),
+                            std::min(data->bytes.size(), direct.size() - size_t(sb * row * es)));
+                result.bytesRead += data->bytes.size();
+            }
+        }
+
+        // 1. Every rank's local shard, from exactly its planned reads, into the gathered tensor
+        //    (which starts from the known initial pattern).
         for (const PerRank &pr : perParam[pi]) {
             const ParamShard &s = *pr.shard;
             std::vector<std::byte> local(size_t((s.flatEnd - s.flatBegin) * es));
@@ -167,8 +201,8 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             }
             // 2. The round trip: split this rank's shard the way the save path does (§6.3: the
             //    flat slice intersected with each stored component's rows) and compare every
-            //    piece with the stored bytes, read again on their own.
-            if (e && e->realLoadFills)
+            //    piece with that component's stored bytes (from the direct read).
+            if (loadable)
                 for (const DiffSource &src : e->sources) {
                     const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
                     const int64_t sb = src.begin,
@@ -177,22 +211,9 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                                   to = std::min(s.flatEnd / row, se);
                     if (from >= to)
                         continue;
-                    std::vector<int64_t> offsets(src.shape.size() - src.index.size(), 0);
-                    std::vector<int64_t> sizes(src.shape.begin() + std::ptrdiff_t(src.index.size()),
-                                               src.shape.end());
-                    if (!sizes.empty()) {
-                        offsets[0] = from - sb + src.storedRow;
-                        sizes[0] = to - from;
-                    }
-                    const TensorEntry &t = *byKey.at(src.key);
-                    auto stored =
-                        readTensor(checkpoint, t, storedBox(t, src.index, offsets, sizes));
-                    if (!stored)
-                        return stored.error();
-                    const size_t at = size_t((from * row - s.flatBegin) * es);
-                    if (stored->bytes.size() > local.size() - at ||
-                        std::memcmp(local.data() + at, stored->bytes.data(),
-                                    stored->bytes.size())) {
+                    const size_t at = size_t((from * row - s.flatBegin) * es),
+                                 len = size_t((to - from) * row * es);
+                    if (std::memcmp(local.data() + at, direct.data() + from * row * es, len)) {
                         check.roundTrip = false;
                         check.note = "rank " + std::to_string(pr.rank) + ": the split piece for " +
                                      src.key + " differs from the stored bytes";
@@ -201,43 +222,21 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             std::memcpy(gathered.data() + s.flatBegin * es, local.data(), local.size());
         }
 
-        // 3. An independent direct read of the stored components, placed by the diff's rows.
-        if (!e || !e->realLoadFills) {
+        // 3. The gathered tensor against the direct read, bit for bit.
+        if (!loadable) {
             check.outcome = gathered == initial ? ParamCheck::Outcome::KeptInitial
                                                 : ParamCheck::Outcome::Mismatch;
             check.note = gathered == initial ? "no source: the load leaves its initial values"
                                              : "no source, yet something was written into it";
             ++result.keptInitial;
         } else {
-            std::vector<std::byte> direct = initial;
-            const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
-            for (const DiffSource &src : e->sources) {
-                auto it = byKey.find(src.key);
-                if (it == byKey.end())
-                    return makeError(Error::Code::NotFound, "source is not in the checkpoint")
-                        .atKey(src.key);
-                const int64_t sb = src.begin,
-                              se = (src.begin == 0 && src.end == 0) ? rows : src.end;
-                std::vector<int64_t> offsets(src.shape.size() - src.index.size(), 0);
-                std::vector<int64_t> sizes(src.shape.begin() + std::ptrdiff_t(src.index.size()),
-                                           src.shape.end());
-                if (!sizes.empty()) {
-                    offsets[0] = src.storedRow;
-                    sizes[0] = se - sb;
-                }
-                auto data = readTensor(checkpoint, *it->second,
-                                       storedBox(*it->second, src.index, offsets, sizes));
-                if (!data)
-                    return data.error();
-                std::memcpy(direct.data() + sb * row * es, data->bytes.data(),
-                            std::min(data->bytes.size(), direct.size() - size_t(sb * row * es)));
-            }
-            for (int64_t i = 0; i < numel; ++i)
-                if (std::memcmp(direct.data() + i * es, gathered.data() + i * es, size_t(es))) {
-                    if (check.firstMismatch < 0)
-                        check.firstMismatch = i;
-                    ++check.mismatches;
-                }
+            if (gathered != direct)
+                for (int64_t i = 0; i < numel; ++i)
+                    if (std::memcmp(direct.data() + i * es, gathered.data() + i * es, size_t(es))) {
+                        if (check.firstMismatch < 0)
+                            check.firstMismatch = i;
+                        ++check.mismatches;
+                    }
             check.outcome =
                 check.mismatches ? ParamCheck::Outcome::Mismatch : ParamCheck::Outcome::Identical;
             (check.mismatches ? result.mismatched : result.identical) += 1;

@@ -257,16 +257,6 @@ SS_HD void merge(Accum &a, const Accum &b)
     a.denormal += b.denormal;
 }
 
-/** Folds elements [begin, end) of one segment, in order. */
-SS_HD Accum foldSegment(const unsigned char *bytes, int elemSize, int code, int64_t begin,
-                        int64_t end)
-{
-    Accum a = emptyAccum();
-    for (int64_t i = begin; i < end; ++i)
-        add(a, decode(bytes + i * elemSize, code));
-    return a;
-}
-
 /** Histogram bin of a finite value over [lo, hi] (the last bin is closed). */
 SS_HD int binOf(double x, double lo, double hi, int bins)
 {
@@ -274,6 +264,81 @@ SS_HD int binOf(double x, double lo, double hi, int bins)
         return 0;
     int b = int((x - lo) / (hi - lo) * double(bins));
     return b < 0 ? 0 : (b >= bins ? bins - 1 : b);
+}
+
+// The element loops, instantiated per element code so that decode()'s switch folds away.
+template<int Code, int Size>
+SS_HD Accum foldRange(const unsigned char *bytes, int64_t begin, int64_t end)
+{
+    Accum a = emptyAccum();
+    for (int64_t i = begin; i < end; ++i)
+        add(a, decode(bytes + i * Size, Code));
+    return a;
+}
+
+template<int Code, int Size>
+SS_HD void histogramRange(const unsigned char *bytes, int64_t begin, int64_t end, double lo,
+                          double hi, int bins, unsigned long long *hist)
+{
+    for (int64_t i = begin; i < end; ++i) {
+        const Decoded d = decode(bytes + i * Size, Code);
+        if (!d.nan && !d.inf)
+            ++hist[binOf(d.value, lo, hi, bins)];
+    }
+}
+
+// Calls f.template operator()<Code, Size>() for the element code (X-macro style dispatch).
+#define SS_HEALTH_DISPATCH(code, CALL)                                                             \
+    switch (code) {                                                                                \
+    case kF64:                                                                                     \
+        CALL(kF64, 8);                                                                             \
+    case kF32:                                                                                     \
+        CALL(kF32, 4);                                                                             \
+    case kF16:                                                                                     \
+        CALL(kF16, 2);                                                                             \
+    case kBF16:                                                                                    \
+        CALL(kBF16, 2);                                                                            \
+    case kF8E4M3FN:                                                                                \
+        CALL(kF8E4M3FN, 1);                                                                        \
+    case kF8E5M2:                                                                                  \
+        CALL(kF8E5M2, 1);                                                                          \
+    case kI64:                                                                                     \
+        CALL(kI64, 8);                                                                             \
+    case kI32:                                                                                     \
+        CALL(kI32, 4);                                                                             \
+    case kI16:                                                                                     \
+        CALL(kI16, 2);                                                                             \
+    case kI8:                                                                                      \
+        CALL(kI8, 1);                                                                              \
+    case kU8:                                                                                      \
+        CALL(kU8, 1);                                                                              \
+    case kBool:                                                                                    \
+        CALL(kBool, 1);                                                                            \
+    case kU16:                                                                                     \
+        CALL(kU16, 2);                                                                             \
+    case kU32:                                                                                     \
+        CALL(kU32, 4);                                                                             \
+    case kU64:                                                                                     \
+        CALL(kU64, 8);                                                                             \
+    }
+
+/** Folds elements [begin, end) of one segment, in order. */
+SS_HD Accum foldSegment(const unsigned char *bytes, int elemSize, int code, int64_t begin,
+                        int64_t end)
+{
+    (void)elemSize;
+#define SS_FOLD(C, S) return foldRange<C, S>(bytes, begin, end)
+    SS_HEALTH_DISPATCH(code, SS_FOLD)
+#undef SS_FOLD
+    return emptyAccum();
+}
+
+/** Counts the finite elements of [begin, end) into `hist` (bins over [lo, hi]). */
+SS_HD void histogramSegment(const unsigned char *bytes, int code, int64_t begin, int64_t end,
+                            double lo, double hi, int bins, unsigned long long *hist){
+#define SS_HIST(C, S) return histogramRange<C, S>(bytes, begin, end, lo, hi, bins, hist)
+    SS_HEALTH_DISPATCH(code, SS_HIST)
+#undef SS_HIST
 }
 
 SS_HD uint64_t splitmix64(uint64_t x)
@@ -295,9 +360,13 @@ SS_HD uint64_t fingerprintWords(const unsigned char *bytes, int64_t size, int64_
     uint64_t sum = 0;
     for (int64_t w = firstWord; w < lastWord; ++w) {
         uint64_t v = 0;
-        for (int k = 7; k >= 0; --k) {
-            const int64_t at = w * 8 + k;
-            v = (v << 8) | (at < size ? bytes[at] : 0u);
+        if (w * 8 + 8 <= size) {
+            memcpy(&v, bytes + w * 8, 8); // little-endian hosts and devices
+        } else {
+            for (int k = 7; k >= 0; --k) {
+                const int64_t at = w * 8 + k;
+                v = (v << 8) | (at < size ? bytes[at] : 0u);
+            }
         }
         sum += splitmix64(v ^ splitmix64(uint64_t(w)));
     }
