@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+// Standalone GPU check (no libtorch, so it can be carried to a bare GPU machine): the CUDA health
+// kernels must agree bit for bit with the CPU path on random data of every health dtype and of
+// awkward sizes, then the kernels' throughput is measured. Prints one JSON line per check and
+// exits 1 on any disagreement, 2 without a CUDA device.
+//   gpu_health_check [MiB for the throughput run, default 1024]
+#include <shardscope/devices.h>
+#include <shardscope/health.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+using namespace shardscope;
+
+namespace {
+
+bool same(const TensorHealth &a, const TensorHealth &b)
+{
+    return a.count == b.count && a.finite == b.finite && a.nanCount == b.nanCount &&
+           a.posInfCount == b.posInfCount && a.negInfCount == b.negInfCount &&
+           a.denormalCount == b.denormalCount && !std::memcmp(&a.min, &b.min, 8) &&
+           !std::memcmp(&a.max, &b.max, 8) && !std::memcmp(&a.mean, &b.mean, 8) &&
+           !std::memcmp(&a.std, &b.std, 8) && !std::memcmp(&a.l2, &b.l2, 8) &&
+           a.histogram == b.histogram && a.fingerprint == b.fingerprint;
+}
+
+TensorData randomData(DType t, int64_t n, uint64_t seed)
+{
+    TensorData d;
+    d.dtype = t;
+    d.shape = {n};
+    d.bytes.resize(size_t(n * elementSize(t)));
+    std::mt19937_64 g(seed);
+    for (size_t i = 0; i < d.bytes.size(); i += 8) {
+        const uint64_t v = g();
+        std::memcpy(d.bytes.data() + i, &v, std::min<size_t>(8, d.bytes.size() - i));
+    }
+    if (t == DType::Bool)
+        for (std::byte &b : d.bytes)
+            b = std::byte(uint8_t(b) & 1);
+    return d;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    if (!builtWithCuda() || cudaDevices().empty()) {
+        std::puts("{\"error\": \"no CUDA device\"}");
+        return 2;
+    }
+    const auto dev = cudaDevices().front();
+    std::printf("{\"device\": \"%s\", \"memory_mib\": %llu}\n", dev.name.c_str(),
+                dev.memoryBytes >> 20);
+    int failures = 0;
+    const DType types[] = {DType::Float32,      DType::BFloat16,   DType::Float16, DType::Float64,
+                           DType::Float8E4M3FN, DType::Float8E5M2, DType::Int32,   DType::Int8,
+                           DType::UInt8,        DType::Bool,       DType::Int64};
+    for (DType t : types)
+        for (int64_t n : {int64_t(1), int64_t(7), int64_t(4095), int64_t(4097), int64_t(1) << 20,
+                          (int64_t(1) << 22) + 13}) {
+            const TensorData d = randomData(t, n, uint64_t(n) * 31 + uint64_t(t));
+            auto cpu = computeHealth(d, ComputeDevice::Cpu);
+            auto gpu = computeHealth(d, ComputeDevice::Cuda);
+            const bool ok = cpu && gpu && same(*cpu, *gpu);
+            failures += !ok;
+            std::printf("{\"dtype\": \"%.*s\", \"n\": %lld, \"same\": %s%s%s}\n",
+                        int(dtypeName(t).size()), dtypeName(t).data(), (long long)n,
+                        ok ? "true" : "false", gpu ? "" : ", \"error\": \"",
+                        gpu ? "" : (gpu.error().message + "\"").c_str());
+        }
+
+    const int64_t mib = argc > 1 ? std::atoll(argv[1]) : 1024;
+    const TensorData big = randomData(DType::BFloat16, mib * (1 << 20) / 2, 7);
+    using Clock = std::chrono::steady_clock;
+    double best[2] = {1e300, 1e300};
+    for (int rep = 0; rep < 3; ++rep)
+        for (int k = 0; k < 2; ++k) {
+            const auto t0 = Clock::now();
+            auto h = computeHealth(big, k ? ComputeDevice::Cuda : ComputeDevice::Cpu);
+            const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+            if (!h)
+                return 1;
+            best[k] = std::min(best[k], s);
+        }
+    std::printf(
+        "{\"throughput_bytes\": %zu, \"cpu_GBps\": %.2f, \"cuda_GBps_with_upload\": %.2f}\n",
+        big.bytes.size(), double(big.bytes.size()) / best[0] / 1e9,
+        double(big.bytes.size()) / best[1] / 1e9);
+    std::printf("{\"failures\": %d}\n", failures);
+    return failures ? 1 : 0;
+}
