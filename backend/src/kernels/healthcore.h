@@ -99,6 +99,21 @@ SS_HD Decoded decodeMinifloat(uint32_t bits, int eb, int mb, int bias, bool ieee
     return d;
 }
 
+SS_HD Decoded decodeFloat32(uint32_t u)
+{
+    Decoded d{0.0, false, false, false};
+    const uint32_t exp = (u >> 23) & 0xff, man = u & 0x7fffff;
+    if (exp == 0xff) {
+        d.nan = man != 0;
+        d.inf = man == 0;
+        d.value = (u >> 31) ? -1.0 : 1.0;
+        return d;
+    }
+    d.denormal = exp == 0 && man != 0;
+    d.value = double(bitCast<float>(u));
+    return d;
+}
+
 SS_HD Decoded decode(const unsigned char *p, int code)
 {
     Decoded d{0.0, false, false, false};
@@ -118,35 +133,13 @@ SS_HD Decoded decode(const unsigned char *p, int code)
         d.value = bitCast<double>(u);
         return d;
     }
-    case kF32: {
-        uint32_t u =
-            uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-        const uint32_t exp = (u >> 23) & 0xff, man = u & 0x7fffff;
-        if (exp == 0xff) {
-            d.nan = man != 0;
-            d.inf = man == 0;
-            d.value = (u >> 31) ? -1.0 : 1.0;
-            return d;
-        }
-        d.denormal = exp == 0 && man != 0;
-        d.value = double(bitCast<float>(u));
-        return d;
-    }
+    case kF32:
+        return decodeFloat32(uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
+                             uint32_t(p[3]) << 24);
     case kF16:
         return decodeMinifloat(uint32_t(p[0]) | uint32_t(p[1]) << 8, 5, 10, 15, true, false);
-    case kBF16: {
-        const uint32_t u = (uint32_t(p[0]) | uint32_t(p[1]) << 8) << 16;
-        const uint32_t exp = (u >> 23) & 0xff, man = u & 0x7fffff;
-        if (exp == 0xff) {
-            d.nan = man != 0;
-            d.inf = man == 0;
-            d.value = (u >> 31) ? -1.0 : 1.0;
-            return d;
-        }
-        d.denormal = exp == 0 && man != 0;
-        d.value = double(bitCast<float>(u));
-        return d;
-    }
+    case kBF16: // the upper half of a float32
+        return decodeFloat32((uint32_t(p[0]) | uint32_t(p[1]) << 8) << 16);
     case kF8E4M3FN:
         return decodeMinifloat(p[0], 4, 3, 7, false, true);
     case kF8E5M2:
