@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <span>
 #include <unordered_map>
 
 namespace shardscope {
@@ -139,13 +140,17 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
 
         std::vector<std::byte> gathered(size_t(numel * es));
         fillInitial(gathered, pi + 1);
-        const std::vector<std::byte> initial = gathered;
+        auto keptInitial = [&] { // regenerated, not kept: one buffer less per parameter
+            std::vector<std::byte> initial(gathered.size());
+            fillInitial(initial, pi + 1);
+            return gathered == initial;
+        };
         // An independent direct read of the stored components (whole, not by the plan's boxes),
         // placed by the diff's rows: what the gathered shards must equal.
         const bool loadable = e && e->realLoadFills;
         std::vector<std::byte> direct;
         if (loadable) {
-            direct = initial;
+            direct.resize(gathered.size()); // every row comes from a source
             const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
             for (const DiffSource &src : e->sources) {
                 auto it = byKey.find(src.key);
@@ -175,8 +180,9 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         //    (which starts from the known initial pattern).
         for (const PerRank &pr : perParam[pi]) {
             const ParamShard &s = *pr.shard;
-            std::vector<std::byte> local(size_t((s.flatEnd - s.flatBegin) * es));
-            std::memcpy(local.data(), gathered.data() + s.flatBegin * es, local.size());
+            // The rank's local shard is its slice of the gathered buffer (an all-gather in place).
+            const std::span<std::byte> local(gathered.data() + s.flatBegin * es,
+                                             size_t((s.flatEnd - s.flatBegin) * es));
             for (const ShardRead *read : pr.reads) {
                 auto it = byKey.find(read->key);
                 if (it == byKey.end())
@@ -219,15 +225,14 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                                      src.key + " differs from the stored bytes";
                     }
                 }
-            std::memcpy(gathered.data() + s.flatBegin * es, local.data(), local.size());
         }
 
         // 3. The gathered tensor against the direct read, bit for bit.
         if (!loadable) {
-            check.outcome = gathered == initial ? ParamCheck::Outcome::KeptInitial
-                                                : ParamCheck::Outcome::Mismatch;
-            check.note = gathered == initial ? "no source: the load leaves its initial values"
-                                             : "no source, yet something was written into it";
+            const bool kept = keptInitial();
+            check.outcome = kept ? ParamCheck::Outcome::KeptInitial : ParamCheck::Outcome::Mismatch;
+            check.note = kept ? "no source: the load leaves its initial values"
+                              : "no source, yet something was written into it";
             ++result.keptInitial;
         } else {
             if (gathered != direct)
