@@ -95,7 +95,10 @@ int runVerify(const VerifyCommandOptions &o)
     {
         ProgressBar bar(!o.quiet && !o.json && isatty(STDERR_FILENO));
         VerifyOptions options;
-        options.maxMemory = o.maxMemory;
+        // Default: a quarter of physical memory.
+        options.maxMemory =
+            o.maxMemory ? o.maxMemory
+                        : uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)) / 4;
         options.hash = o.hash;
         options.progress = [&bar](uint64_t done, uint64_t total) {
             return bar.update(done, total);

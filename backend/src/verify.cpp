@@ -114,6 +114,8 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
     }
 
     uint64_t done = 0;
+    TensorData full;               // the gathered parameter (bytes reused across parameters)
+    std::vector<std::byte> direct; // the direct read, likewise
     for (uint32_t pi = 0; pi < layout.params.size(); ++pi) {
         if (perParam[pi].empty())
             continue; // buffers and empty parameters: not in FSDP's buffers
@@ -138,7 +140,9 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             continue;
         }
 
-        std::vector<std::byte> gathered(size_t(numel * es));
+        // Buffers live across parameters: their pages are faulted in once, not per parameter.
+        std::vector<std::byte> &gathered = full.bytes;
+        gathered.resize(size_t(numel * es));
         fillInitial(gathered, pi + 1);
         auto keptInitial = [&] { // regenerated, not kept: one buffer less per parameter
             std::vector<std::byte> initial(gathered.size());
@@ -148,7 +152,6 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         // An independent direct read of the stored components (whole, not by the plan's boxes),
         // placed by the diff's rows: what the gathered shards must equal.
         const bool loadable = e && e->realLoadFills;
-        std::vector<std::byte> direct;
         if (loadable) {
             direct.resize(gathered.size()); // every row comes from a source
             const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
@@ -249,10 +252,8 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         ++result.checked;
         result.roundTripFailures += !check.roundTrip;
 
-        TensorData full;
         full.dtype = dtype;
         full.shape = p.shape;
-        full.bytes = std::move(gathered);
         auto health =
             options.useGpu && gpu ? computeHealth(full, ComputeDevice::Cuda) : computeHealth(full);
         if (!health && options.useGpu && gpu)
