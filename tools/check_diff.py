@@ -92,6 +92,31 @@ def case_layout(env: Env, fam: str) -> None:
     check(buffers == {b["name"] for b in e.get("live_buffers", [])}, "buffers differ")
 
 
+def case_mla_unfused_model(env: Env) -> None:
+    """DeepSeek-V3 built without the fused MLA down projection (`--no-mla-down-proj-fusion`):
+    its separate linear_q_down_proj / linear_kv_down_proj and input_layernorm load the split
+    checkpoint as they are, and against the fused-on-disk one they are cut out of it."""
+    e = env.entry("deepseek_v3/unfused")
+    lay = env.layout(env.fixtures / e["config"], "--no-mla-down-proj-fusion")
+    names = {p["name"] for p in json.loads(lay.read_text())["params"]}
+    sections = {s["name"] for f in e["fusions"].values() if f["rule"] == "mla_down_proj"
+                for s in f["sections"]}
+    check(sections <= names and not (set(e["mla_fused_params"]) & names),
+          "layout still has fused MLA parameters or lacks their sections")
+    check(set(e["absorbs"].values()) <= names, "layout lacks the input norms")
+    rc, d = env.diff(env.fixtures / e["path"], lay)
+    check(rc == 0 and d["loadable_model"] == d["expected_model"],
+          f"against the split checkpoint: exit {rc}, {d['loadable_model']} of {d['expected_model']}")
+    mla = [x for x in model_entries(d).values() if x["name"] in sections]
+    check(mla and all(x["status"] == ("rename" if ".mtp_model_layer." in x["name"] else "ok")
+                      for x in mla), "MLA sections not loaded as they are (MTP: renamed)")
+    f = env.entry("deepseek_v3/fused")
+    rc, d = env.diff(env.fixtures / f["path"], lay)
+    cut = [x for x in model_entries(d).values()
+           if x["name"] in sections and ".mtp_model_layer." not in x["name"]]
+    check(cut and all(x["status"] == "merge" for x in cut), "not cut from the fused tensor")
+
+
 def case_unfused(env: Env, fam: str) -> None:
     """Fused model, checkpoint saved through Megatron's split handlers: N of N."""
     e = env.entry(f"{fam}/unfused")
@@ -529,6 +554,7 @@ CASES = {
     "sequential": case_sequential,
     "experts_local": case_experts_local,
     "megatron_args": case_megatron_args,
+    "mla_unfused_model": case_mla_unfused_model,
     "cast_and_partial": case_cast_and_partial,
     "strictness": case_strictness,
     "reports": case_reports,
