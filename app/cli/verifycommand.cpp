@@ -86,7 +86,7 @@ int runVerify(const VerifyCommandOptions &o)
     auto diff = diffAgainstLayout(*checkpoint, *layout, diffOptions);
     if (!diff)
         return fail(diff.error());
-    auto plan = planLoad(*checkpoint, *layout, *diff);
+    auto plan = planLoad(*layout, *diff);
     if (!plan)
         return fail(plan.error());
 

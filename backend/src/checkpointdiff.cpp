@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Checkpoint against checkpoint: keys added, removed, renamed by a rule, shape or dtype changed.
+#include "shapes.h"
 #include "shardscope/diff.h"
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <regex>
 
 namespace shardscope {
+
+using detail::shapeText;
 
 namespace {
 
@@ -76,14 +79,6 @@ std::optional<std::pair<std::string, std::string>> fusedOf(const std::string &ke
                              ".self_attention.linear_qkv_down_proj.layer_norm_weight",
                          std::string("mla_down_proj")};
     return std::nullopt;
-}
-
-std::string shapeText(const std::vector<int64_t> &s)
-{
-    std::string out = "[";
-    for (size_t i = 0; i < s.size(); ++i)
-        out += (i ? ", " : "") + std::to_string(s[i]);
-    return out + "]";
 }
 
 } // namespace

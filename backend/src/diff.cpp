@@ -2,6 +2,7 @@
 // The load diff: what a model expects (a Layout) against what a checkpoint holds, through the
 // rules of Megatron's fsdp_dtensor handlers (formats.md §6) and a few that only we apply.
 #include "shardscope/diff.h"
+#include "shapes.h"
 
 #include "flatmap.h"
 
@@ -10,27 +11,13 @@
 #include <regex>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace shardscope {
 
+using detail::shapeText;
+
 namespace {
-
-bool startsWith(std::string_view s, std::string_view p)
-{
-    return s.substr(0, p.size()) == p;
-}
-bool endsWith(std::string_view s, std::string_view p)
-{
-    return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
-std::string shapeText(const std::vector<int64_t> &s)
-{
-    std::string out = "[";
-    for (size_t i = 0; i < s.size(); ++i)
-        out += (i ? ", " : "") + std::to_string(s[i]);
-    return out + "]";
-}
 
 std::string replaceAll(std::string s, const std::string &from, const std::string &to)
 {
@@ -118,14 +105,14 @@ struct Disk
 size_t modelWrapperLength(std::string_view k)
 {
     size_t p = 0;
-    if (startsWith(k, "model")) {
+    if (k.starts_with("model")) {
         size_t q = 5;
         while (q < k.size() && std::isdigit(static_cast<unsigned char>(k[q])))
             ++q;
         if (q < k.size() && k[q] == '.')
             p = q + 1;
     }
-    while (startsWith(k.substr(p), "module."))
+    while (k.substr(p).starts_with("module."))
         p += 7;
     return p;
 }
@@ -153,7 +140,7 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
 
     for (uint32_t i = 0; i < uint32_t(d.keys.size()); ++i) {
         const std::string_view k = d.keys[i].key;
-        if (startsWith(k, "optimizer.state.")) {
+        if (k.starts_with("optimizer.state.")) {
             std::string_view rest = k.substr(16);
             // torch_dist spells optimizer.state.<state>.<name>; fsdp_dtensor the reverse.
             const size_t first = rest.find('.');
@@ -167,16 +154,16 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
             }
             size_t w = 0;
             if (stripWrappers)
-                while (startsWith(rest.substr(w), "module."))
+                while (rest.substr(w).starts_with("module."))
                     w += 7;
             if (d.optimizerWrapper.empty())
                 d.optimizerWrapper = "optimizer.state." + std::string(rest.substr(0, w));
             d.optNameFirst.insert(rest.substr(w), i);
             continue;
         }
-        if (startsWith(k, "optimizer.param_to_group_meta.")) {
+        if (k.starts_with("optimizer.param_to_group_meta.")) {
             std::string_view rest = k.substr(30);
-            while (startsWith(rest, "module."))
+            while (rest.starts_with("module."))
                 rest = rest.substr(7);
             if (const size_t dot = rest.rfind('.'); dot != std::string_view::npos)
                 d.groupMeta.emplace(rest.substr(0, dot), i);
@@ -185,7 +172,7 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
         if (k.find("optimizer.param_groups") != std::string_view::npos ||
             k.find("optimizer.optimizer.param_groups") != std::string_view::npos)
             d.paramGroups = true;
-        if (startsWith(k, "optimizer."))
+        if (k.starts_with("optimizer."))
             continue; // the optimizer's own state
         if (!d.keys[i].tensor && !d.megatronWrapped)
             continue;
@@ -266,7 +253,7 @@ public:
         r.checkpoint = m_index.inputPath;
         for (const Expanded &x : m_params) {
             const LayoutParam &p = x.param;
-            if (endsWith(p.name, "._extra_state") && enabled("extra_state"))
+            if (p.name.ends_with("._extra_state") && enabled("extra_state"))
                 continue; // dropped on save and load alike
             r.entries.push_back(evaluate(x, {}));
             ++r.expectedModel;
@@ -283,7 +270,7 @@ public:
                 states.push_back(m_disk.mainParamState);
             for (const Expanded &x : m_params) {
                 const LayoutParam &p = x.param;
-                if (!p.hasOptimizerState || endsWith(p.name, "._extra_state"))
+                if (!p.hasOptimizerState || p.name.ends_with("._extra_state"))
                     continue;
                 for (const std::string &s : states) {
                     r.entries.push_back(evaluate(x, s));
@@ -301,9 +288,9 @@ public:
                 m_disk.findModel(k.key.substr(modelWrapperLength(k.key))) != nullptr;
             const bool training =
                 m_disk.megatronWrapped ? modelWrapperLength(k.key) == 0 : !k.tensor;
-            if (!inModel && training && !startsWith(k.key, "optimizer.state."))
+            if (!inModel && training && !k.key.starts_with("optimizer.state."))
                 continue; // args, iteration, rng state, param_groups: the training loop's
-            if (startsWith(k.key, "optimizer.state.") && !m_options.includeOptimizer)
+            if (k.key.starts_with("optimizer.state.") && !m_options.includeOptimizer)
                 continue;
             UnconsumedKey u;
             u.key = std::string(k.key);
@@ -312,7 +299,7 @@ public:
                 u.shape = k.tensor->shape;
                 u.dtype = k.tensor->dtypeName;
             }
-            u.note = !startsWith(k.key, "optimizer.state.")
+            u.note = !k.key.starts_with("optimizer.state.")
                          ? "no expected parameter consumes it; a DCP load ignores it silently"
                      : optimizerStateOfKnownParam(k.key)
                          ? "an optimizer state the layout does not list (layout optimizer.states)"
@@ -331,7 +318,7 @@ private:
     {
         for (const Expanded &x : m_params) {
             const LayoutParam &p = x.param;
-            if (!p.hasOptimizerState || endsWith(p.name, "._extra_state"))
+            if (!p.hasOptimizerState || p.name.ends_with("._extra_state"))
                 continue;
             DiffEntry e;
             e.section = Section::Other;
@@ -357,12 +344,12 @@ private:
             r.entries.push_back(std::move(e));
         }
         for (DiskKey &k : m_disk.keys)
-            if (startsWith(k.key, "optimizer.param_to_group_meta."))
+            if (k.key.starts_with("optimizer.param_to_group_meta."))
                 k.used = true;
     }
 
     // Whether an optimizer key names a parameter of the layout (stacked names included).
-    bool optimizerStateOfKnownParam(std::string_view key) const
+    bool optimizerStateOfKnownParam(std::string_view key)
     {
         std::string_view rest = key.substr(16);
         const size_t first = rest.find('.');
@@ -371,15 +358,16 @@ private:
             rest = rest.substr(first + 1);
         else if (const size_t last = rest.rfind('.'); last != std::string_view::npos)
             rest = rest.substr(0, last);
-        while (startsWith(rest, "module."))
+        while (rest.starts_with("module."))
             rest = rest.substr(7);
         if (m_byName.count(std::string(rest)))
             return true;
-        static const std::regex layer(R"(\.layers\.\d+\.)");
-        for (const Expanded &x : m_params) // stacked: any layer of that name
-            if (std::regex_replace(x.param.name, layer, ".layers.") == rest)
-                return true;
-        return false;
+        if (m_stackedNames.empty()) { // stacked: any layer of that name (built once)
+            static const std::regex layer(R"(\.layers\.\d+\.)");
+            for (const Expanded &x : m_params)
+                m_stackedNames.insert(std::regex_replace(x.param.name, layer, ".layers."));
+        }
+        return m_stackedNames.count(std::string(rest)) > 0;
     }
 
     bool enabled(const std::string &rule) const
@@ -814,7 +802,7 @@ private:
         if (name.empty())
             return false;
         // The absorbed input norm of a fused MLA down projection.
-        if (endsWith(name, ".input_layernorm.weight")) {
+        if (name.ends_with(".input_layernorm.weight")) {
             const std::string layer = name.substr(0, name.size() - 23);
             Request alt;
             alt.pieces.push_back({layer + ".self_attention.linear_qkv_down_proj.layer_norm_weight",
@@ -844,7 +832,7 @@ private:
         }
         for (const Family &f : local) {
             for (size_t i = 0; i < f.parts.size(); ++i) {
-                if (!endsWith(name, f.parts[i]))
+                if (!name.ends_with(f.parts[i]))
                     continue;
                 const std::string stem = name.substr(0, name.size() - f.parts[i].size());
                 DiskKey *k = find(stem + f.fused, state);
@@ -1018,7 +1006,8 @@ private:
     Disk m_disk;
     std::vector<Expanded> m_params;
     std::unordered_map<std::string, const LayoutParam *> m_byName;
-    std::vector<std::vector<int64_t>> m_lead; // per piece of the last lookup: stacked indices
+    std::unordered_set<std::string> m_stackedNames; // layer index dropped, see above
+    std::vector<std::vector<int64_t>> m_lead;       // per piece of the last lookup: stacked indices
     bool m_torchDist = false;
 };
 

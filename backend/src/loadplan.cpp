@@ -2,6 +2,7 @@
 // Megatron-FSDP load planning: each DP-shard rank's flat, row-aligned slice of every parameter
 // (formats.md §6.2), and the stored boxes that fill it through the diff's sources.
 #include "shardscope/loadplan.h"
+#include "shapes.h"
 
 #include <algorithm>
 #include <numeric>
@@ -10,15 +11,9 @@
 
 namespace shardscope {
 
-namespace {
+using detail::product;
 
-int64_t product(const std::vector<int64_t> &v, size_t from)
-{
-    int64_t p = 1;
-    for (size_t i = from; i < v.size(); ++i)
-        p *= v[i];
-    return p;
-}
+namespace {
 
 // FSDP units are TransformerLayers: decoder layers and MTP inner layers. Megatron-FSDP keeps
 // expert and non-expert parameters of a unit in separate buffers.
@@ -117,10 +112,39 @@ void layoutGroup(std::vector<Item> &items, BufferGroup &g, int world)
 
 } // namespace
 
-Result<LoadPlan> planLoad(const CheckpointIndex &checkpoint, const Layout &layout,
-                          const DiffResult &diff)
+std::optional<ShardRead> sourceRead(const DiffSource &s, int64_t paramRows, int64_t fromRow,
+                                    int64_t toRow)
 {
-    (void)checkpoint;
+    const int64_t sb = s.begin, se = (s.begin == 0 && s.end == 0) ? paramRows : s.end;
+    const int64_t from = std::max(fromRow, sb), to = std::min(toRow, se);
+    if (from >= to)
+        return std::nullopt;
+    ShardRead read;
+    read.key = s.key;
+    read.index = s.index;
+    const size_t lead = s.index.size();
+    read.offsets.assign(s.shape.size() - lead, 0);
+    read.sizes.assign(s.shape.begin() + std::ptrdiff_t(lead), s.shape.end());
+    if (!read.sizes.empty()) {
+        read.offsets[0] = from - sb + s.storedRow;
+        read.sizes[0] = to - from;
+    }
+    read.paramRow = from;
+    return read;
+}
+
+Box readBox(const ShardRead &read)
+{
+    Box b;
+    b.offsets = read.index;
+    b.sizes.assign(read.index.size(), 1);
+    b.offsets.insert(b.offsets.end(), read.offsets.begin(), read.offsets.end());
+    b.sizes.insert(b.sizes.end(), read.sizes.begin(), read.sizes.end());
+    return b;
+}
+
+Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
+{
     const ParallelConfig &par = layout.parallel;
     if (par.tp != 1 || par.pp != 1 || par.etp != 1)
         return makeError(Error::Code::Unsupported,
@@ -221,26 +245,14 @@ Result<LoadPlan> planLoad(const CheckpointIndex &checkpoint, const Layout &layou
                 const int64_t r0 = a / row, r1 = b / row;
                 const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
                 for (const DiffSource &s : e->sources) {
-                    const int64_t sb = s.begin, se = (s.begin == 0 && s.end == 0) ? rows : s.end;
-                    const int64_t from = std::max(r0, sb), to = std::min(r1, se);
-                    if (from >= to)
+                    auto read = sourceRead(s, rows, r0, r1);
+                    if (!read)
                         continue;
-                    ShardRead read;
-                    read.param = g.params[k];
-                    read.key = s.key;
-                    read.index = s.index;
-                    const size_t lead = s.index.size();
-                    read.offsets.assign(s.shape.size() - lead, 0);
-                    read.sizes.assign(s.shape.begin() + std::ptrdiff_t(lead), s.shape.end());
-                    if (!read.sizes.empty()) {
-                        read.offsets[0] = from - sb + s.storedRow;
-                        read.sizes[0] = to - from;
-                    }
-                    read.paramRow = from;
+                    read->param = g.params[k];
                     rp.bytes +=
-                        uint64_t((to - from) * row) *
+                        uint64_t(read->rows() * row) *
                         uint64_t(elementSize(dtypeFromName(s.dtype).value_or(DType::Unknown)));
-                    rp.reads.push_back(std::move(read));
+                    rp.reads.push_back(std::move(*read));
                 }
             }
         }

@@ -1,19 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "shardscope/pyvalue.h"
+#include "shapes.h"
 
 #include <cstdio>
 
 namespace shardscope {
 
-namespace {
+using detail::shapeText;
 
-std::string shapeText(const std::vector<int64_t> &shape)
-{
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i)
-        s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
+namespace {
 
 std::string quoted(const std::string &s, size_t maxLen)
 {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Reports of a diff: Markdown, one self-contained HTML file, JSON.
 #include "shardscope/report.h"
+#include "shapes.h"
 
 #include "keyfold.h"
 
@@ -12,6 +13,8 @@
 #include <tuple>
 
 namespace shardscope {
+
+using detail::shapeText;
 
 namespace {
 
@@ -261,14 +264,6 @@ std::string htmlProse(std::string_view s)
     for (const Segment &seg : proseSegments(s))
         out += seg.code ? "<code>" + htmlEscape(seg.text) + "</code>" : htmlEscape(seg.text);
     return out;
-}
-
-std::string shapeText(const std::vector<int64_t> &shape)
-{
-    std::string out = "[";
-    for (size_t i = 0; i < shape.size(); ++i)
-        out += (i ? ", " : "") + std::to_string(shape[i]);
-    return out + "]";
 }
 
 std::string percent(size_t part, size_t whole)

@@ -2,6 +2,7 @@
 // CPU load verification: the planned reads, per rank, into local shards; gathered and compared
 // bit for bit with direct reads of the stored components.
 #include "shardscope/verify.h"
+#include "shapes.h"
 
 #include "shardscope/devices.h"
 
@@ -11,6 +12,8 @@
 #include <unordered_map>
 
 namespace shardscope {
+
+using detail::product;
 
 std::string_view outcomeName(ParamCheck::Outcome o)
 {
@@ -28,14 +31,6 @@ std::string_view outcomeName(ParamCheck::Outcome o)
 }
 
 namespace {
-
-int64_t product(const std::vector<int64_t> &v, size_t from = 0)
-{
-    int64_t p = 1;
-    for (size_t i = from; i < v.size(); ++i)
-        p *= v[i];
-    return p;
-}
 
 // A known, non-zero "initial value" pattern: a parameter no source fills must still hold it.
 void fillInitial(std::vector<std::byte> &bytes, uint64_t seed)
@@ -59,19 +54,6 @@ std::string hex64(uint64_t v)
     for (int i = 15; i >= 0; --i, v >>= 4)
         s[size_t(i)] = d[v & 15];
     return s;
-}
-
-// A box of a stored tensor, with stacked leading indices turned into size-1 dimensions.
-Box storedBox(const TensorEntry &t, const std::vector<int64_t> &index,
-              const std::vector<int64_t> &offsets, const std::vector<int64_t> &sizes)
-{
-    Box b;
-    b.offsets = index;
-    b.sizes.assign(index.size(), 1);
-    b.offsets.insert(b.offsets.end(), offsets.begin(), offsets.end());
-    b.sizes.insert(b.sizes.end(), sizes.begin(), sizes.end());
-    (void)t;
-    return b;
 }
 
 } // namespace
@@ -160,21 +142,15 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                 if (it == byKey.end())
                     return makeError(Error::Code::NotFound, "source is not in the checkpoint")
                         .atKey(src.key);
-                const int64_t sb = src.begin,
-                              se = (src.begin == 0 && src.end == 0) ? rows : src.end;
-                std::vector<int64_t> offsets(src.shape.size() - src.index.size(), 0);
-                std::vector<int64_t> sizes(src.shape.begin() + std::ptrdiff_t(src.index.size()),
-                                           src.shape.end());
-                if (!sizes.empty()) {
-                    offsets[0] = src.storedRow;
-                    sizes[0] = se - sb;
-                }
-                auto data = readTensor(checkpoint, *it->second,
-                                       storedBox(*it->second, src.index, offsets, sizes));
+                const auto whole = sourceRead(src, rows, 0, rows);
+                if (!whole)
+                    continue;
+                auto data = readTensor(checkpoint, *it->second, readBox(*whole));
                 if (!data)
                     return data.error();
-                std::memcpy(direct.data() + sb * row * es, data->bytes.data(),
-                            std::min(data->bytes.size(), direct.size() - size_t(sb * row * es)));
+                const size_t at = size_t(whole->paramRow * row * es);
+                std::memcpy(direct.data() + at, data->bytes.data(),
+                            std::min(data->bytes.size(), direct.size() - at));
                 result.bytesRead += data->bytes.size();
             }
         }
@@ -191,9 +167,7 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                 if (it == byKey.end())
                     return makeError(Error::Code::NotFound, "planned key is not in the checkpoint")
                         .atKey(read->key);
-                auto data =
-                    readTensor(checkpoint, *it->second,
-                               storedBox(*it->second, read->index, read->offsets, read->sizes));
+                auto data = readTensor(checkpoint, *it->second, readBox(*read));
                 if (!data)
                     return data.error();
                 if (data->dtype != dtype)
@@ -213,13 +187,11 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             //    piece with that component's stored bytes (from the direct read).
             if (loadable)
                 for (const DiffSource &src : e->sources) {
-                    const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
-                    const int64_t sb = src.begin,
-                                  se = (src.begin == 0 && src.end == 0) ? rows : src.end;
-                    const int64_t from = std::max(s.flatBegin / row, sb),
-                                  to = std::min(s.flatEnd / row, se);
-                    if (from >= to)
+                    const auto piece = sourceRead(src, p.shape.empty() ? 1 : p.shape[0],
+                                                  s.flatBegin / row, s.flatEnd / row);
+                    if (!piece)
                         continue;
+                    const int64_t from = piece->paramRow, to = from + piece->rows();
                     const size_t at = size_t((from * row - s.flatBegin) * es),
                                  len = size_t((to - from) * row * es);
                     if (std::memcmp(local.data() + at, direct.data() + from * row * es, len)) {

@@ -53,7 +53,7 @@ TEST(LoadPlan, DemoChunksAreThePlannedShards)
     auto demo = openDemo(2);
     ASSERT_TRUE(demo);
     ASSERT_TRUE(demo->diff.clean());
-    auto plan = planLoad(demo->index, demo->layout, demo->diff);
+    auto plan = planLoad(demo->layout, demo->diff);
     ASSERT_TRUE(plan.ok()) << plan.error().toString();
     ASSERT_EQ(plan->ranks.size(), 2u);
 
@@ -86,7 +86,7 @@ TEST(LoadPlan, ShardsPartitionEveryParameter)
     for (int world : {1, 2, 3, 4, 8}) {
         auto demo = openDemo(world);
         ASSERT_TRUE(demo);
-        auto plan = planLoad(demo->index, demo->layout, demo->diff);
+        auto plan = planLoad(demo->layout, demo->diff);
         ASSERT_TRUE(plan.ok()) << plan.error().toString();
         std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> slices;
         for (const RankPlan &r : plan->ranks)
@@ -121,7 +121,7 @@ TEST(LoadPlan, UnloadableShardsAreNamed)
     o.disabledRules = {"mla_down_proj"};
     auto diff = diffAgainstLayout(demo->index, demo->layout, o);
     ASSERT_TRUE(diff.ok());
-    auto plan = planLoad(demo->index, demo->layout, *diff);
+    auto plan = planLoad(demo->layout, *diff);
     ASSERT_TRUE(plan.ok());
     std::set<std::string> unloadable, want;
     for (const RankPlan &r : plan->ranks)

@@ -3,8 +3,10 @@
 
 #include "shardscope/diff.h"
 #include "shardscope/layout.h"
+#include "shardscope/tensor.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,18 @@ struct ShardRead
     std::vector<int64_t> index;          ///< leading indices into a stacked key (torch_dist)
     std::vector<int64_t> offsets, sizes; ///< box of the stored tensor (after `index`)
     int64_t paramRow = 0;                ///< the box's first row, in the parameter's rows
+    int64_t rows() const { return sizes.empty() ? 1 : sizes[0]; }
 };
+
+/**
+ * The read of `source` (a diff source of a parameter with `paramRows` rows) that fills the
+ * parameter's rows [fromRow, toRow); nullopt when the source covers none of them.
+ */
+std::optional<ShardRead> sourceRead(const DiffSource &source, int64_t paramRows, int64_t fromRow,
+                                    int64_t toRow);
+
+/** The Box to pass readTensor() for a read: stacked indices become size-1 leading dims. */
+Box readBox(const ShardRead &read);
 
 struct RankPlan
 {
@@ -62,12 +75,12 @@ struct LoadPlan
 };
 
 /**
- * Plans a Megatron-FSDP load of `layout` from `checkpoint` over `layout.parallel.dpShard` ranks:
- * each rank's flat slice of every parameter (Megatron-FSDP's row-aligned buffer layout: groups
- * per FSDP unit = TransformerLayer, experts apart), and the boxes of the on-disk keys (through
- * the diff's rules) that fill it. TP > 1 is not planned yet (an error says so).
+ * Plans a Megatron-FSDP load of `layout` (its sources as `diff` found them) over
+ * `layout.parallel.dpShard` ranks: each rank's flat slice of every parameter (Megatron-FSDP's
+ * row-aligned buffer layout: groups per FSDP unit = TransformerLayer, experts apart), and the boxes
+ * of the on-disk keys (through the diff's rules) that fill it. TP > 1 is not planned yet (an error
+ * says so).
  */
-Result<LoadPlan> planLoad(const CheckpointIndex &checkpoint, const Layout &layout,
-                          const DiffResult &diff);
+Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff);
 
 } // namespace shardscope

@@ -38,7 +38,6 @@ __global__ void histogramAndFingerprint(const unsigned char *bytes, int64_t n, i
         if (!d.nan && !d.inf)
             atomicAdd(&local[binOf(d.value, lo, hi, bins)], 1ull);
     }
-    (void)histogramSegment; // the CPU's loop; here one element per thread and stride
     unsigned long long fp = 0;
     const int64_t words = (size + 7) / 8;
     for (int64_t w = first; w < words; w += stride)
