@@ -512,6 +512,33 @@ def case_torch_dist_moe(env: Env, inspect_fixtures: Path) -> None:
                   f"{x['name']}: {x['sources'][0]}")
 
 
+def case_bad_layouts(env: Env) -> None:
+    """Broken layouts and configs: exit 2 and one line naming the file (and the key, or the byte
+    offset of a JSON syntax error)."""
+    good = json.loads(env.layout(env.demo / "config.json").read_text())
+    bad = {}
+    bad["syntax.json"] = ('{"schema": "shardscope.layout/1", "params": [}', "offset")
+    bad["schema.json"] = (json.dumps({"schema": "other", "params": []}), "key 'schema'")
+    fused = next(p for p in good["params"] if "fusion" in p)
+    fused["fusion"]["sections"][0]["size"] += 1
+    bad["sections.json"] = (json.dumps(good), f"key '{fused['name']}'")
+    shape = json.loads(json.dumps(good))
+    shape["params"][0]["shape"] = [-1]
+    bad["shape.json"] = (json.dumps(shape), f"key '{shape['params'][0]['name']}'")
+    for name, (text, must) in bad.items():
+        path = env.tmp / name
+        path.write_text(text)
+        rc, out, err = run([env.cli, "diff", str(env.demo), "--layout", str(path)])
+        lines = err.strip().splitlines()
+        check(rc == 2 and len(lines) == 1 and str(path) in err and must in err,
+              f"{name}: exit {rc}, stderr {err!r}")
+    cfg = env.tmp / "config-broken.json"
+    cfg.write_text('{"model_type": "llama", "hidden_size": 64}')
+    rc, _, err = run([env.cli, "layout", "--from-config", str(cfg)])
+    check(rc == 2 and len(err.strip().splitlines()) == 1 and str(cfg) in err,
+          f"config without sizes: exit {rc}, {err!r}")
+
+
 def case_sequential(env: Env) -> None:
     e = env.entry("deepseek_v3/sequential")
     ckpt, cfg = env.fixtures / e["path"], env.fixtures / e["config"]
@@ -557,6 +584,7 @@ CASES = {
     "mla_unfused_model": case_mla_unfused_model,
     "cast_and_partial": case_cast_and_partial,
     "strictness": case_strictness,
+    "bad_layouts": case_bad_layouts,
     "reports": case_reports,
     "against": case_against,
     "torch_dist": lambda env: case_torch_dist(env, env.inspect_fixtures),

@@ -67,8 +67,15 @@ std::string layoutToJson(const Layout &l)
 
 Result<Layout> layoutFromJson(const std::string &text, const std::string &origin)
 {
-    json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::parse_error &e) {
+        return makeError(Error::Code::Format, "not JSON: " + std::string(e.what()))
+            .inFile(origin)
+            .atOffset(e.byte > 0 ? e.byte - 1 : 0);
+    }
+    if (!j.is_object())
         return layoutError(origin, {}, "not a JSON object");
     if (j.value("schema", std::string()) != kSchema)
         return layoutError(origin, "schema", std::string("expected schema ") + kSchema);
