@@ -550,6 +550,8 @@ private:
     // Dataclass instances (NEWOBJ with no args) take one node; others keep args beside it.
     NodeId newObject(NodeId cls, NodeId args, NodeId extra = kNil)
     {
+        const NodeId parts[3] = {cls, args, extra};
+        noteEscapes(parts, parts + 3);
         NodeId id = newNode(NodeKind::Object, cls, kNil);
         if (args != kEmptyTuple) {
             A.m_nodes.back().flags |= PickleArena::kHasArgs;
@@ -582,6 +584,7 @@ private:
         if (!m_pending.empty() && A.nodeIndex(c) < m_pending.back().node)
             m_pending.clear();
         const uint32_t poolEnd = uint32_t(A.m_pool.size());
+        noteEscapes(m_stack.begin() + from, m_stack.end());
         A.m_pool.append(m_stack.begin() + from, m_stack.end());
         m_stack.resize(from);
         Node &node = A.m_nodes[A.nodeIndex(c)];
@@ -657,6 +660,7 @@ private:
             return fail("memo index " + std::to_string(idx) + " out of bounds", Error::Code::Limit);
         const NodeId v = m_stack.back();
         if (idx < m_memo.size()) {
+            noteEscapes(&v, &v + 1); // an older slot: reclaimSunk only looks at newer ones
             m_memo[idx] = v;
         } else if (idx == m_memo.size()) {
             m_memo.push_back(v);
@@ -688,7 +692,8 @@ private:
             return fail("memo key " + std::to_string(idx) + " was never stored");
         if (v == kReclaimed)
             return fail("memo key " + std::to_string(idx) +
-                            " refers to the arguments of a torch.Size call",
+                            " refers to a value dropped while decoding (the arguments of a "
+                            "torch.Size call, or a storage_data record)",
                         Error::Code::Unsupported);
         return push(v);
     }
@@ -803,6 +808,9 @@ private:
             return;
         const NodeId record =
             (uint64_t(A.m_recordFields.size()) << 5) | (uint64_t(p.kind) << 3) | kTagRecord;
+        noteEscapes(fields, fields + spec.fieldCount);
+        if (m_firstRecord.field == UINT64_MAX)
+            m_firstRecord = {A.m_recordFields.size(), p.memo};
         A.m_recordFields.append(fields, fields + spec.fieldCount);
         A.m_nodes.resize(p.node);
         A.m_pool.resize(p.pool);
@@ -815,6 +823,47 @@ private:
                 m_memo[i] = kReclaimed; // the state dict: Python never refers to it again
         }
         m_stack.back() = record;
+    }
+
+    // A batch for a dict that is the value of a string key ([..., "name", dict, pairs...]) goes
+    // to the sink first: true when it took it.
+    bool offerToSink(NodeId target, size_t from)
+    {
+        if (from < 2 || tag(m_stack[from - 2]) != kTagStr)
+            return false;
+        const NodeId k0 = m_stack[from];
+        if (!m_limits.dictSink->offer(A, A.bytes(m_stack[from - 2]), target,
+                                      std::span(m_stack.data() + from, m_stack.size() - from),
+                                      A.m_base + m_op))
+            return false;
+        m_stack.resize(from);
+        if (A.isRecord(k0) && A.recordKind(k0) == PickleArena::IndexRecord)
+            reclaimSunk(k0);
+        return true;
+    }
+    // The records of a storage_data batch the sink took are garbage: Python never refers to a
+    // storage_data key or value again. When they are the newest records and nothing else holds
+    // one, take their fields back (two thirds of a big file's records) and poison their memo
+    // slots, as reclaimArgs does.
+    void reclaimSunk(NodeId k0)
+    {
+        const Mark first = m_firstRecord;
+        m_firstRecord = {};
+        const uint64_t f0 = k0 >> 5;
+        if (first.field != f0 || first.memo > m_memo.size() ||
+            (m_escaped != UINT64_MAX && m_escaped >= f0))
+            return;
+        auto ours = [&](NodeId v) { return A.isRecord(v) && (v >> 5) >= f0; };
+        for (NodeId v : m_stack) // below the batch (a hand-made stream can leave one there)
+            if (ours(v))
+                return;
+        for (size_t i = first.memo; i < m_memo.size(); ++i)
+            if (ours(m_memo[i]))
+                m_memo[i] = kReclaimed;
+        for (auto &[k, v] : m_sparseMemo)
+            if (ours(v))
+                v = kReclaimed;
+        A.m_recordFields.resize(f0);
     }
 
     bool addTo(NodeId target, size_t from, bool pairs);
@@ -841,6 +890,23 @@ private:
     NodeId m_fieldKeySeen[3][4] = {
         {kNil, kNil, kNil, kNil}, {kNil, kNil, kNil, kNil}, {kNil, kNil, kNil, kNil}};
     NodeId m_otherClassSeen = kNil;
+    // The first record folded since the last batch went to the sink: its fields' position, and
+    // the memo's size when its object began (see reclaimSunk).
+    struct Mark
+    {
+        uint64_t field = UINT64_MAX;
+        size_t memo = 0;
+    } m_firstRecord;
+    // The newest record stored anywhere but the stack and the memo (in a container, an object,
+    // another record): such a record may be referred to again, so it is never taken back.
+    uint64_t m_escaped = UINT64_MAX;
+    [[gnu::always_inline]] void noteEscapes(const NodeId *first, const NodeId *last)
+    {
+        for (; first != last; ++first)
+            if ((*first & 7) == kTagRecord) [[unlikely]]
+                m_escaped =
+                    m_escaped == UINT64_MAX ? (*first >> 5) : std::max(m_escaped, *first >> 5);
+    }
     HotVector<NodeId> m_stack;
     std::vector<size_t> m_marks;
     HotVector<NodeId> m_memo;
@@ -865,6 +931,9 @@ bool PickleMachine::addTo(NodeId target, size_t from, bool pairs)
     if (!ok)
         return fail(std::string(pairs ? "SETITEM(S)" : "APPEND(S)/ADDITEMS") +
                     " on a value that is not a " + (pairs ? "dict" : "list or set"));
+    if (pairs && m_limits.dictSink && m_stack.size() > from && tk == NodeKind::Dict &&
+        offerToSink(target, from))
+        return true;
     appendItems(target, from);
     return true;
 }
@@ -1172,6 +1241,7 @@ inline bool PickleMachine::step(uint8_t op)
             return fail("BUILD without an object");
         const NodeId target = m_stack.back();
         if (A.isNode(target) && A.kind(target) == NodeKind::Object) {
+            noteEscapes(&state, &state + 1);
             A.m_nodes[A.nodeIndex(target)].y = state;
             if (!m_pending.empty())
                 foldRecord(target, state);
@@ -1180,7 +1250,10 @@ inline bool PickleMachine::step(uint8_t op)
     }
     case 'Q': { // BINPERSID
         NodeId pid = kNil;
-        return pop(pid) && push(newNode(NodeKind::PersId, pid));
+        if (!pop(pid))
+            return false;
+        noteEscapes(&pid, &pid + 1);
+        return push(newNode(NodeKind::PersId, pid));
     }
     case 'q':
         return need(1) && memoPut(readLE<uint8_t>());

@@ -133,6 +133,7 @@ class PickleArena
 {
 public:
     NodeId root() const { return m_root; }
+    std::span<const uint8_t> stream() const { return m_stream; }
     NodeKind kind(NodeId v) const;
     /** Byte offset (within the whole file) of the opcode that made the value, when known. */
     uint64_t offsetOf(NodeId v) const;
@@ -246,6 +247,33 @@ public:
 
     size_t nodeCount() const { return m_nodes.size(); }
 
+    /**
+     * Values that live entirely in their word (ints, strings and bytes as stream references, None,
+     * booleans, small int tuples, kNil) can be read without the arena, so from any thread while
+     * the decoder is still growing it. These take the stream the value came from.
+     */
+    static bool isSelfContained(NodeId v) { return (v & 7) != 0 && (v & 7) != 6; }
+    static bool isWordStr(NodeId v) { return (v & 7) == 2; }
+    static bool isWordInt(NodeId v) { return (v & 7) == 1; }
+    static int64_t wordInt(NodeId v) { return int64_t(v) >> 3; }
+    static std::string_view wordBytes(std::span<const uint8_t> stream, NodeId v)
+    {
+        return {reinterpret_cast<const char *>(stream.data()) + (v >> 24),
+                size_t((v >> 3) & ((uint64_t(1) << 21) - 1))};
+    }
+    /** intTupleInto() for a self-contained value. */
+    static bool wordIntTupleInto(NodeId v, std::span<int64_t> out)
+    {
+        if (v == kEmptyTupleWord)
+            return out.empty();
+        if (!isIntTuple(v) || intTupleCount(v) != out.size())
+            return false;
+        for (unsigned i = 0; i < out.size(); ++i)
+            out[i] = int64_t(intTupleItem(v, i)) >> 3;
+        return true;
+    }
+    static constexpr NodeId kEmptyTupleWord = (3 << 3) | 4;
+
 private:
     friend class PickleMachine;
     static constexpr uint32_t kNoSegment = UINT32_MAX;
@@ -298,6 +326,25 @@ private:
     NodeId m_root = kNil;
 };
 
+/**
+ * Takes the items of big named dicts (DCP's state_dict_metadata, planner_data and storage_data:
+ * millions of pairs) as the decoder makes them, so that a reader can index them on another core
+ * while the rest decodes, instead of walking the finished dicts afterwards.
+ */
+class DictSink
+{
+public:
+    virtual ~DictSink() = default;
+    /**
+     * One SETITEM(S) batch for `dict`, a dict that is the value of the string key `name` in a
+     * dict being built, and the file offset of that opcode. Called on the decoder's thread,
+     * which waits: the arena may be read now, but not after returning (it grows and moves).
+     * Returns true when it took the pairs; they then never reach the dict.
+     */
+    virtual bool offer(const PickleArena &arena, std::string_view name, NodeId dict,
+                       std::span<const NodeId> pairs, uint64_t offset) = 0;
+};
+
 struct PickleLimits
 {
     size_t maxStack = 1u << 20;
@@ -307,6 +354,8 @@ struct PickleLimits
     bool compactRecords = true;
     /** From this stream size on, a helper thread maps the arenas' next pages (see Prefaulter). */
     size_t prefaultFrom = size_t(32) << 20;
+    /** Offered the items of named dicts (see DictSink). */
+    DictSink *dictSink = nullptr;
 };
 
 /**

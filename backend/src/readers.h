@@ -14,7 +14,11 @@ uint32_t internFile(CheckpointIndex &index, const std::string &relativePath);
 uint16_t internTransforms(CheckpointIndex &index, std::vector<std::string> chain);
 
 /** A DCP directory: `.metadata`, or rank-local `__<rank>.metadata` files. */
-Status readDcp(const std::string &dir, CheckpointIndex &index);
+/**
+ * `streamItems`: index the metadata on a second thread while the decoder runs (see DcpStream).
+ * Off only in tests, which check that both ways give the same index.
+ */
+Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems = true);
 /** A torch.save zip archive; keys get `keyPrefix` in front. */
 Status readTorchSave(const std::string &dataDir, const std::string &relativePath,
                      const std::string &keyPrefix, CheckpointIndex &index);
