@@ -3,16 +3,20 @@
 planned ranks' shards must hash like the tensor torch itself builds from the stored components
 (`dcp.load` of each component, `torch.cat` of the sections in the layout's order).
 
-    check_verify.py --cli CLI --checkpoint DIR --config CONFIG.json --dp N [--negative]
+    check_verify.py --cli CLI --checkpoint DIR --config CONFIG.json --dp N [--negative] [--launch]
 
 With --negative the MLA rule is disabled (seed 000's control): exactly the fused MLA parameters
 (the ones whose sections or absorbed norm live in other keys) must be reported as keeping their
 initial values, and everything else still bit-identical.
+
+With --launch the CLI runs as N processes under torchrun (each rank's reads in its own process,
+shards all-gathered over c10d's Gloo on loopback), and the report must say so.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +27,12 @@ import oracle  # noqa: E402
 import torch  # noqa: E402
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -30,6 +40,7 @@ def main() -> int:
     ap.add_argument("--config", required=True)
     ap.add_argument("--dp", type=int, required=True)
     ap.add_argument("--negative", action="store_true")
+    ap.add_argument("--launch", action="store_true", help="run as --dp processes under torchrun")
     a = ap.parse_args()
     failures: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="ss-verify-"))
@@ -41,6 +52,10 @@ def main() -> int:
            "--hash"]
     if a.negative:
         cmd += ["--disable-rule", "mla_down_proj"]
+    if a.launch:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python", "--nnodes", "1",
+               "--nproc-per-node", str(a.dp), "--master-addr", "127.0.0.1", "--master-port",
+               str(free_port())] + cmd
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode == 2:
         print("verify could not run:", p.stderr)
@@ -87,11 +102,16 @@ def main() -> int:
         failures.append(f"kept at initial values: {sorted(kept ^ (mla if a.negative else set()))}")
     if got["world"] != a.dp:
         failures.append(f"world {got['world']}, want {a.dp}")
+    want_procs, want_backend = (a.dp, "gloo") if a.launch else (1, "none")
+    if got["processes"] != want_procs or got["backend"] != want_backend:
+        failures.append(f"{got['processes']} processes over {got['backend']}, want "
+                        f"{want_procs} over {want_backend}")
     if (p.returncode == 0) != (not a.negative):
         failures.append(f"exit {p.returncode}")
     for f in failures:
         print("FAIL", f)
     print(f"{checked} parameters against torch over {a.dp} ranks"
+          f"{' in ' + str(a.dp) + ' processes' if a.launch else ''}"
           f"{' (MLA rule disabled: ' + str(len(mla)) + ' kept at init)' if a.negative else ''}: "
           f"{'ok' if not failures else str(len(failures)) + ' failures'}")
     return 1 if failures else 0

@@ -97,6 +97,10 @@ int main(int argc, char **argv)
     ver->add_flag("--json", verify.json, "Machine-readable output (schema shardscope.verify/1)");
     ver->add_flag("--quiet", verify.quiet, "No progress bar");
     ver->add_flag("--hash", verify.hash, "SHA-256 of every gathered parameter (JSON)");
+    ver->add_option("--backend", verify.backend,
+                    "Collectives when launched by torchrun or srun: gloo (CPU), nccl (GPU) or "
+                    "auto")
+        ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
 
     try {
         app.parse(argc, argv);

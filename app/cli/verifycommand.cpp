@@ -2,6 +2,7 @@
 #include "verifycommand.h"
 #include "inspectcommand.h"
 
+#include <shardscope/distributed.h>
 #include <shardscope/verify.h>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <unistd.h>
 
 namespace shardscope::cli {
@@ -73,6 +75,23 @@ private:
 
 int runVerify(const VerifyCommandOptions &o)
 {
+    // Launched as one of several processes (torchrun, srun): join the job first, so that a rank
+    // that cannot does not leave the others waiting at their first collective.
+    auto launch = launchFromEnvironment();
+    if (!launch)
+        return fail(launch.error());
+    std::unique_ptr<Communicator> comm;
+    if (*launch && (*launch)->worldSize > 1) {
+        const CommBackend backend = o.backend == "gloo"   ? CommBackend::Gloo
+                                    : o.backend == "nccl" ? CommBackend::Nccl
+                                                          : CommBackend::Auto;
+        auto joined = connect(**launch, backend);
+        if (!joined)
+            return fail(joined.error());
+        comm = std::move(*joined);
+    }
+    const bool leader = !comm || comm->rank() == 0; // prints; the others stay quiet
+
     auto checkpoint = openCheckpoint(o.checkpoint);
     if (!checkpoint)
         return fail(checkpoint.error());
@@ -81,6 +100,8 @@ int runVerify(const VerifyCommandOptions &o)
         return fail(layout.error());
     if (o.world > 0)
         layout->parallel.dpShard = o.world;
+    else if (comm)
+        layout->parallel.dpShard = comm->size(); // one rank per process
     DiffOptions diffOptions;
     diffOptions.disabledRules = o.disabledRules;
     auto diff = diffAgainstLayout(*checkpoint, *layout, diffOptions);
@@ -93,13 +114,14 @@ int runVerify(const VerifyCommandOptions &o)
     std::signal(SIGINT, onInterrupt);
     VerifyResult result;
     {
-        ProgressBar bar(!o.quiet && !o.json && isatty(STDERR_FILENO));
+        ProgressBar bar(leader && !o.quiet && !o.json && isatty(STDERR_FILENO));
         VerifyOptions options;
         // Default: a quarter of physical memory.
         options.maxMemory =
             o.maxMemory ? o.maxMemory
                         : uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)) / 4;
         options.hash = o.hash;
+        options.comm = comm.get();
         options.progress = [&bar](uint64_t done, uint64_t total) {
             return bar.update(done, total);
         };
@@ -109,13 +131,30 @@ int runVerify(const VerifyCommandOptions &o)
         result = std::move(*r);
     }
     std::signal(SIGINT, SIG_DFL);
-
+    const int code = result.cancelled ? ExitUnreadable
+                     : result.clean() ? ExitHealthy
+                                      : ExitProblems;
+    // Every rank has the whole result and rank 0 reports it; the others wait until it has
+    // (a launcher stops the whole job when one rank exits with a non-zero code).
+    struct Done
+    {
+        Communicator *comm;
+        ~Done()
+        {
+            if (comm)
+                (void)comm->barrier();
+        }
+    } done{comm.get()};
+    if (!leader)
+        return code;
     if (o.json) {
         nlohmann::ordered_json j;
         j["schema"] = "shardscope.verify/1";
         j["checkpoint"] = o.checkpoint;
         j["layout"] = o.layout;
         j["world"] = result.world;
+        j["processes"] = result.processes;
+        j["backend"] = result.backend.empty() ? "none" : result.backend;
         j["device"] = "cpu";
         j["checked"] = result.checked;
         j["bit_identical"] = result.identical;
@@ -154,7 +193,11 @@ int runVerify(const VerifyCommandOptions &o)
         std::cout << j.dump(1) << "\n";
     } else {
         const size_t loadable = result.checked - result.keptInitial;
-        std::cout << "world " << result.world << " (DP-shard ranks, CPU)\n"
+        std::cout << "world " << result.world << " (DP-shard ranks, CPU"
+                  << (result.processes > 1 ? ", " + std::to_string(result.processes) +
+                                                 " processes over " + result.backend
+                                           : std::string(", one process"))
+                  << ")\n"
                   << result.identical << " of " << loadable
                   << " loadable parameters bit-identical after gathering every rank's shard, "
                   << result.mismatched << " mismatches across ranks\n"
@@ -173,9 +216,7 @@ int runVerify(const VerifyCommandOptions &o)
         std::cout << double(result.bytesRead) / (1 << 20) << " MiB read in " << result.seconds
                   << " s" << (result.cancelled ? " (stopped)" : "") << "\n";
     }
-    if (result.cancelled)
-        return ExitUnreadable;
-    return result.clean() ? ExitHealthy : ExitProblems;
+    return code;
 }
 
 } // namespace shardscope::cli

@@ -17,6 +17,8 @@ struct VerifyCommandOptions
     bool json = false;
     bool hash = false;
     bool quiet = false; ///< no progress bar
+    /** Under torchrun or srun: the collectives' backend ("auto", "gloo", "nccl"). */
+    std::string backend = "auto";
 };
 int runVerify(const VerifyCommandOptions &options);
 

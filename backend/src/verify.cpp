@@ -6,8 +6,13 @@
 
 #include "shardscope/devices.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <unordered_map>
 
@@ -56,6 +61,86 @@ std::string hex64(uint64_t v)
     return s;
 }
 
+// Parameter checks travel between ranks as JSON; doubles as their bits, so they arrive exact.
+nlohmann::json toJson(const ParamCheck &c, uint32_t param)
+{
+    const TensorHealth &h = c.health;
+    auto bits = [](double d) { return std::bit_cast<uint64_t>(d); };
+    return {{"param", param},
+            {"name", c.name},
+            {"dtype", c.dtype},
+            {"shape", c.shape},
+            {"outcome", int(c.outcome)},
+            {"mismatches", c.mismatches},
+            {"first", c.firstMismatch},
+            {"round_trip", c.roundTrip},
+            {"ranks", c.ranksHolding},
+            {"fingerprint", c.fingerprint},
+            {"sha256", c.sha256},
+            {"note", c.note},
+            {"h",
+             {h.count, h.finite, h.nanCount, h.posInfCount, h.negInfCount, h.denormalCount,
+              bits(h.min), bits(h.max), bits(h.mean), bits(h.std), bits(h.l2), h.fingerprint}},
+            {"hist", h.histogram},
+            {"device", h.device}};
+}
+
+ParamCheck fromJson(const nlohmann::json &j)
+{
+    ParamCheck c;
+    auto real = [](const nlohmann::json &v) { return std::bit_cast<double>(v.get<uint64_t>()); };
+    c.name = j.at("name");
+    c.dtype = j.at("dtype");
+    c.shape = j.at("shape").get<std::vector<int64_t>>();
+    c.outcome = ParamCheck::Outcome(j.at("outcome").get<int>());
+    c.mismatches = j.at("mismatches");
+    c.firstMismatch = j.at("first");
+    c.roundTrip = j.at("round_trip");
+    c.ranksHolding = j.at("ranks");
+    c.fingerprint = j.at("fingerprint");
+    c.sha256 = j.at("sha256");
+    c.note = j.at("note");
+    const auto &h = j.at("h");
+    TensorHealth &t = c.health;
+    t.count = h.at(0);
+    t.finite = h.at(1);
+    t.nanCount = h.at(2);
+    t.posInfCount = h.at(3);
+    t.negInfCount = h.at(4);
+    t.denormalCount = h.at(5);
+    t.min = real(h.at(6));
+    t.max = real(h.at(7));
+    t.mean = real(h.at(8));
+    t.std = real(h.at(9));
+    t.l2 = real(h.at(10));
+    t.fingerprint = h.at(11);
+    t.histogram = j.at("hist").get<std::vector<int64_t>>();
+    t.device = j.at("device");
+    return c;
+}
+
+void tally(VerifyResult &r, const ParamCheck &c)
+{
+    switch (c.outcome) {
+    case ParamCheck::Outcome::Identical:
+        ++r.identical;
+        break;
+    case ParamCheck::Outcome::Mismatch:
+        ++r.mismatched;
+        break;
+    case ParamCheck::Outcome::KeptInitial:
+        ++r.keptInitial;
+        break;
+    case ParamCheck::Outcome::Skipped:
+        return;
+    }
+    // A parameter with no source that something wrote into counts as kept-at-init gone wrong.
+    if (c.outcome == ParamCheck::Outcome::Mismatch && c.note.starts_with("no source"))
+        --r.mismatched, ++r.keptInitial;
+    ++r.checked;
+    r.roundTripFailures += !c.roundTrip;
+}
+
 } // namespace
 
 Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout &layout,
@@ -65,6 +150,17 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
     const auto t0 = std::chrono::steady_clock::now();
     VerifyResult result;
     result.world = plan.world;
+    Communicator *comm = options.comm && options.comm->size() > 1 ? options.comm : nullptr;
+    const int me = comm ? comm->rank() : -1; // -1: this process plays every rank
+    const int procs = comm ? comm->size() : 1;
+    if (comm) {
+        if (plan.world != procs)
+            return makeError(Error::Code::Format, "the plan has " + std::to_string(plan.world) +
+                                                      " DP-shard ranks but the job has " +
+                                                      std::to_string(procs) + " processes");
+        result.processes = procs;
+        result.backend = comm->backend();
+    }
 
     const bool gpu = options.useGpu && builtWithCuda() && !cudaDevices().empty();
     std::unordered_map<std::string, const TensorEntry *> byKey;
@@ -92,16 +188,48 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             for (PerRank &pr : perParam[read.param])
                 if (pr.rank == r.rank)
                     pr.reads.push_back(&read);
-        total += r.bytes;
+        if (me < 0 || r.rank == me)
+            total += r.bytes;
     }
+
+    // One rank's planned reads into its local shard (which starts as the initial pattern).
+    auto fillShard = [&](const PerRank &pr, std::span<std::byte> local, DType dtype, int64_t row,
+                         int64_t es) -> Status {
+        const ParamShard &s = *pr.shard;
+        for (const ShardRead *read : pr.reads) {
+            auto it = byKey.find(read->key);
+            if (it == byKey.end())
+                return makeError(Error::Code::NotFound, "planned key is not in the checkpoint")
+                    .atKey(read->key);
+            auto data = readTensor(checkpoint, *it->second, readBox(*read));
+            if (!data)
+                return data.error();
+            if (data->dtype != dtype)
+                return makeError(Error::Code::Unsupported,
+                                 "sources of one parameter differ in dtype")
+                    .atKey(read->key);
+            const int64_t at = (read->paramRow * row - s.flatBegin) * es;
+            if (at < 0 || size_t(at) + data->bytes.size() > local.size())
+                return makeError(Error::Code::Internal, "read outside its shard").atKey(read->key);
+            std::memcpy(local.data() + at, data->bytes.data(), data->bytes.size());
+            result.bytesRead += data->bytes.size();
+        }
+        return Ok{};
+    };
 
     uint64_t done = 0;
     TensorData full;               // the gathered parameter (bytes reused across parameters)
     std::vector<std::byte> direct; // the direct read, likewise
-    for (uint32_t pi = 0; pi < layout.params.size(); ++pi) {
+    std::vector<std::byte> sendBuf, recvBuf; // one parameter's all-gather, with a status byte
+    std::optional<Error> failed;             // this rank's, until every rank has heard of it
+    bool stop = false;
+    uint32_t ordinal = 0; // parameters handled so far: which rank checks the next one
+    std::vector<std::pair<uint32_t, ParamCheck>> checks;
+    for (uint32_t pi = 0; pi < layout.params.size() && !stop; ++pi) {
         if (perParam[pi].empty())
             continue; // buffers and empty parameters: not in FSDP's buffers
         const LayoutParam &p = layout.params[pi];
+        const int owner = comm ? int(ordinal++ % uint32_t(procs)) : me;
         ParamCheck check;
         check.name = p.name;
         check.shape = p.shape;
@@ -114,11 +242,13 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         check.dtype = std::string(dtypeName(dtype));
         const int64_t es = elementSize(dtype), numel = product(p.shape);
         const int64_t row = p.shape.size() > 1 ? product(p.shape, 1) : 1;
-        const uint64_t need = uint64_t(numel * es) * 2;
+        // Gathered and direct copies, and across ranks the all-gather's buffers besides.
+        const uint64_t need = uint64_t(numel * es) * (comm ? 4 : 2);
         if (options.maxMemory && need > options.maxMemory) {
             check.outcome = ParamCheck::Outcome::Skipped;
             check.note = "needs " + std::to_string(need) + " bytes, over --max-memory";
-            result.params.push_back(std::move(check));
+            if (owner == me)
+                checks.emplace_back(pi, std::move(check));
             continue;
         }
 
@@ -131,6 +261,59 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             fillInitial(initial, pi + 1);
             return gathered == initial;
         };
+        auto slice = [&](std::vector<std::byte> &buf, const ParamShard &s) {
+            return std::span<std::byte>(buf.data() + s.flatBegin * es,
+                                        size_t((s.flatEnd - s.flatBegin) * es));
+        };
+
+        // 1. Every rank's local shard, from exactly its planned reads. In one process: each
+        //    rank's in turn, straight into its slice of the gathered tensor. Across processes:
+        //    this rank's own, then an all-gather over c10d puts every rank's in place.
+        if (!comm) {
+            for (const PerRank &pr : perParam[pi]) {
+                if (Status st = fillShard(pr, slice(gathered, *pr.shard), dtype, row, es); !st)
+                    return st.error();
+            }
+        } else {
+            size_t longest = 0;
+            for (const PerRank &pr : perParam[pi])
+                longest = std::max(longest, slice(gathered, *pr.shard).size());
+            sendBuf.assign(longest + 1, std::byte{0});
+            recvBuf.resize((longest + 1) * size_t(procs));
+            for (const PerRank &pr : perParam[pi])
+                if (pr.rank == me && !failed) {
+                    const auto initial = slice(gathered, *pr.shard);
+                    std::memcpy(sendBuf.data(), initial.data(), initial.size());
+                    if (Status st =
+                            fillShard(pr, std::span(sendBuf).first(initial.size()), dtype, row, es);
+                        !st)
+                        failed = st.error();
+                }
+            const bool cancel = options.progress && !options.progress(done, total);
+            sendBuf[longest] = std::byte(failed ? 1 : cancel ? 2 : 0);
+            if (Status st = comm->allgather(sendBuf, recvBuf); !st)
+                return st.error(); // the job itself is broken: nothing more to agree on
+            for (int r = 0; r < procs; ++r)
+                if (const auto flag = recvBuf[size_t(r) * (longest + 1) + longest];
+                    flag != std::byte{0}) {
+                    stop = true;
+                    result.cancelled = result.cancelled || flag == std::byte{2};
+                }
+            if (stop)
+                break;
+            for (const PerRank &pr : perParam[pi]) {
+                const auto dest = slice(gathered, *pr.shard);
+                std::memcpy(dest.data(), recvBuf.data() + size_t(pr.rank) * (longest + 1),
+                            dest.size());
+            }
+        }
+        for (const PerRank &pr : perParam[pi])
+            if (me < 0 || pr.rank == me)
+                for (const ShardRead *read : pr.reads)
+                    done += uint64_t(product(read->sizes)) * uint64_t(es);
+        if (owner != me) // another rank checks this one
+            continue;
+
         // An independent direct read of the stored components (whole, not by the plan's boxes),
         // placed by the diff's rows: what the gathered shards must equal.
         const bool loadable = e && e->realLoadFills;
@@ -139,53 +322,38 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
             for (const DiffSource &src : e->sources) {
                 auto it = byKey.find(src.key);
-                if (it == byKey.end())
-                    return makeError(Error::Code::NotFound, "source is not in the checkpoint")
-                        .atKey(src.key);
+                if (it == byKey.end()) {
+                    failed = makeError(Error::Code::NotFound, "source is not in the checkpoint")
+                                 .atKey(src.key);
+                    break;
+                }
                 const auto whole = sourceRead(src, rows, 0, rows);
                 if (!whole)
                     continue;
                 auto data = readTensor(checkpoint, *it->second, readBox(*whole));
-                if (!data)
-                    return data.error();
+                if (!data) {
+                    failed = data.error();
+                    break;
+                }
                 const size_t at = size_t(whole->paramRow * row * es);
                 std::memcpy(direct.data() + at, data->bytes.data(),
                             std::min(data->bytes.size(), direct.size() - at));
                 result.bytesRead += data->bytes.size();
             }
+            if (failed) {
+                if (!comm)
+                    return *failed;
+                continue; // the other ranks hear of it at the next all-gather
+            }
         }
 
-        // 1. Every rank's local shard, from exactly its planned reads, into the gathered tensor
-        //    (which starts from the known initial pattern).
-        for (const PerRank &pr : perParam[pi]) {
-            const ParamShard &s = *pr.shard;
-            // The rank's local shard is its slice of the gathered buffer (an all-gather in place).
-            const std::span<std::byte> local(gathered.data() + s.flatBegin * es,
-                                             size_t((s.flatEnd - s.flatBegin) * es));
-            for (const ShardRead *read : pr.reads) {
-                auto it = byKey.find(read->key);
-                if (it == byKey.end())
-                    return makeError(Error::Code::NotFound, "planned key is not in the checkpoint")
-                        .atKey(read->key);
-                auto data = readTensor(checkpoint, *it->second, readBox(*read));
-                if (!data)
-                    return data.error();
-                if (data->dtype != dtype)
-                    return makeError(Error::Code::Unsupported,
-                                     "sources of one parameter differ in dtype")
-                        .atKey(read->key);
-                const int64_t at = (read->paramRow * row - s.flatBegin) * es;
-                if (at < 0 || size_t(at) + data->bytes.size() > local.size())
-                    return makeError(Error::Code::Internal, "read outside its shard")
-                        .atKey(read->key);
-                std::memcpy(local.data() + at, data->bytes.data(), data->bytes.size());
-                result.bytesRead += data->bytes.size();
-                done += data->bytes.size();
-            }
-            // 2. The round trip: split this rank's shard the way the save path does (§6.3: the
-            //    flat slice intersected with each stored component's rows) and compare every
-            //    piece with that component's stored bytes (from the direct read).
-            if (loadable)
+        // 2. The round trip: split each rank's shard the way the save path does (§6.3: the flat
+        //    slice intersected with each stored component's rows) and compare every piece with
+        //    that component's stored bytes (from the direct read).
+        if (loadable)
+            for (const PerRank &pr : perParam[pi]) {
+                const ParamShard &s = *pr.shard;
+                const auto local = slice(gathered, s);
                 for (const DiffSource &src : e->sources) {
                     const auto piece = sourceRead(src, p.shape.empty() ? 1 : p.shape[0],
                                                   s.flatBegin / row, s.flatEnd / row);
@@ -200,7 +368,7 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                                      src.key + " differs from the stored bytes";
                     }
                 }
-        }
+            }
 
         // 3. The gathered tensor against the direct read, bit for bit.
         if (!loadable) {
@@ -208,7 +376,6 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             check.outcome = kept ? ParamCheck::Outcome::KeptInitial : ParamCheck::Outcome::Mismatch;
             check.note = kept ? "no source: the load leaves its initial values"
                               : "no source, yet something was written into it";
-            ++result.keptInitial;
         } else {
             if (gathered != direct)
                 for (int64_t i = 0; i < numel; ++i)
@@ -219,10 +386,7 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                     }
             check.outcome =
                 check.mismatches ? ParamCheck::Outcome::Mismatch : ParamCheck::Outcome::Identical;
-            (check.mismatches ? result.mismatched : result.identical) += 1;
         }
-        ++result.checked;
-        result.roundTripFailures += !check.roundTrip;
 
         full.dtype = dtype;
         full.shape = p.shape;
@@ -236,12 +400,43 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         }
         if (options.hash)
             check.sha256 = sha256Hex(full);
-        result.params.push_back(std::move(check));
+        checks.emplace_back(pi, std::move(check));
 
-        if (options.progress && !options.progress(done, total)) {
+        if (!comm && options.progress && !options.progress(done, total)) {
             result.cancelled = true;
             break;
         }
+    }
+
+    // Across processes every rank sends what it checked (or why it stopped); all merge the same.
+    if (comm) {
+        nlohmann::json mine = {{"bytes", result.bytesRead},
+                               {"error", failed ? failed->toString() : std::string()},
+                               {"checks", nlohmann::json::array()}};
+        for (const auto &[pi, c] : checks)
+            mine["checks"].push_back(toJson(c, pi));
+        auto all = comm->allgatherText(mine.dump());
+        if (!all)
+            return all.error();
+        checks.clear();
+        result.bytesRead = 0;
+        for (size_t r = 0; r < all->size(); ++r) {
+            const auto j = nlohmann::json::parse((*all)[r], nullptr, false);
+            if (j.is_discarded())
+                return makeError(Error::Code::Internal,
+                                 "rank " + std::to_string(r) + " sent unreadable results");
+            if (const std::string err = j.value("error", std::string()); !err.empty())
+                return makeError(Error::Code::Io, "rank " + std::to_string(r) + ": " + err);
+            result.bytesRead += j.value("bytes", uint64_t(0));
+            for (const auto &c : j.at("checks"))
+                checks.emplace_back(c.at("param").get<uint32_t>(), fromJson(c));
+        }
+        std::sort(checks.begin(), checks.end(),
+                  [](const auto &a, const auto &b) { return a.first < b.first; });
+    }
+    for (auto &[pi, c] : checks) {
+        tally(result, c);
+        result.params.push_back(std::move(c));
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return result;

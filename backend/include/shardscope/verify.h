@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "shardscope/distributed.h"
 #include "shardscope/health.h"
 #include "shardscope/loadplan.h"
 #include "shardscope/tensor.h"
@@ -22,6 +23,12 @@ struct VerifyOptions
     bool hash = false; ///< SHA-256 of each gathered parameter
     /** Where the health kernels run: the GPU when one is there (and this build has CUDA). */
     bool useGpu = true;
+    /**
+     * A job of several processes (torchrun, srun): this process performs only its own rank's
+     * reads, the shards are all-gathered over it, each parameter is checked by one rank in
+     * turn, and every rank ends with the whole result. Null: one process plays every rank.
+     */
+    Communicator *comm = nullptr;
 };
 
 /** One parameter, reassembled from every rank's shard. */
@@ -49,7 +56,9 @@ std::string_view outcomeName(ParamCheck::Outcome o);
 
 struct VerifyResult
 {
-    int world = 1;
+    int world = 1;       ///< DP-shard ranks planned
+    int processes = 1;   ///< processes that performed them
+    std::string backend; ///< the collectives' ("gloo", "nccl"); empty in one process
     size_t checked = 0, identical = 0, mismatched = 0, roundTripFailures = 0, keptInitial = 0;
     std::vector<ParamCheck> params;
     uint64_t bytesRead = 0;

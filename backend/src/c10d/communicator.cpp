@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: MIT
+// Communicator over libtorch's c10d: a TCPStore, then a Gloo (or NCCL) process group.
+#include "shardscope/distributed.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace shardscope {
+
+namespace {
+
+Error commError(const std::string &what, const std::exception &e)
+{
+    // c10d's messages run over several lines (with a C++ trace); the first says what happened.
+    std::string msg = e.what();
+    if (auto nl = msg.find('\n'); nl != std::string::npos)
+        msg.resize(nl);
+    return makeError(Error::Code::Io, what + ": " + msg);
+}
+
+class GlooCommunicator final : public Communicator
+{
+public:
+    GlooCommunicator(c10::intrusive_ptr<c10d::Store> store,
+                     c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int size)
+        : m_store(std::move(store))
+        , m_group(std::move(group))
+        , m_rank(rank)
+        , m_size(size)
+    {}
+    int rank() const override { return m_rank; }
+    int size() const override { return m_size; }
+    std::string backend() const override { return "gloo"; }
+
+    Status allgather(std::span<const std::byte> in, std::span<std::byte> out) override
+    {
+        if (out.size() != in.size() * size_t(m_size))
+            return makeError(Error::Code::Internal, "allgather: output is not world × input");
+        try {
+            const auto opts = at::TensorOptions().dtype(at::kByte);
+            // Gloo reads and writes the tensors' memory: wrap ours, no copies.
+            std::vector<at::Tensor> input{
+                at::from_blob(const_cast<std::byte *>(in.data()), {int64_t(in.size())}, opts)};
+            std::vector<std::vector<at::Tensor>> output(1);
+            for (int r = 0; r < m_size; ++r)
+                output[0].push_back(
+                    at::from_blob(out.data() + size_t(r) * in.size(), {int64_t(in.size())}, opts));
+            if (in.empty())
+                return Ok{};
+            m_group->allgather(output, input)->wait();
+        } catch (const std::exception &e) {
+            return commError("allgather over gloo", e);
+        }
+        return Ok{};
+    }
+
+    Status barrier() override
+    {
+        try {
+            m_group->barrier()->wait();
+        } catch (const std::exception &e) {
+            return commError("barrier over gloo", e);
+        }
+        return Ok{};
+    }
+
+private:
+    c10::intrusive_ptr<c10d::Store> m_store;
+    c10::intrusive_ptr<c10d::ProcessGroupGloo> m_group;
+    int m_rank, m_size;
+};
+
+Result<int> envInt(const char *name, bool required, int fallback = 0)
+{
+    const char *v = std::getenv(name);
+    if (!v)
+        return required ? Result<int>(makeError(Error::Code::NotFound,
+                                                std::string("environment variable ") + name +
+                                                    " is not set"))
+                        : Result<int>(fallback);
+    char *end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || x < 0 || x > (1 << 24))
+        return makeError(Error::Code::Format, std::string("environment variable ") + name + "='" +
+                                                  v + "' is not a non-negative integer");
+    return int(x);
+}
+
+} // namespace
+
+Result<std::vector<std::string>> Communicator::allgatherText(const std::string &text)
+{
+    // Lengths first, then the texts padded to the longest.
+    const uint64_t mine = text.size();
+    std::vector<uint64_t> lengths(static_cast<size_t>(size()));
+    if (Status st = allgather(std::as_bytes(std::span(&mine, 1)),
+                              std::as_writable_bytes(std::span(lengths)));
+        !st)
+        return st.error();
+    uint64_t longest = 0;
+    for (uint64_t l : lengths)
+        longest = std::max(longest, l);
+    std::vector<std::byte> in(longest), out(longest * lengths.size());
+    std::memcpy(in.data(), text.data(), text.size());
+    if (Status st = allgather(in, out); !st)
+        return st.error();
+    std::vector<std::string> texts;
+    for (size_t r = 0; r < lengths.size(); ++r)
+        texts.emplace_back(reinterpret_cast<const char *>(out.data()) + r * longest,
+                           size_t(lengths[r]));
+    return texts;
+}
+
+Result<std::optional<LaunchInfo>> launchFromEnvironment()
+{
+    LaunchInfo info;
+    const bool torchrun = std::getenv("WORLD_SIZE") != nullptr;
+    const bool slurm = !torchrun && std::getenv("SLURM_NTASKS") && std::getenv("SLURM_PROCID");
+    if (!torchrun && !slurm)
+        return std::optional<LaunchInfo>();
+    info.launcher = torchrun ? "torchrun" : "srun";
+    auto world = envInt(torchrun ? "WORLD_SIZE" : "SLURM_NTASKS", true);
+    auto rank = envInt(torchrun ? "RANK" : "SLURM_PROCID", true);
+    auto local = envInt(torchrun ? "LOCAL_RANK" : "SLURM_LOCALID", false);
+    if (!world)
+        return world.error();
+    if (!rank)
+        return rank.error();
+    if (!local)
+        return local.error();
+    info.worldSize = *world;
+    info.rank = *rank;
+    info.localRank = *local;
+    if (info.worldSize < 1 || info.rank >= info.worldSize)
+        return makeError(Error::Code::Format, "rank " + std::to_string(info.rank) +
+                                                  " is outside a world of " +
+                                                  std::to_string(info.worldSize));
+    if (info.worldSize == 1)
+        return std::optional<LaunchInfo>(info);
+    const char *addr = std::getenv("MASTER_ADDR");
+    if (!addr || !*addr)
+        return makeError(Error::Code::NotFound,
+                         "environment variable MASTER_ADDR is not set (rank 0's host)");
+    info.masterAddr = addr;
+    auto port = envInt("MASTER_PORT", true);
+    if (!port)
+        return port.error();
+    if (*port == 0 || *port > 65535)
+        return makeError(Error::Code::Format,
+                         "MASTER_PORT=" + std::to_string(*port) + " is not a TCP port");
+    info.masterPort = *port;
+    return std::optional<LaunchInfo>(info);
+}
+
+Result<std::unique_ptr<Communicator>> connect(const LaunchInfo &launch, CommBackend backend,
+                                              std::chrono::seconds timeout)
+{
+    if (backend == CommBackend::Nccl)
+        return makeError(Error::Code::Unsupported,
+                         "this build has no NCCL communicator; use --backend gloo");
+    try {
+        // Under torchrun the agent already serves a store on MASTER_PORT (as torch's own
+        // env:// rendezvous does, join it as a client); otherwise rank 0 serves it.
+        const char *agentStore = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+        const bool useAgent = agentStore && std::string(agentStore) == "True";
+        c10d::TCPStoreOptions o;
+        o.port = uint16_t(launch.masterPort);
+        o.isServer = launch.rank == 0 && !useAgent;
+        o.numWorkers = launch.worldSize;
+        o.waitWorkers = !useAgent;
+        o.timeout = timeout;
+        const char *attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+        c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::PrefixStore>(
+            "shardscope/" + std::string(attempt ? attempt : "0"),
+            c10::make_intrusive<c10d::TCPStore>(launch.masterAddr, o));
+        auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+        // The device binds where this host reaches rank 0 from: loopback for a one-host job.
+        const bool local = launch.masterAddr == "127.0.0.1" || launch.masterAddr == "localhost";
+        options->devices.push_back(
+            local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                  : c10d::ProcessGroupGloo::createDefaultDevice());
+        options->threads = 1;
+        auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, launch.rank,
+                                                                 launch.worldSize, options);
+        return std::unique_ptr<Communicator>(
+            new GlooCommunicator(store, group, launch.rank, launch.worldSize));
+    } catch (const std::exception &e) {
+        return commError("cannot join the job at " + launch.masterAddr + ":" +
+                             std::to_string(launch.masterPort) + " as rank " +
+                             std::to_string(launch.rank),
+                         e);
+    }
+}
+
+} // namespace shardscope

@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: MIT
+// See ../README.md: nothing from this header is used.
+#pragma once
