@@ -9,6 +9,10 @@ With --negative the MLA rule is disabled (seed 000's control): exactly the fused
 (the ones whose sections or absorbed norm live in other keys) must be reported as keeping their
 initial values, and everything else still bit-identical.
 
+With --max-memory BYTES the budget is small enough that the biggest parameters stream through
+windows of rows: none may be skipped, some must stream, and their statistics, histograms and
+fingerprints must equal those of a run without a budget (and their SHA-256 torch's, as always).
+
 With --launch the CLI runs as N processes under torchrun (each rank's reads in its own process,
 shards all-gathered over c10d's Gloo on loopback), and the report must say so.
 """
@@ -41,6 +45,7 @@ def main() -> int:
     ap.add_argument("--dp", type=int, required=True)
     ap.add_argument("--negative", action="store_true")
     ap.add_argument("--launch", action="store_true", help="run as --dp processes under torchrun")
+    ap.add_argument("--max-memory", type=int, default=0, help="a budget that makes some stream")
     a = ap.parse_args()
     failures: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="ss-verify-"))
@@ -52,6 +57,11 @@ def main() -> int:
            "--hash"]
     if a.negative:
         cmd += ["--disable-rule", "mla_down_proj"]
+    reference = None
+    if a.max_memory:
+        reference = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                                              check=False).stdout)
+        cmd += ["--max-memory", str(a.max_memory)]
     if a.launch:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python", "--nnodes", "1",
                "--nproc-per-node", str(a.dp), "--master-addr", "127.0.0.1", "--master-port",
@@ -97,6 +107,19 @@ def main() -> int:
         if x["outcome"] != "bit_identical" or x["sha256"] != want or not x["round_trip"]:
             failures.append(f"{name}: {x['outcome']}, sha256 {x['sha256'][:12]} vs torch "
                             f"{want[:12]}, round trip {x['round_trip']}")
+    if reference is not None:
+        streamed = [x["name"] for x in got["params"] if "streamed in" in x["note"]]
+        skipped = [x["name"] for x in got["params"] if x["outcome"] == "skipped"]
+        if not streamed or skipped:
+            failures.append(f"--max-memory {a.max_memory}: {len(streamed)} streamed, "
+                            f"skipped {skipped}")
+        ref = {x["name"]: x for x in reference["params"]}
+        for x in got["params"]:
+            r = ref.get(x["name"])
+            if r is None or any(x[k] != r[k] for k in ("stats", "fingerprint", "sha256",
+                                                          "outcome")):
+                failures.append(f"{x['name']}: differs from the run without a budget")
+        print(f"{len(streamed)} parameters streamed under --max-memory {a.max_memory}")
     kept = {x["name"] for x in got["params"] if x["outcome"] == "kept_initial_values"}
     if kept != (mla if a.negative else set()):
         failures.append(f"kept at initial values: {sorted(kept ^ (mla if a.negative else set()))}")

@@ -93,7 +93,8 @@ int main(int argc, char **argv)
     ver->add_option("--dp", verify.world, "DP-shard ranks to plan (default: the layout's)");
     ver->add_option("--disable-rule", verify.disabledRules, "Switch a rule off (repeatable)");
     ver->add_option("--max-memory", verify.maxMemory,
-                    "Bytes to hold at once (default: a quarter of RAM)");
+                    "Bytes to hold at once (default: a quarter of RAM); bigger parameters stream "
+                    "through windows of rows");
     ver->add_flag("--json", verify.json, "Machine-readable output (schema shardscope.verify/1)");
     ver->add_flag("--quiet", verify.quiet, "No progress bar");
     ver->add_flag("--hash", verify.hash, "SHA-256 of every gathered parameter (JSON)");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "shardscope/health.h"
 
+#include "healthstream.h"
 #include "kernels/healthcore.h"
 #include "kernels/healthdevice.h"
 
@@ -148,5 +149,46 @@ Result<TensorHealth> computeHealth(const TensorData &data, ComputeDevice device,
     h.device = "cpu";
     return h;
 }
+
+namespace detail {
+
+using namespace kernels;
+
+HealthStream::HealthStream(DType dtype, int64_t elements, int bins)
+    : m_code(elemCode(dtype).value_or(-1))
+    , m_elemSize(elementSize(dtype))
+    , m_bins(std::clamp(bins, 1, kMaxBins))
+    , m_elements(elements)
+    , m_histogram(size_t(m_bins), 0)
+{}
+
+void HealthStream::fold(std::span<const std::byte> window, int64_t first)
+{
+    (void)first; // windows come in order: segments merge in index order, as computeHealth's
+    const auto *bytes = reinterpret_cast<const unsigned char *>(window.data());
+    const int64_t n = int64_t(window.size()) / m_elemSize;
+    for (int64_t s = 0; s * kSegment < n; ++s)
+        merge(m_total, foldSegment(bytes, m_elemSize, m_code, s * kSegment,
+                                   std::min(n, (s + 1) * kSegment)));
+}
+
+void HealthStream::count(std::span<const std::byte> window, int64_t first)
+{
+    const auto *bytes = reinterpret_cast<const unsigned char *>(window.data());
+    const int64_t n = int64_t(window.size()) / m_elemSize, size = int64_t(window.size());
+    histogramSegment(bytes, m_code, 0, n, m_total.min, m_total.max, m_bins, m_histogram.data());
+    // Windows start on whole words (kSegment elements), so local words are global words shifted.
+    m_fingerprint += fingerprintWords(bytes, size, 0, (size + 7) / 8, first * m_elemSize / 8);
+}
+
+TensorHealth HealthStream::finish() const
+{
+    TensorHealth h = shardscope::finish(
+        m_total, std::vector<int64_t>(m_histogram.begin(), m_histogram.end()), m_fingerprint);
+    h.device = "cpu";
+    return h;
+}
+
+} // namespace detail
 
 } // namespace shardscope

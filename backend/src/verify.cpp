@@ -2,16 +2,20 @@
 // CPU load verification: the planned reads, per rank, into local shards; gathered and compared
 // bit for bit with direct reads of the stored components.
 #include "shardscope/verify.h"
+#include "healthstream.h"
+#include "kernels/healthcore.h"
 #include "shapes.h"
 
 #include "shardscope/devices.h"
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -38,19 +42,55 @@ std::string_view outcomeName(ParamCheck::Outcome o)
 namespace {
 
 // A known, non-zero "initial value" pattern: a parameter no source fills must still hold it.
-void fillInitial(std::vector<std::byte> &bytes, uint64_t seed)
+// Byte k of the pattern is byte k % 8 of word k / 8, so any window of it can be made alone.
+void fillInitial(std::vector<std::byte> &bytes, uint64_t seed, uint64_t offset = 0)
 {
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    const uint64_t key = kernels::splitmix64(seed);
+    auto word = [key](uint64_t w) { return kernels::splitmix64(w ^ key); };
     size_t i = 0;
+    for (; i < bytes.size() && (offset + i) % 8; ++i) // to a word boundary
+        bytes[i] = std::byte(word((offset + i) / 8) >> (8 * ((offset + i) % 8)));
     for (; i + 8 <= bytes.size(); i += 8) { // eight bytes a step: this runs over every parameter
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        const uint64_t x = word((offset + i) / 8);
         std::memcpy(bytes.data() + i, &x, 8);
     }
     for (; i < bytes.size(); ++i)
-        bytes[i] = std::byte(x >> (8 * (i & 7)));
+        bytes[i] = std::byte(word((offset + i) / 8) >> (8 * ((offset + i) % 8)));
 }
+
+// SHA-256 fed window by window.
+class Sha256
+{
+public:
+    Sha256()
+        : m_ctx(EVP_MD_CTX_new())
+    {
+        EVP_DigestInit_ex(m_ctx, EVP_sha256(), nullptr);
+    }
+    ~Sha256() { EVP_MD_CTX_free(m_ctx); }
+    Sha256(const Sha256 &) = delete;
+    Sha256 &operator=(const Sha256 &) = delete;
+    void update(std::span<const std::byte> bytes)
+    {
+        EVP_DigestUpdate(m_ctx, bytes.data(), bytes.size());
+    }
+    std::string hex()
+    {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int len = 0;
+        EVP_DigestFinal_ex(m_ctx, md, &len);
+        static const char *digits = "0123456789abcdef";
+        std::string out;
+        for (unsigned i = 0; i < len; ++i) {
+            out += digits[md[i] >> 4];
+            out += digits[md[i] & 15];
+        }
+        return out;
+    }
+
+private:
+    EVP_MD_CTX *m_ctx;
+};
 
 std::string hex64(uint64_t v)
 {
@@ -192,24 +232,33 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             total += r.bytes;
     }
 
-    // One rank's planned reads into its local shard (which starts as the initial pattern).
-    auto fillShard = [&](const PerRank &pr, std::span<std::byte> local, DType dtype, int64_t row,
-                         int64_t es) -> Status {
-        const ParamShard &s = *pr.shard;
+    // One rank's planned reads, clipped to the parameter rows [from, to), into `local` (those
+    // rows, which hold the initial pattern until written).
+    auto fillRows = [&](const PerRank &pr, int64_t from, int64_t to, std::span<std::byte> local,
+                        DType dtype, int64_t rowBytes) -> Status {
         for (const ShardRead *read : pr.reads) {
+            const int64_t lo = std::max(from, read->paramRow),
+                          hi = std::min(to, read->paramRow + read->rows());
+            if (lo >= hi)
+                continue;
             auto it = byKey.find(read->key);
             if (it == byKey.end())
                 return makeError(Error::Code::NotFound, "planned key is not in the checkpoint")
                     .atKey(read->key);
-            auto data = readTensor(checkpoint, *it->second, readBox(*read));
+            Box box = readBox(*read);
+            if (!read->sizes.empty()) { // rows are the first dim after any stacked index
+                box.offsets[read->index.size()] += lo - read->paramRow;
+                box.sizes[read->index.size()] = hi - lo;
+            }
+            auto data = readTensor(checkpoint, *it->second, box);
             if (!data)
                 return data.error();
             if (data->dtype != dtype)
                 return makeError(Error::Code::Unsupported,
                                  "sources of one parameter differ in dtype")
                     .atKey(read->key);
-            const int64_t at = (read->paramRow * row - s.flatBegin) * es;
-            if (at < 0 || size_t(at) + data->bytes.size() > local.size())
+            const int64_t at = (lo - from) * rowBytes;
+            if (size_t(at) + data->bytes.size() > local.size())
                 return makeError(Error::Code::Internal, "read outside its shard").atKey(read->key);
             std::memcpy(local.data() + at, data->bytes.data(), data->bytes.size());
             result.bytesRead += data->bytes.size();
@@ -218,9 +267,9 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
     };
 
     uint64_t done = 0;
-    TensorData full;               // the gathered parameter (bytes reused across parameters)
-    std::vector<std::byte> direct; // the direct read, likewise
-    std::vector<std::byte> sendBuf, recvBuf; // one parameter's all-gather, with a status byte
+    std::vector<std::byte> gathered;         // a window of the gathered parameter
+    std::vector<std::byte> direct;           // the same rows, read directly
+    std::vector<std::byte> sendBuf, recvBuf; // one window's all-gather, with a status byte
     std::optional<Error> failed;             // this rank's, until every rank has heard of it
     bool stop = false;
     uint32_t ordinal = 0; // parameters handled so far: which rank checks the next one
@@ -242,164 +291,235 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         check.dtype = std::string(dtypeName(dtype));
         const int64_t es = elementSize(dtype), numel = product(p.shape);
         const int64_t row = p.shape.size() > 1 ? product(p.shape, 1) : 1;
-        // Gathered and direct copies, and across ranks the all-gather's buffers besides.
-        const uint64_t need = uint64_t(numel * es) * (comm ? 4 : 2);
-        if (options.maxMemory && need > options.maxMemory) {
-            check.outcome = ParamCheck::Outcome::Skipped;
-            check.note = "needs " + std::to_string(need) + " bytes, over --max-memory";
-            if (owner == me)
-                checks.emplace_back(pi, std::move(check));
-            continue;
-        }
+        const int64_t rows = p.shape.empty() ? 1 : p.shape[0], rowBytes = row * es;
+        const bool loadable = e && e->realLoadFills;
 
-        // Buffers live across parameters: their pages are faulted in once, not per parameter.
-        std::vector<std::byte> &gathered = full.bytes;
-        gathered.resize(size_t(numel * es));
-        fillInitial(gathered, pi + 1);
-        auto keptInitial = [&] { // regenerated, not kept: one buffer less per parameter
-            std::vector<std::byte> initial(gathered.size());
-            fillInitial(initial, pi + 1);
-            return gathered == initial;
-        };
-        auto slice = [&](std::vector<std::byte> &buf, const ParamShard &s) {
-            return std::span<std::byte>(buf.data() + s.flatBegin * es,
-                                        size_t((s.flatEnd - s.flatBegin) * es));
-        };
-
-        // 1. Every rank's local shard, from exactly its planned reads. In one process: each
-        //    rank's in turn, straight into its slice of the gathered tensor. Across processes:
-        //    this rank's own, then an all-gather over c10d puts every rank's in place.
-        if (!comm) {
-            for (const PerRank &pr : perParam[pi]) {
-                if (Status st = fillShard(pr, slice(gathered, *pr.shard), dtype, row, es); !st)
-                    return st.error();
+        // Memory: the gathered and direct copies of a window of rows, the read in flight, and
+        // across processes the all-gather's buffers. A parameter over the budget streams through
+        // windows that start on health segments, so that its statistics come out exactly the same.
+        const uint64_t copies = comm ? 6 : 4; // a read in flight is two (readTensor's)
+        int64_t windowRows = rows;
+        if (options.maxMemory && uint64_t(numel * es) * copies > options.maxMemory) {
+            const int64_t step = std::lcm(row, kernels::kSegment) / row; // rows per segment run
+            const uint64_t perStep = uint64_t(step * rowBytes) * copies;
+            if (p.shape.empty() || perStep > options.maxMemory) {
+                check.outcome = ParamCheck::Outcome::Skipped;
+                check.note = "even " + std::to_string(step) + " rows need " +
+                             std::to_string(perStep) + " bytes, over --max-memory";
+                if (owner == me)
+                    checks.emplace_back(pi, std::move(check));
+                continue;
             }
-        } else {
+            windowRows = int64_t(options.maxMemory / perStep) * step;
+        }
+        const int64_t windows = (rows + windowRows - 1) / windowRows;
+        std::optional<detail::HealthStream> stream;
+        if (windows > 1)
+            stream.emplace(dtype, numel);
+        Sha256 sha;
+
+        // Rows [from, to) of the gathered parameter into `gathered`: the initial pattern, then
+        // every rank's local shard from exactly its planned reads. In one process each rank's
+        // in turn; across processes this rank's own, and an all-gather puts all in place.
+        auto gatherRows = [&](int64_t from, int64_t to) -> Status {
+            gathered.resize(size_t((to - from) * rowBytes));
+            fillInitial(gathered, pi + 1, uint64_t(from * rowBytes));
+            struct Part
+            {
+                const PerRank *pr;
+                int64_t lo, hi;
+            };
+            std::vector<Part> parts;
+            for (const PerRank &pr : perParam[pi]) {
+                const int64_t lo = std::max(from, pr.shard->firstRow()),
+                              hi = std::min(to, pr.shard->firstRow() + pr.shard->rows());
+                if (lo < hi)
+                    parts.push_back({&pr, lo, hi});
+            }
+            auto span = [&](const Part &part) {
+                return std::span(gathered).subspan(size_t((part.lo - from) * rowBytes),
+                                                   size_t((part.hi - part.lo) * rowBytes));
+            };
+            if (!comm) {
+                for (const Part &part : parts)
+                    if (Status st =
+                            fillRows(*part.pr, part.lo, part.hi, span(part), dtype, rowBytes);
+                        !st)
+                        return st;
+                return Ok{};
+            }
             size_t longest = 0;
-            for (const PerRank &pr : perParam[pi])
-                longest = std::max(longest, slice(gathered, *pr.shard).size());
+            for (const Part &part : parts)
+                longest = std::max(longest, span(part).size());
             sendBuf.assign(longest + 1, std::byte{0});
             recvBuf.resize((longest + 1) * size_t(procs));
-            for (const PerRank &pr : perParam[pi])
-                if (pr.rank == me && !failed) {
-                    const auto initial = slice(gathered, *pr.shard);
+            for (const Part &part : parts)
+                if (part.pr->rank == me && !failed) {
+                    const auto initial = span(part);
                     std::memcpy(sendBuf.data(), initial.data(), initial.size());
                     if (Status st =
-                            fillShard(pr, std::span(sendBuf).first(initial.size()), dtype, row, es);
+                            fillRows(*part.pr, part.lo, part.hi,
+                                     std::span(sendBuf).first(initial.size()), dtype, rowBytes);
                         !st)
                         failed = st.error();
                 }
             const bool cancel = options.progress && !options.progress(done, total);
             sendBuf[longest] = std::byte(failed ? 1 : cancel ? 2 : 0);
             if (Status st = comm->allgather(sendBuf, recvBuf); !st)
-                return st.error(); // the job itself is broken: nothing more to agree on
+                return st; // the job itself is broken: nothing more to agree on
             for (int r = 0; r < procs; ++r)
                 if (const auto flag = recvBuf[size_t(r) * (longest + 1) + longest];
                     flag != std::byte{0}) {
                     stop = true;
                     result.cancelled = result.cancelled || flag == std::byte{2};
                 }
-            if (stop)
-                break;
-            for (const PerRank &pr : perParam[pi]) {
-                const auto dest = slice(gathered, *pr.shard);
-                std::memcpy(dest.data(), recvBuf.data() + size_t(pr.rank) * (longest + 1),
-                            dest.size());
-            }
-        }
-        for (const PerRank &pr : perParam[pi])
-            if (me < 0 || pr.rank == me)
-                for (const ShardRead *read : pr.reads)
-                    done += uint64_t(product(read->sizes)) * uint64_t(es);
-        if (owner != me) // another rank checks this one
-            continue;
-
-        // An independent direct read of the stored components (whole, not by the plan's boxes),
-        // placed by the diff's rows: what the gathered shards must equal.
-        const bool loadable = e && e->realLoadFills;
-        if (loadable) {
-            direct.resize(gathered.size()); // every row comes from a source
-            const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
-            for (const DiffSource &src : e->sources) {
-                auto it = byKey.find(src.key);
-                if (it == byKey.end()) {
-                    failed = makeError(Error::Code::NotFound, "source is not in the checkpoint")
-                                 .atKey(src.key);
-                    break;
+            if (!stop)
+                for (const Part &part : parts) {
+                    const auto dest = span(part);
+                    std::memcpy(dest.data(), recvBuf.data() + size_t(part.pr->rank) * (longest + 1),
+                                dest.size());
                 }
-                const auto whole = sourceRead(src, rows, 0, rows);
-                if (!whole)
+            return Ok{};
+        };
+
+        // Pass one checks every window; a streamed parameter takes a second pass for the
+        // histogram and fingerprint, which need the whole parameter's range first.
+        for (int pass = 1; pass <= (windows > 1 ? 2 : 1) && !stop; ++pass)
+            for (int64_t w = 0; w < windows && !stop; ++w) {
+                const int64_t from = w * windowRows, to = std::min(rows, from + windowRows);
+                if (Status st = gatherRows(from, to); !st)
+                    return st.error();
+                if (stop)
+                    break;
+                if (pass == 1)
+                    for (const PerRank &pr : perParam[pi])
+                        if (me < 0 || pr.rank == me)
+                            for (const ShardRead *read : pr.reads) {
+                                const int64_t lo = std::max(from, read->paramRow),
+                                              hi = std::min(to, read->paramRow + read->rows());
+                                if (lo < hi)
+                                    done += uint64_t((hi - lo) * rowBytes);
+                            }
+                if (owner != me) // another rank checks this one
                     continue;
-                auto data = readTensor(checkpoint, *it->second, readBox(*whole));
-                if (!data) {
-                    failed = data.error();
-                    break;
+                if (pass == 2) {
+                    stream->count(gathered, from * row);
+                    continue;
                 }
-                const size_t at = size_t(whole->paramRow * row * es);
-                std::memcpy(direct.data() + at, data->bytes.data(),
-                            std::min(data->bytes.size(), direct.size() - at));
-                result.bytesRead += data->bytes.size();
-            }
-            if (failed) {
-                if (!comm)
-                    return *failed;
-                continue; // the other ranks hear of it at the next all-gather
-            }
-        }
+                if (failed) // an earlier window's direct read: the others hear of it next
+                    continue;
 
-        // 2. The round trip: split each rank's shard the way the save path does (§6.3: the flat
-        //    slice intersected with each stored component's rows) and compare every piece with
-        //    that component's stored bytes (from the direct read).
-        if (loadable)
-            for (const PerRank &pr : perParam[pi]) {
-                const ParamShard &s = *pr.shard;
-                const auto local = slice(gathered, s);
-                for (const DiffSource &src : e->sources) {
-                    const auto piece = sourceRead(src, p.shape.empty() ? 1 : p.shape[0],
-                                                  s.flatBegin / row, s.flatEnd / row);
-                    if (!piece)
+                // An independent direct read of the stored components (whole rows, not by the
+                // plan's boxes), placed by the diff's rows: what the gathered shards must equal.
+                if (loadable) {
+                    direct.assign(gathered.size(), std::byte{0});
+                    for (const DiffSource &src : e->sources) {
+                        auto it = byKey.find(src.key);
+                        if (it == byKey.end()) {
+                            failed =
+                                makeError(Error::Code::NotFound, "source is not in the checkpoint")
+                                    .atKey(src.key);
+                            break;
+                        }
+                        const auto piece = sourceRead(src, rows, from, to);
+                        if (!piece)
+                            continue;
+                        auto data = readTensor(checkpoint, *it->second, readBox(*piece));
+                        if (!data) {
+                            failed = data.error();
+                            break;
+                        }
+                        const size_t at = size_t((piece->paramRow - from) * rowBytes);
+                        std::memcpy(direct.data() + at, data->bytes.data(),
+                                    std::min(data->bytes.size(), direct.size() - at));
+                        result.bytesRead += data->bytes.size();
+                    }
+                    if (failed) {
+                        if (!comm)
+                            return *failed;
                         continue;
-                    const int64_t from = piece->paramRow, to = from + piece->rows();
-                    const size_t at = size_t((from * row - s.flatBegin) * es),
-                                 len = size_t((to - from) * row * es);
-                    if (std::memcmp(local.data() + at, direct.data() + from * row * es, len)) {
-                        check.roundTrip = false;
-                        check.note = "rank " + std::to_string(pr.rank) + ": the split piece for " +
-                                     src.key + " differs from the stored bytes";
                     }
+
+                    // The round trip: split each rank's rows the way the save path does (§6.3:
+                    // the flat slice intersected with each stored component's rows) and compare
+                    // every piece with that component's stored bytes.
+                    for (const PerRank &pr : perParam[pi]) {
+                        const int64_t lo = std::max(from, pr.shard->firstRow()),
+                                      hi = std::min(to, pr.shard->firstRow() + pr.shard->rows());
+                        if (lo >= hi)
+                            continue;
+                        for (const DiffSource &src : e->sources) {
+                            const auto piece = sourceRead(src, rows, lo, hi);
+                            if (!piece)
+                                continue;
+                            const size_t at = size_t((piece->paramRow - from) * rowBytes),
+                                         len = size_t(piece->rows() * rowBytes);
+                            if (std::memcmp(gathered.data() + at, direct.data() + at, len)) {
+                                check.roundTrip = false;
+                                check.note = "rank " + std::to_string(pr.rank) +
+                                             ": the split piece for " + src.key +
+                                             " differs from the stored bytes";
+                            }
+                        }
+                    }
+                    // The gathered rows against the direct read, bit for bit.
+                    if (gathered != direct)
+                        for (int64_t i = 0; i < (to - from) * row; ++i)
+                            if (std::memcmp(direct.data() + i * es, gathered.data() + i * es,
+                                            size_t(es))) {
+                                if (check.firstMismatch < 0)
+                                    check.firstMismatch = from * row + i;
+                                ++check.mismatches;
+                            }
+                } else {
+                    // No source: the rows must still hold the initial pattern.
+                    direct.resize(gathered.size());
+                    fillInitial(direct, pi + 1, uint64_t(from * rowBytes));
+                    if (gathered != direct)
+                        check.note = "no source, yet something was written into it";
+                }
+                if (stream)
+                    stream->fold(gathered, from * row);
+                if (options.hash)
+                    sha.update(gathered);
+                if (windows == 1) {
+                    TensorData whole;
+                    whole.dtype = dtype;
+                    whole.shape = p.shape;
+                    whole.bytes = std::move(gathered);
+                    auto health =
+                        gpu ? computeHealth(whole, ComputeDevice::Cuda) : computeHealth(whole);
+                    if (!health && gpu)
+                        health = computeHealth(whole); // a device failure: the CPU gives the same
+                    if (health)
+                        check.health = std::move(*health);
+                    gathered = std::move(whole.bytes);
                 }
             }
-
-        // 3. The gathered tensor against the direct read, bit for bit.
-        if (!loadable) {
-            const bool kept = keptInitial();
-            check.outcome = kept ? ParamCheck::Outcome::KeptInitial : ParamCheck::Outcome::Mismatch;
-            check.note = kept ? "no source: the load leaves its initial values"
-                              : "no source, yet something was written into it";
-        } else {
-            if (gathered != direct)
-                for (int64_t i = 0; i < numel; ++i)
-                    if (std::memcmp(direct.data() + i * es, gathered.data() + i * es, size_t(es))) {
-                        if (check.firstMismatch < 0)
-                            check.firstMismatch = i;
-                        ++check.mismatches;
-                    }
+        if (stop || owner != me)
+            continue;
+        if (failed) {
+            if (!comm)
+                return *failed;
+            continue;
+        }
+        if (stream && stream->supported())
+            check.health = stream->finish();
+        check.fingerprint = check.health.device.empty() ? "" : hex64(check.health.fingerprint);
+        if (options.hash)
+            check.sha256 = sha.hex();
+        if (!loadable)
+            check.outcome = check.note.empty() ? ParamCheck::Outcome::KeptInitial
+                                               : ParamCheck::Outcome::Mismatch;
+        else
             check.outcome =
                 check.mismatches ? ParamCheck::Outcome::Mismatch : ParamCheck::Outcome::Identical;
-        }
-
-        full.dtype = dtype;
-        full.shape = p.shape;
-        auto health =
-            options.useGpu && gpu ? computeHealth(full, ComputeDevice::Cuda) : computeHealth(full);
-        if (!health && options.useGpu && gpu)
-            health = computeHealth(full); // a device failure: the CPU path gives the same
-        if (health) {
-            check.health = std::move(*health);
-            check.fingerprint = hex64(check.health.fingerprint);
-        }
-        if (options.hash)
-            check.sha256 = sha256Hex(full);
+        if (!loadable && check.note.empty())
+            check.note = "no source: the load leaves its initial values";
+        if (windows > 1)
+            check.note += std::string(check.note.empty() ? "" : "; ") + "streamed in " +
+                          std::to_string(windows) + " windows of " + std::to_string(windowRows) +
+                          " rows";
         checks.emplace_back(pi, std::move(check));
 
         if (!comm && options.progress && !options.progress(done, total)) {

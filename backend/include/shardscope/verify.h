@@ -17,8 +17,12 @@ struct VerifyOptions
 {
     /** Called now and then with bytes done and total; return false to stop (cancel). */
     std::function<bool(uint64_t done, uint64_t total)> progress;
-    /** Bytes the verification may hold at once; 0 = no limit. A parameter that needs more is
-     *  reported, not read. */
+    /**
+     * Bytes the verification may hold at once; 0 = no limit. A parameter that needs more streams
+     * through windows of rows that fit (its statistics, fingerprint and hash come out the same;
+     * the histogram takes a second pass). Only one whose smallest window (the rows of 4096
+     * elements) does not fit is reported, not read.
+     */
     uint64_t maxMemory = 0;
     bool hash = false; ///< SHA-256 of each gathered parameter
     /** Where the health kernels run: the GPU when one is there (and this build has CUDA). */

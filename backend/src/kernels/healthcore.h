@@ -348,8 +348,9 @@ SS_HD uint64_t splitmix64(uint64_t x)
  * value, and it still depends on every byte's position.
  */
 SS_HD uint64_t fingerprintWords(const unsigned char *bytes, int64_t size, int64_t firstWord,
-                                int64_t lastWord)
+                                int64_t lastWord, int64_t wordBase = 0)
 {
+    // wordBase: where `bytes` starts in the whole tensor, in words (a window of it).
     uint64_t sum = 0;
     for (int64_t w = firstWord; w < lastWord; ++w) {
         uint64_t v = 0;
@@ -361,7 +362,7 @@ SS_HD uint64_t fingerprintWords(const unsigned char *bytes, int64_t size, int64_
                 v = (v << 8) | (at < size ? bytes[at] : 0u);
             }
         }
-        sum += splitmix64(v ^ splitmix64(uint64_t(w)));
+        sum += splitmix64(v ^ splitmix64(uint64_t(w + wordBase)));
     }
     return sum;
 }

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "kernels/healthcore.h"
+#include "shardscope/health.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace shardscope::detail {
+
+/**
+ * computeHealth() over a tensor that arrives in windows (one that does not fit the memory
+ * budget), with exactly its results: pass one folds the windows in order into per-segment
+ * accumulators merged in index order, as computeHealth does; pass two, once min and max are
+ * known, counts the histogram and sums the fingerprint. Windows start at multiples of
+ * kernels::kSegment elements. CPU only.
+ */
+class HealthStream
+{
+public:
+    HealthStream(DType dtype, int64_t elements, int bins = 64);
+    bool supported() const { return m_code >= 0; }
+    /** Pass one: the window starting at element `first`; windows in order. */
+    void fold(std::span<const std::byte> window, int64_t first);
+    /** Pass two: any order, after every fold. */
+    void count(std::span<const std::byte> window, int64_t first);
+    TensorHealth finish() const;
+
+private:
+    int m_code = -1, m_elemSize = 1, m_bins;
+    int64_t m_elements;
+    kernels::Accum m_total = kernels::emptyAccum();
+    std::vector<unsigned long long> m_histogram;
+    uint64_t m_fingerprint = 0;
+};
+
+} // namespace shardscope::detail
