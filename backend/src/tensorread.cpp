@@ -143,14 +143,66 @@ int64_t TensorData::numel() const
     return n;
 }
 
-Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &t, const Box &box)
+namespace {
+
+// Copies the box of `t` from its chunks into `dst` (the box's shape, row-major).
+Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::vector<int64_t> &bo,
+                const std::vector<int64_t> &bs, at::Tensor dst)
+{
+    const size_t nd = t.ndim();
+    FileCache files(index);
+    int64_t boxNumel = 1;
+    for (int64_t s : bs)
+        boxNumel *= s;
+    int64_t covered = 0;
+    for (size_t c = 0; c < t.chunks.size(); ++c) {
+        auto co = t.chunkOffsets(c);
+        auto cs = t.chunkSizes(c);
+        std::vector<int64_t> lo(nd), len(nd);
+        int64_t vol = 1;
+        bool hit = true;
+        for (size_t d = 0; d < nd; ++d) {
+            lo[d] = std::max(co[d], bo[d]);
+            const int64_t hi = std::min(co[d] + cs[d], bo[d] + bs[d]);
+            len[d] = hi - lo[d];
+            if (len[d] < 0 || (len[d] == 0 && boxNumel > 0))
+                hit = false;
+            vol *= std::max<int64_t>(len[d], 0);
+        }
+        if (!hit)
+            continue;
+        auto chunk = loadChunk(index, t, c, files);
+        if (!chunk)
+            return chunk.error();
+        at::Tensor src = chunk->tensor, out = dst;
+        for (size_t d = 0; d < nd; ++d) {
+            src = src.narrow(int64_t(d), lo[d] - co[d], len[d]);
+            out = out.narrow(int64_t(d), lo[d] - bo[d], len[d]);
+        }
+        out.copy_(src);
+        covered += vol;
+        if (boxNumel == 0)
+            break;
+    }
+    if (covered < boxNumel || (boxNumel == 0 && t.chunks.empty()))
+        return makeError(Error::Code::Format, "stored chunks cover " + std::to_string(covered) +
+                                                  " of " + std::to_string(boxNumel) +
+                                                  " requested elements")
+            .atKey(t.key);
+    return Ok{};
+}
+
+// The box, checked against the tensor (an empty box: the whole tensor).
+Status boxOf(const TensorEntry &t, const Box &box, std::vector<int64_t> &bo,
+             std::vector<int64_t> &bs)
 {
     const int es = elementSize(t.dtype);
     if (es == 0 || !scalarType(t.dtype))
         return makeError(Error::Code::Unsupported, "cannot decode dtype '" + t.dtypeName + "'")
             .atKey(t.key);
     const size_t nd = t.ndim();
-    std::vector<int64_t> bo = box.offsets, bs = box.sizes;
+    bo = box.offsets;
+    bs = box.sizes;
     if (bo.empty() && bs.empty()) {
         bo.assign(nd, 0);
         bs = t.shape;
@@ -160,61 +212,59 @@ Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &t
     for (size_t d = 0; d < nd; ++d)
         if (bo[d] < 0 || bs[d] < 0 || bo[d] + bs[d] > t.shape[d])
             return makeError(Error::Code::Format, "box lies outside the tensor").atKey(t.key);
+    return Ok{};
+}
 
-    try {
-        at::Tensor dst = at::empty(bs, at::TensorOptions().dtype(bitsType(es)));
-        FileCache files(index);
-        int64_t boxNumel = 1;
-        for (int64_t s : bs)
-            boxNumel *= s;
-        int64_t covered = 0;
-        for (size_t c = 0; c < t.chunks.size(); ++c) {
-            auto co = t.chunkOffsets(c);
-            auto cs = t.chunkSizes(c);
-            std::vector<int64_t> lo(nd), len(nd);
-            int64_t vol = 1;
-            bool hit = true;
-            for (size_t d = 0; d < nd; ++d) {
-                lo[d] = std::max(co[d], bo[d]);
-                const int64_t hi = std::min(co[d] + cs[d], bo[d] + bs[d]);
-                len[d] = hi - lo[d];
-                if (len[d] < 0 || (len[d] == 0 && boxNumel > 0))
-                    hit = false;
-                vol *= std::max<int64_t>(len[d], 0);
-            }
-            if (!hit)
-                continue;
-            auto chunk = loadChunk(index, t, c, files);
-            if (!chunk)
-                return chunk.error();
-            at::Tensor src = chunk->tensor, out = dst;
-            for (size_t d = 0; d < nd; ++d) {
-                src = src.narrow(int64_t(d), lo[d] - co[d], len[d]);
-                out = out.narrow(int64_t(d), lo[d] - bo[d], len[d]);
-            }
-            out.copy_(src);
-            covered += vol;
-            if (boxNumel == 0)
-                break;
-        }
-        if (covered < boxNumel || (boxNumel == 0 && t.chunks.empty()))
-            return makeError(Error::Code::Format, "stored chunks cover " + std::to_string(covered) +
-                                                      " of " + std::to_string(boxNumel) +
-                                                      " requested elements")
-                .atKey(t.key);
-        TensorData out;
-        out.dtype = t.dtype;
-        out.shape = bs;
-        out.bytes.resize(size_t(boxNumel) * size_t(es));
-        if (boxNumel > 0)
-            std::memcpy(out.bytes.data(), dst.contiguous().data_ptr(), out.bytes.size());
-        return out;
-    } catch (const c10::Error &e) {
+Error libtorchError(const TensorEntry &t, const std::exception &e)
+{
+    if (const auto *c10 = dynamic_cast<const c10::Error *>(&e))
         return makeError(Error::Code::Internal,
-                         std::string("libtorch: ") + e.what_without_backtrace())
+                         std::string("libtorch: ") + c10->what_without_backtrace())
             .atKey(t.key);
-    } catch (const std::exception &e) { // allocation: errors stay values at the boundary
-        return makeError(Error::Code::Limit, e.what()).atKey(t.key);
+    return makeError(Error::Code::Limit, e.what()).atKey(t.key); // allocation
+}
+
+} // namespace
+
+Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &t, const Box &box)
+{
+    std::vector<int64_t> bo, bs;
+    if (Status st = boxOf(t, box, bo, bs); !st)
+        return st.error();
+    TensorData out;
+    out.dtype = t.dtype;
+    out.shape = bs;
+    try {
+        int64_t n = 1;
+        for (int64_t s : bs)
+            n *= s;
+        out.bytes.resize(size_t(n) * size_t(elementSize(t.dtype)));
+    } catch (const std::exception &e) {
+        return libtorchError(t, e);
+    }
+    if (Status st = readTensorInto(index, t, box, out.bytes); !st)
+        return st.error();
+    return out;
+}
+
+Status readTensorInto(const CheckpointIndex &index, const TensorEntry &t, const Box &box,
+                      std::span<std::byte> out)
+{
+    std::vector<int64_t> bo, bs;
+    if (Status st = boxOf(t, box, bo, bs); !st)
+        return st;
+    const int es = elementSize(t.dtype);
+    int64_t n = 1;
+    for (int64_t s : bs)
+        n *= s;
+    if (out.size() != size_t(n) * size_t(es))
+        return makeError(Error::Code::Internal, "buffer is not the box's size").atKey(t.key);
+    try {
+        // The caller's memory as the destination tensor: chunks are copied straight into it.
+        at::Tensor dst = at::from_blob(out.data(), bs, at::TensorOptions().dtype(bitsType(es)));
+        return assemble(index, t, bo, bs, dst);
+    } catch (const std::exception &e) {
+        return libtorchError(t, e);
     }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,12 @@ struct Box
  */
 Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &entry,
                               const Box &box = {});
+/**
+ * readTensor() into the caller's memory (row-major, exactly the box's bytes): no allocation, so
+ * a caller that reuses its buffer touches no fresh pages.
+ */
+Status readTensorInto(const CheckpointIndex &index, const TensorEntry &entry, const Box &box,
+                      std::span<std::byte> out);
 
 struct TensorStats
 {
