@@ -28,6 +28,19 @@ foreach(lib torch_cpu c10)
   find_library(SHARDSCOPE_LIB_${lib} NAMES ${lib} PATHS "${TORCH_ROOT}/lib" NO_DEFAULT_PATH REQUIRED)
   target_link_libraries(shardscope_torch INTERFACE ${SHARDSCOPE_LIB_${lib}})
 endforeach()
+# ProcessGroupNCCL lives in libtorch_cuda (with c10_cuda), present in CUDA wheels only; NCCL's
+# nccl.h comes with the wheel's nvidia-nccl package. ShardScope::torchCuda exists when all three
+# are found; the backend links it in CUDA builds only.
+find_library(SHARDSCOPE_LIB_torch_cuda NAMES torch_cuda PATHS "${TORCH_ROOT}/lib" NO_DEFAULT_PATH)
+find_library(SHARDSCOPE_LIB_c10_cuda NAMES c10_cuda PATHS "${TORCH_ROOT}/lib" NO_DEFAULT_PATH)
+find_path(SHARDSCOPE_NCCL_INCLUDE_DIR nccl.h
+  HINTS "${TORCH_ROOT}/../nvidia/nccl/include" PATHS /usr/local/cuda/include)
+if(SHARDSCOPE_LIB_torch_cuda AND SHARDSCOPE_LIB_c10_cuda AND SHARDSCOPE_NCCL_INCLUDE_DIR)
+  add_library(shardscope_torch_cuda INTERFACE)
+  add_library(ShardScope::torchCuda ALIAS shardscope_torch_cuda)
+  target_link_libraries(shardscope_torch_cuda INTERFACE
+    ShardScope::torch ${SHARDSCOPE_LIB_torch_cuda} ${SHARDSCOPE_LIB_c10_cuda})
+endif()
 # The wheel's libraries find each other through their own RUNPATH; ours need torch/lib.
 set(CMAKE_BUILD_RPATH "${TORCH_ROOT}/lib")
 set(CMAKE_INSTALL_RPATH "${TORCH_ROOT}/lib")

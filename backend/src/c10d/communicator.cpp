@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Communicator over libtorch's c10d: a TCPStore, then a Gloo (or NCCL) process group.
+// Communicator over libtorch's c10d: a TCPStore, then a Gloo (or, see nccl.cpp, NCCL) process
+// group.
+#include "c10d/nccl.h"
+#include "shardscope/devices.h"
 #include "shardscope/distributed.h"
 
 #include <ATen/ATen.h>
@@ -13,8 +16,6 @@
 
 namespace shardscope {
 
-namespace {
-
 Error commError(const std::string &what, const std::exception &e)
 {
     // c10d's messages run over several lines (with a C++ trace); the first says what happened.
@@ -23,6 +24,8 @@ Error commError(const std::string &what, const std::exception &e)
         msg.resize(nl);
     return makeError(Error::Code::Io, what + ": " + msg);
 }
+
+namespace {
 
 class GlooCommunicator final : public Communicator
 {
@@ -91,6 +94,20 @@ Result<int> envInt(const char *name, bool required, int fallback = 0)
                                                   v + "' is not a non-negative integer");
     return int(x);
 }
+
+#if SHARDSCOPE_HAVE_NCCL
+// Each rank decides alone, so a job whose hosts differ (GPUs on some only) must name a backend.
+bool ncclSuits()
+{
+    if (!builtWithCuda())
+        return false;
+    const size_t gpus = cudaDevices().size();
+    // NCCL refuses two ranks on one GPU: a host with more ranks (torchrun's LOCAL_WORLD_SIZE)
+    // than GPUs uses Gloo.
+    auto local = envInt("LOCAL_WORLD_SIZE", false, 1);
+    return gpus > 0 && local && size_t(*local) <= gpus;
+}
+#endif
 
 } // namespace
 
@@ -161,9 +178,13 @@ Result<std::optional<LaunchInfo>> launchFromEnvironment()
 Result<std::unique_ptr<Communicator>> connect(const LaunchInfo &launch, CommBackend backend,
                                               std::chrono::seconds timeout)
 {
+#if SHARDSCOPE_HAVE_NCCL
+    const bool nccl = backend == CommBackend::Nccl || (backend == CommBackend::Auto && ncclSuits());
+#else
     if (backend == CommBackend::Nccl)
         return makeError(Error::Code::Unsupported,
                          "this build has no NCCL communicator; use --backend gloo");
+#endif
     try {
         // Under torchrun the agent already serves a store on MASTER_PORT (as torch's own
         // env:// rendezvous does, join it as a client); otherwise rank 0 serves it.
@@ -179,6 +200,10 @@ Result<std::unique_ptr<Communicator>> connect(const LaunchInfo &launch, CommBack
         c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::PrefixStore>(
             "shardscope/" + std::string(attempt ? attempt : "0"),
             c10::make_intrusive<c10d::TCPStore>(launch.masterAddr, o));
+#if SHARDSCOPE_HAVE_NCCL
+        if (nccl)
+            return connectNccl(launch, store, timeout);
+#endif
         auto options = c10d::ProcessGroupGloo::Options::create(timeout);
         // The device binds where this host reaches rank 0 from: loopback for a one-host job.
         const bool local = launch.masterAddr == "127.0.0.1" || launch.masterAddr == "localhost";
