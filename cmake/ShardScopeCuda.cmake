@@ -15,6 +15,9 @@ if(SHARDSCOPE_WITH_CUDA)
   endif()
   enable_language(CUDA)
   set(CMAKE_CUDA_STANDARD 17)
+  # The health kernels must give the CPU path's bits: nvcc fuses a * b + c into one rounding by
+  # default, where the host rounds twice (see also -ffp-contract=off for C++).
+  string(APPEND CMAKE_CUDA_FLAGS " --fmad=false")
   find_package(CUDAToolkit REQUIRED)
   message(STATUS "CUDA kernels: on (${CMAKE_CUDA_COMPILER})")
 else()
