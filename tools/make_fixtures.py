@@ -22,6 +22,7 @@ import io
 import json
 import math
 import os
+import pickle
 import random
 import shutil
 import socket
@@ -820,6 +821,17 @@ def write_bad(bad: Path, src_dcp: Path, good_pt: Path) -> None:
     case("metadata_deep_nesting", "metadata_deep_nesting", 2, [".metadata"])
     meta_only("metadata_self_reference", b"\x80\x04]\x94h\x00a.")  # l = []; l.append(l)
     case("metadata_self_reference", "metadata_self_reference", 2, [".metadata"])
+
+    # A storage entry whose data file name leaves the checkpoint directory: refused, naming the
+    # file, the key and the offset (written by torch's own pickling of the edited Metadata).
+    d = copy_src("metadata_path_escape")
+    escaped = dcp.FileSystemReader(str(d)).read_metadata()
+    idx = next(iter(escaped.storage_data))
+    escaped.storage_data[idx].relative_path = "../outside.distcp"
+    with open(d / ".metadata", "wb") as f:
+        pickle.dump(escaped, f)
+    case("metadata_path_escape", "metadata_path_escape", 2,
+         [".metadata", "leaves the checkpoint directory", idx.fqn, "offset"])
 
     # One data file missing / truncated: the checkpoint opens, the affected keys are broken.
     victim = max(files, key=lambda f: len(files[f]))

@@ -169,7 +169,14 @@ TEST(DcpStream, SameIndexAsIndexingAfterDecoding)
             const Status b = readDcp(dir, plain, false);
             ASSERT_EQ(a.ok(), b.ok()) << dir;
             if (!a.ok()) {
-                EXPECT_EQ(a.error().toString(), b.error().toString());
+                // The same error, naming the same file and key. The offset may differ: taken
+                // while decoding, an item knows its batch's opcode; afterwards, a folded record
+                // knows only its file.
+                const Error &x = a.error(), &y = b.error();
+                EXPECT_EQ(x.message, y.message) << dir;
+                EXPECT_EQ(x.file, y.file) << dir;
+                EXPECT_EQ(x.key, y.key) << dir;
+                EXPECT_TRUE(x.offset.has_value()) << x.toString();
                 continue;
             }
             expectSameIndex(streamed, plain, dir);
