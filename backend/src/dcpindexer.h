@@ -75,11 +75,16 @@ struct WordValues
     bool isStr(NodeId v) const { return PickleArena::isWordStr(v); }
     std::string_view bytes(NodeId v) const { return PickleArena::wordBytes(stream, v); }
     // Booleans count as ints, as PickleArena::isInt has them.
-    static constexpr NodeId kTrue = (1 << 3) | 4, kFalse = (2 << 3) | 4;
-    bool isInt(NodeId v) const { return PickleArena::isWordInt(v) || v == kTrue || v == kFalse; }
+    bool isInt(NodeId v) const
+    {
+        return PickleArena::isWordInt(v) || v == PickleArena::kTrueWord ||
+               v == PickleArena::kFalseWord;
+    }
     int64_t integer(NodeId v) const
     {
-        return PickleArena::isWordInt(v) ? PickleArena::wordInt(v) : v == kTrue ? 1 : 0;
+        return PickleArena::isWordInt(v)     ? PickleArena::wordInt(v)
+               : v == PickleArena::kTrueWord ? 1
+                                             : 0;
     }
     bool intTupleInto(NodeId v, std::span<int64_t> out) const
     {

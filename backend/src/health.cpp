@@ -154,11 +154,10 @@ namespace detail {
 
 using namespace kernels;
 
-HealthStream::HealthStream(DType dtype, int64_t elements, int bins)
+HealthStream::HealthStream(DType dtype, int bins)
     : m_code(elemCode(dtype).value_or(-1))
     , m_elemSize(elementSize(dtype))
     , m_bins(std::clamp(bins, 1, kMaxBins))
-    , m_elements(elements)
     , m_histogram(size_t(m_bins), 0)
 {}
 

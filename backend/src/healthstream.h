@@ -20,7 +20,7 @@ namespace shardscope::detail {
 class HealthStream
 {
 public:
-    HealthStream(DType dtype, int64_t elements, int bins = 64);
+    explicit HealthStream(DType dtype, int bins = 64);
     bool supported() const { return m_code >= 0; }
     /** Pass one: the window starting at element `first`; windows in order. */
     void fold(std::span<const std::byte> window, int64_t first);
@@ -30,7 +30,6 @@ public:
 
 private:
     int m_code = -1, m_elemSize = 1, m_bins;
-    int64_t m_elements;
     kernels::Accum m_total = kernels::emptyAccum();
     std::vector<unsigned long long> m_histogram;
     uint64_t m_fingerprint = 0;

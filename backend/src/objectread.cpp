@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "itemloader.h"
+#include "sha256.h"
 #include "shardscope/tensor.h"
 #include "torchsave.h"
 #include "ziparchive.h"
-
-#include <openssl/evp.h>
 
 namespace shardscope {
 
@@ -48,16 +47,9 @@ Result<PyValue> readObject(const CheckpointIndex &index, const ObjectEntry &entr
 
 std::string sha256Hex(std::span<const std::byte> bytes)
 {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
-    static const char *hex = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < len; ++i) {
-        out += hex[md[i] >> 4];
-        out += hex[md[i] & 15];
-    }
-    return out;
+    detail::Sha256 sha;
+    sha.update(bytes);
+    return sha.hex();
 }
 
 std::string sha256Hex(const TensorData &data)

@@ -84,9 +84,9 @@ namespace {
 constexpr uint64_t kTagNode = 0, kTagInt = 1, kTagStr = 2, kTagBytes = 3, kTagSpecial = 4,
                    kTagIntTuple = 5;
 constexpr NodeId kNone = (0 << 3) | kTagSpecial;
-constexpr NodeId kTrue = (1 << 3) | kTagSpecial;
-constexpr NodeId kFalse = (2 << 3) | kTagSpecial;
-constexpr NodeId kEmptyTuple = (3 << 3) | kTagSpecial;
+constexpr NodeId kTrue = PickleArena::kTrueWord;
+constexpr NodeId kFalse = PickleArena::kFalseWord;
+constexpr NodeId kEmptyTuple = PickleArena::kEmptyTupleWord;
 constexpr NodeId kReclaimed = (4 << 3) | kTagSpecial; // memo only: see reclaimArgs
 constexpr int64_t kInlineIntMax = (int64_t(1) << 60) - 1;
 constexpr int64_t kInlineIntMin = -(int64_t(1) << 60);

@@ -272,7 +272,8 @@ public:
             out[i] = int64_t(intTupleItem(v, i)) >> 3;
         return true;
     }
-    static constexpr NodeId kEmptyTupleWord = (3 << 3) | 4;
+    static constexpr NodeId kTrueWord = (1 << 3) | 4, kFalseWord = (2 << 3) | 4,
+                            kEmptyTupleWord = (3 << 3) | 4;
 
 private:
     friend class PickleMachine;

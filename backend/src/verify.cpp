@@ -4,12 +4,12 @@
 #include "shardscope/verify.h"
 #include "healthstream.h"
 #include "kernels/healthcore.h"
+#include "sha256.h"
 #include "shapes.h"
 
 #include "shardscope/devices.h"
 
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <bit>
@@ -58,40 +58,6 @@ void fillInitial(std::vector<std::byte> &bytes, uint64_t seed, uint64_t offset =
     for (; i < bytes.size(); ++i)
         bytes[i] = std::byte(word((offset + i) / 8) >> (8 * ((offset + i) % 8)));
 }
-
-// SHA-256 fed window by window.
-class Sha256
-{
-public:
-    Sha256()
-        : m_ctx(EVP_MD_CTX_new())
-    {
-        EVP_DigestInit_ex(m_ctx, EVP_sha256(), nullptr);
-    }
-    ~Sha256() { EVP_MD_CTX_free(m_ctx); }
-    Sha256(const Sha256 &) = delete;
-    Sha256 &operator=(const Sha256 &) = delete;
-    void update(std::span<const std::byte> bytes)
-    {
-        EVP_DigestUpdate(m_ctx, bytes.data(), bytes.size());
-    }
-    std::string hex()
-    {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int len = 0;
-        EVP_DigestFinal_ex(m_ctx, md, &len);
-        static const char *digits = "0123456789abcdef";
-        std::string out;
-        for (unsigned i = 0; i < len; ++i) {
-            out += digits[md[i] >> 4];
-            out += digits[md[i] & 15];
-        }
-        return out;
-    }
-
-private:
-    EVP_MD_CTX *m_ctx;
-};
 
 // std::vector<std::byte>'s == compares byte by byte; memcmp is many times faster.
 bool sameBytes(const std::vector<std::byte> &a, const std::vector<std::byte> &b)
@@ -322,8 +288,8 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         const int64_t windows = (rows + windowRows - 1) / windowRows;
         std::optional<detail::HealthStream> stream;
         if (windows > 1)
-            stream.emplace(dtype, numel);
-        Sha256 sha;
+            stream.emplace(dtype);
+        detail::Sha256 sha;
 
         // Rows [from, to) of the gathered parameter into `gathered`: the initial pattern, then
         // every rank's local shard from exactly its planned reads. In one process each rank's
