@@ -15,6 +15,10 @@ fingerprints must equal those of a run without a budget (and their SHA-256 torch
 
 With --launch the CLI runs as N processes under torchrun (each rank's reads in its own process,
 shards all-gathered over c10d's Gloo on loopback), and the report must say so.
+
+--tp, --pp, --ep and --etp plan Megatron's other parallel dims: N = tp × dp × pp ranks, each
+reading its TP-local slice (a fused parameter's rows of each section, a row-parallel one's
+columns) of its stage's parameters and its EP rank's experts.
 """
 from __future__ import annotations
 
@@ -46,7 +50,10 @@ def main() -> int:
     ap.add_argument("--negative", action="store_true")
     ap.add_argument("--launch", action="store_true", help="run as --dp processes under torchrun")
     ap.add_argument("--max-memory", type=int, default=0, help="a budget that makes some stream")
+    for dim in ("tp", "pp", "ep", "etp"):
+        ap.add_argument("--" + dim, type=int, default=1)
     a = ap.parse_args()
+    world = a.tp * a.dp * a.pp
     failures: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="ss-verify-"))
     lay_path = tmp / "layout.json"
@@ -54,7 +61,7 @@ def main() -> int:
                    capture_output=True)
     layout = json.loads(lay_path.read_text())
     cmd = [a.cli, "verify", a.checkpoint, "--layout", str(lay_path), "--dp", str(a.dp), "--json",
-           "--hash"]
+           "--hash", "--tp", str(a.tp), "--pp", str(a.pp), "--ep", str(a.ep), "--etp", str(a.etp)]
     if a.negative:
         cmd += ["--disable-rule", "mla_down_proj"]
     reference = None
@@ -64,7 +71,7 @@ def main() -> int:
         cmd += ["--max-memory", str(a.max_memory)]
     if a.launch:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python", "--nnodes", "1",
-               "--nproc-per-node", str(a.dp), "--master-addr", "127.0.0.1", "--master-port",
+               "--nproc-per-node", str(world), "--master-addr", "127.0.0.1", "--master-port",
                str(free_port())] + cmd
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode == 2:
@@ -123,9 +130,12 @@ def main() -> int:
     kept = {x["name"] for x in got["params"] if x["outcome"] == "kept_initial_values"}
     if kept != (mla if a.negative else set()):
         failures.append(f"kept at initial values: {sorted(kept ^ (mla if a.negative else set()))}")
-    if got["world"] != a.dp:
-        failures.append(f"world {got['world']}, want {a.dp}")
-    want_procs, want_backend = (a.dp, "gloo") if a.launch else (1, "none")
+    if got["world"] != world:
+        failures.append(f"world {got['world']}, want {world}")
+    par = got["parallel"]
+    if [par[k] for k in ("tp", "dp", "pp", "ep", "etp")] != [a.tp, a.dp, a.pp, a.ep, a.etp]:
+        failures.append(f"planned {par}")
+    want_procs, want_backend = (world, "gloo") if a.launch else (1, "none")
     if got["processes"] != want_procs or got["backend"] != want_backend:
         failures.append(f"{got['processes']} processes over {got['backend']}, want "
                         f"{want_procs} over {want_backend}")
@@ -133,8 +143,9 @@ def main() -> int:
         failures.append(f"exit {p.returncode}")
     for f in failures:
         print("FAIL", f)
-    print(f"{checked} parameters against torch over {a.dp} ranks"
-          f"{' in ' + str(a.dp) + ' processes' if a.launch else ''}"
+    print(f"{checked} parameters against torch over {world} ranks (tp {a.tp}, dp {a.dp}, "
+          f"pp {a.pp}, ep {a.ep}, etp {a.etp})"
+          f"{' in ' + str(world) + ' processes' if a.launch else ''}"
           f"{' (MLA rule disabled: ' + str(len(mla)) + ' kept at init)' if a.negative else ''}: "
           f"{'ok' if not failures else str(len(failures)) + ' failures'}")
     return 1 if failures else 0

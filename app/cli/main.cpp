@@ -90,7 +90,13 @@ int main(int argc, char **argv)
         "verify", "Perform the planned load of every rank's shards and check it bit for bit");
     ver->add_option("checkpoint", verify.checkpoint, "The checkpoint")->required();
     ver->add_option("--layout", verify.layout, "What the model expects (layout JSON)")->required();
-    ver->add_option("--dp", verify.world, "DP-shard ranks to plan (default: the layout's)");
+    ver->add_option("--dp", verify.world,
+                    "DP-shard ranks to plan (default: the layout's, or under torchrun the "
+                    "processes over tp × pp)");
+    ver->add_option("--tp", verify.tp, "Tensor-parallel ranks (default: the layout's)");
+    ver->add_option("--pp", verify.pp, "Pipeline stages (default: the layout's)");
+    ver->add_option("--ep", verify.ep, "Expert-parallel ranks (default: the layout's)");
+    ver->add_option("--etp", verify.etp, "Expert tensor-parallel ranks (default: the layout's)");
     ver->add_option("--disable-rule", verify.disabledRules, "Switch a rule off (repeatable)");
     ver->add_option("--max-memory", verify.maxMemory,
                     "Bytes to hold at once (default: a quarter of RAM); bigger parameters stream "

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -98,10 +99,22 @@ int runVerify(const VerifyCommandOptions &o)
     auto layout = readLayout(o.layout);
     if (!layout)
         return fail(layout.error());
-    if (o.world > 0)
-        layout->parallel.dpShard = o.world;
-    else if (comm)
-        layout->parallel.dpShard = comm->size(); // one rank per process
+    ParallelConfig &par = layout->parallel;
+    for (auto [flag, value] :
+         {std::pair{o.tp, &par.tp}, {o.pp, &par.pp}, {o.ep, &par.ep}, {o.etp, &par.etp}})
+        if (flag > 0)
+            *value = flag;
+    if (o.world > 0) {
+        par.dpShard = o.world;
+    } else if (comm) { // one rank per process
+        const int modelRanks = std::max(1, par.tp) * std::max(1, par.pp);
+        if (comm->size() % modelRanks)
+            return fail(makeError(
+                Error::Code::Unsupported,
+                std::to_string(comm->size()) +
+                    " processes do not divide into tp × pp = " + std::to_string(modelRanks)));
+        par.dpShard = comm->size() / modelRanks;
+    }
     DiffOptions diffOptions;
     diffOptions.disabledRules = o.disabledRules;
     auto diff = diffAgainstLayout(*checkpoint, *layout, diffOptions);
@@ -153,6 +166,9 @@ int runVerify(const VerifyCommandOptions &o)
         j["checkpoint"] = o.checkpoint;
         j["layout"] = o.layout;
         j["world"] = result.world;
+        j["parallel"] = {{"tp", plan->parallel.tp},   {"dp", plan->parallel.dpShard},
+                         {"pp", plan->parallel.pp},   {"ep", plan->parallel.ep},
+                         {"etp", plan->parallel.etp}, {"expert_dp", plan->expertDp}};
         j["processes"] = result.processes;
         j["backend"] = result.backend.empty() ? "none" : result.backend;
         j["device"] = "cpu";
@@ -193,7 +209,10 @@ int runVerify(const VerifyCommandOptions &o)
         std::cout << j.dump(1) << "\n";
     } else {
         const size_t loadable = result.checked - result.keptInitial;
-        std::cout << "world " << result.world << " (DP-shard ranks, CPU"
+        const ParallelConfig &pc = plan->parallel;
+        std::cout << "world " << result.world << " (tp " << pc.tp << " × dp " << pc.dpShard
+                  << " × pp " << pc.pp << "; experts ep " << pc.ep << " × etp " << pc.etp
+                  << " × dp " << plan->expertDp << "; CPU"
                   << (result.processes > 1 ? ", " + std::to_string(result.processes) +
                                                  " processes over " + result.backend
                                            : std::string(", one process"))

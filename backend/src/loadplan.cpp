@@ -143,16 +143,66 @@ Box readBox(const ShardRead &read)
     return b;
 }
 
+RankCoords rankCoords(int rank, const ParallelConfig &par)
+{
+    const int tp = std::max(1, par.tp), dp = std::max(1, par.dpShard);
+    const int etp = std::max(1, par.etp), ep = std::max(1, par.ep);
+    RankCoords c;
+    c.tp = rank % tp;
+    c.dp = (rank / tp) % dp;
+    c.pp = rank / (tp * dp);
+    const int inStage = rank % (tp * dp);
+    c.etp = inStage % etp;
+    c.ep = (inStage / etp) % ep;
+    c.edp = inStage / (etp * ep);
+    return c;
+}
+
+namespace {
+
+Error planError(const std::string &what)
+{
+    return makeError(Error::Code::Unsupported, what);
+}
+
+// What a parameter is under the parallel configuration: its stage, its expert group, and its
+// TP-local shape with the runs of rows a TP rank holds.
+struct ParamInfo
+{
+    bool planned = false;
+    bool expert = false;
+    int unit = -1, stage = 0, ep = 0;
+    int tpSize = 1, tpDim = -1;
+    std::vector<int64_t> local;    ///< TP-local shape
+    std::vector<int64_t> sections; ///< full rows of each section along dim 0 (TP dim 0)
+    int64_t numel = 0, row = 1;    ///< of the TP-local tensor
+};
+
+std::string str(int64_t v)
+{
+    return std::to_string(v);
+}
+
+} // namespace
+
 Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
 {
-    const ParallelConfig &par = layout.parallel;
-    if (par.tp != 1 || par.pp != 1 || par.etp != 1)
-        return makeError(Error::Code::Unsupported,
-                         "load planning covers Megatron-FSDP over DP-shard ranks (TP = PP = 1) so "
-                         "far; the layout asks for tp " +
-                             std::to_string(par.tp) + ", pp " + std::to_string(par.pp));
+    ParallelConfig par = layout.parallel;
+    for (int *v : {&par.tp, &par.pp, &par.ep, &par.etp, &par.dpShard})
+        *v = std::max(1, *v);
+    const int stageRanks = par.tp * par.dpShard;
+    if (stageRanks % (par.etp * par.ep))
+        return planError("tp × dp = " + str(stageRanks) + " ranks a stage is not a multiple of " +
+                         "etp × ep = " + str(par.etp * par.ep));
+    if (par.ep > 1 && (layout.numExperts <= 0 || layout.numExperts % par.ep))
+        return planError(str(layout.numExperts) + " experts do not divide over ep " + str(par.ep));
+    if (par.ep > 1 && !layout.expertsGlobal)
+        return planError("the layout names experts with EP-local indices (one EP rank's model); "
+                         "planning over ep needs the whole model's layout");
     LoadPlan plan;
-    plan.world = std::max(1, par.dpShard);
+    plan.parallel = par;
+    plan.world = stageRanks * par.pp;
+    plan.expertDp = stageRanks / (par.etp * par.ep);
 
     int decoderLayers = 0;
     {
@@ -162,29 +212,92 @@ Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
             if (std::regex_search(p.name, m, decoder))
                 decoderLayers = std::max(decoderLayers, std::stoi(m[1].str()) + 1);
     }
+    if (par.pp > 1 && (decoderLayers == 0 || decoderLayers % par.pp))
+        return planError(str(decoderLayers) + " decoder layers do not split evenly over pp " +
+                         str(par.pp) + " (uneven first and last stages are not planned)");
+    const int perStage = par.pp > 1 ? decoderLayers / par.pp : std::max(decoderLayers, 1);
 
-    // Parameters only (buffers are not in FSDP's buffers), grouped by (expert, unit) in order of
-    // first appearance, then ordered by row size, largest first.
+    // Sources per parameter (model section of the diff).
+    std::vector<const DiffEntry *> entryOf(layout.params.size(), nullptr);
+    {
+        std::unordered_map<std::string, uint32_t> byName;
+        for (uint32_t i = 0; i < layout.params.size(); ++i)
+            byName.emplace(layout.params[i].name, i);
+        for (const DiffEntry &e : diff.entries)
+            if (e.section == Section::Model)
+                if (auto it = byName.find(e.param); it != byName.end())
+                    entryOf[it->second] = &e;
+    }
+    const bool torchDist = diff.format == formatName(Format::MegatronTorchDist);
+
+    // Parameters only (buffers are not in FSDP's buffers), grouped by (stage, unit, expert, EP
+    // rank) in order of first appearance, then ordered by TP-local row size, largest first.
+    std::vector<ParamInfo> info(layout.params.size());
     std::vector<std::vector<Item>> groupItems;
+    const int expertsPerRank = par.ep > 1 ? layout.numExperts / par.ep : 0;
     for (uint32_t i = 0; i < layout.params.size(); ++i) {
         const LayoutParam &p = layout.params[i];
         if (!p.hasOptimizerState || p.name.ends_with("._extra_state"))
             continue;
-        const bool expert = p.expert >= 0 || p.name.find(".mlp.experts.") != std::string::npos;
-        const int unit = unitOf(p.name, layout, decoderLayers);
+        ParamInfo &q = info[i];
+        q.planned = true;
+        q.expert = p.expert >= 0 || p.name.find(".mlp.experts.") != std::string::npos;
+        q.unit = unitOf(p.name, layout, decoderLayers);
+        if (q.unit >= 0 && q.unit < decoderLayers)
+            q.stage = q.unit / perStage;
+        else if (p.name.starts_with("mtp.") || p.name.starts_with("output_layer.") ||
+                 p.name.starts_with("decoder.final_layernorm."))
+            q.stage = par.pp - 1;
+        if (q.expert && par.ep > 1) {
+            if (p.expert < 0)
+                return planError("expert parameter without an expert index: " + p.name);
+            q.ep = p.expert / expertsPerRank;
+        }
+        q.tpSize = q.expert ? par.etp : par.tp;
+        q.tpDim = q.tpSize > 1 ? p.tpDim : -1;
+        q.local = p.shape;
+        if (q.tpDim >= 0) {
+            if (q.tpDim > 1 || size_t(q.tpDim) >= p.shape.size() ||
+                p.shape[size_t(q.tpDim)] % q.tpSize)
+                return planError(p.name + ": dim " + str(q.tpDim) + " of its shape does not " +
+                                 "split over " + str(q.tpSize) + " TP ranks");
+            q.local[size_t(q.tpDim)] /= q.tpSize;
+            // A fused parameter's TP-local tensor is [s1_r; s2_r; …]. Its rows are the sections'
+            // (in section order) unless it is stored fused as a DTensor, whose global tensor is
+            // the TP-local tensors back to back.
+            const DiffEntry *e = entryOf[i];
+            if (q.tpDim == 0 && p.fusion) {
+                if (p.fusion->tpLocal)
+                    return planError(p.name + ": TP-local fused shapes (Megatron-Bridge GDN) are "
+                                              "not planned over TP");
+                if (torchDist || !e || e->sources.size() > 1)
+                    for (const FusedSection &fs : p.fusion->sections)
+                        q.sections.push_back(fs.size);
+            }
+            if (q.sections.empty())
+                q.sections.push_back(p.shape[0]);
+            for (int64_t s : q.sections)
+                if (q.tpDim == 0 && s % q.tpSize)
+                    return planError(p.name + ": a section of " + str(s) + " rows does not " +
+                                     "split over " + str(q.tpSize) + " TP ranks");
+        }
+        q.numel = product(q.local, 0);
+        q.row = q.local.size() > 1 ? product(q.local, 1) : 1;
         size_t g = 0;
         while (g < plan.groups.size() &&
-               !(plan.groups[g].expert == expert && plan.groups[g].unit == unit))
+               !(plan.groups[g].stage == q.stage && plan.groups[g].unit == q.unit &&
+                 plan.groups[g].expert == q.expert && plan.groups[g].ep == (q.expert ? q.ep : -1)))
             ++g;
         if (g == plan.groups.size()) {
-            plan.groups.push_back({});
-            plan.groups.back().expert = expert;
-            plan.groups.back().unit = unit;
+            BufferGroup group;
+            group.expert = q.expert;
+            group.unit = q.unit;
+            group.stage = q.stage;
+            group.ep = q.expert ? q.ep : -1;
+            plan.groups.push_back(std::move(group));
             groupItems.emplace_back();
         }
-        const int64_t numel = product(p.shape, 0);
-        const int64_t row = p.shape.size() > 1 ? product(p.shape, 1) : 1;
-        groupItems[g].push_back({i, numel, row});
+        groupItems[g].push_back({i, q.numel, q.row});
     }
     for (size_t g = 0; g < plan.groups.size(); ++g) {
         auto &items = groupItems[g];
@@ -198,62 +311,93 @@ Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
         }
         BufferGroup &group = plan.groups[g];
         group.chunkFactor = std::max<int64_t>(csf, 1);
-        layoutGroup(items, group, plan.world);
+        layoutGroup(items, group, group.expert ? plan.expertDp : par.dpShard);
         for (const Item &q : items) {
             group.params.push_back(q.param);
             group.offsets.push_back(q.offset);
         }
     }
 
-    // Sources per parameter (model section of the diff).
-    std::vector<const DiffEntry *> entryOf(layout.params.size(), nullptr);
-    {
-        std::unordered_map<std::string, uint32_t> byName;
-        for (uint32_t i = 0; i < layout.params.size(); ++i)
-            byName.emplace(layout.params[i].name, i);
-        for (const DiffEntry &e : diff.entries)
-            if (e.section == Section::Model)
-                if (auto it = byName.find(e.param); it != byName.end())
-                    entryOf[it->second] = &e;
-    }
-
     for (int r = 0; r < plan.world; ++r) {
         RankPlan rp;
         rp.rank = r;
+        rp.coords = rankCoords(r, par);
+        const RankCoords &c = rp.coords;
         for (const BufferGroup &g : plan.groups) {
-            const int64_t shard = g.size / plan.world, lo = r * shard, hi = lo + shard;
+            if (g.stage != c.pp || (g.expert && g.ep != c.ep))
+                continue;
+            const int shards = g.expert ? plan.expertDp : par.dpShard;
+            const int64_t shard = g.size / shards, lo = (g.expert ? c.edp : c.dp) * shard,
+                          hi = lo + shard;
             for (size_t k = 0; k < g.params.size(); ++k) {
-                const LayoutParam &p = layout.params[g.params[k]];
-                const int64_t numel = product(p.shape, 0);
-                const int64_t row = p.shape.size() > 1 ? product(p.shape, 1) : 1;
-                int64_t a = std::clamp<int64_t>(lo - g.offsets[k], 0, numel);
-                int64_t b = std::clamp<int64_t>(hi - g.offsets[k], 0, numel);
+                const uint32_t pi = g.params[k];
+                const LayoutParam &p = layout.params[pi];
+                const ParamInfo &q = info[pi];
+                int64_t a = std::clamp<int64_t>(lo - g.offsets[k], 0, q.numel);
+                int64_t b = std::clamp<int64_t>(hi - g.offsets[k], 0, q.numel);
                 if (a >= b)
                     a = b = 0;
-                if (a % row || b % row)
+                if (a % q.row || b % q.row)
                     return makeError(Error::Code::Internal, "shard bound inside a row of " +
-                                                                p.name + " (rank " +
-                                                                std::to_string(r) + ")");
-                rp.shards.push_back({g.params[k], a, b, row});
+                                                                p.name + " (rank " + str(r) + ")");
+                ParamShard sh;
+                sh.param = pi;
+                sh.flatBegin = a;
+                sh.flatEnd = b;
+                sh.rowSize = q.row;
+                sh.tpRank = g.expert ? c.etp : c.tp;
+                sh.replica = q.tpSize > 1 && q.tpDim < 0 && sh.tpRank > 0;
+                const int64_t l0 = a / q.row, l1 = b / q.row;
+                if (q.tpDim == 0) { // each section's TP-local rows are its rows t·r_j + …
+                    int64_t localAt = 0, fullAt = 0;
+                    for (int64_t s : q.sections) {
+                        const int64_t rj = s / q.tpSize, x0 = std::max(l0, localAt),
+                                      x1 = std::min(l1, localAt + rj);
+                        if (x0 < x1)
+                            sh.pieces.push_back(
+                                {x0, fullAt + sh.tpRank * rj + (x0 - localAt), x1 - x0});
+                        localAt += rj;
+                        fullAt += s;
+                    }
+                } else if (l1 > l0) {
+                    sh.pieces.push_back({l0, l0, l1 - l0});
+                }
+                if (q.tpDim == 1) {
+                    const int64_t inner = p.shape.size() > 2 ? product(p.shape, 2) : 1;
+                    sh.colBegin = sh.tpRank * q.local[1] * inner;
+                    sh.colEnd = sh.colBegin + q.local[1] * inner;
+                }
+                rp.shards.push_back(sh);
                 if (a == b)
                     continue;
-                const DiffEntry *e = entryOf[g.params[k]];
+                const DiffEntry *e = entryOf[pi];
                 if (!e || !e->realLoadFills) {
-                    rp.unloadable.push_back(g.params[k]);
+                    rp.unloadable.push_back(pi);
                     continue;
                 }
-                const int64_t r0 = a / row, r1 = b / row;
                 const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
-                for (const DiffSource &s : e->sources) {
-                    auto read = sourceRead(s, rows, r0, r1);
-                    if (!read)
-                        continue;
-                    read->param = g.params[k];
-                    rp.bytes +=
-                        uint64_t(read->rows() * row) *
-                        uint64_t(elementSize(dtypeFromName(s.dtype).value_or(DType::Unknown)));
-                    rp.reads.push_back(std::move(*read));
-                }
+                for (const ShardPiece &piece : sh.pieces)
+                    for (const DiffSource &s : e->sources) {
+                        auto read =
+                            sourceRead(s, rows, piece.paramRow, piece.paramRow + piece.rows);
+                        if (!read)
+                            continue;
+                        read->param = pi;
+                        read->localRow = piece.localRow + (read->paramRow - piece.paramRow);
+                        if (q.tpDim == 1) { // the rank's columns of the stored tensor
+                            if (read->sizes.size() < 2 || read->sizes[1] != p.shape[1])
+                                return planError(s.key +
+                                                 ": stored shape does not match the "
+                                                 "columns of " +
+                                                 p.name);
+                            read->offsets[1] += sh.tpRank * q.local[1];
+                            read->sizes[1] = q.local[1];
+                        }
+                        rp.bytes +=
+                            uint64_t(read->rows() * q.row) *
+                            uint64_t(elementSize(dtypeFromName(s.dtype).value_or(DType::Unknown)));
+                        rp.reads.push_back(std::move(*read));
+                    }
             }
         }
         plan.ranks.push_back(std::move(rp));

@@ -169,7 +169,7 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
     if (comm) {
         if (plan.world != procs)
             return makeError(Error::Code::Format, "the plan has " + std::to_string(plan.world) +
-                                                      " DP-shard ranks but the job has " +
+                                                      " ranks (tp × dp × pp) but the job has " +
                                                       std::to_string(procs) + " processes");
         result.processes = procs;
         result.backend = comm->backend();
@@ -205,10 +205,55 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             total += r.bytes;
     }
 
-    // One rank's planned reads, clipped to the parameter rows [from, to), into `local` (those
-    // rows, which hold the initial pattern until written).
-    auto fillRows = [&](const PerRank &pr, int64_t from, int64_t to, std::span<std::byte> local,
-                        DType dtype, int64_t rowBytes) -> Status {
+    // A rank's part of rows [from, to) of a parameter: runs of its local rows (its pieces,
+    // clipped), back to back in a payload, each the parameter rows [paramLo, paramHi).
+    struct Sub
+    {
+        int64_t paramLo, paramHi, localLo;
+        size_t at; // in the payload
+    };
+    auto subsOf = [](const ParamShard &sh, int64_t from, int64_t to, int64_t localRowBytes,
+                     std::vector<Sub> &subs) {
+        subs.clear();
+        size_t at = 0;
+        for (const ShardPiece &pc : sh.pieces) {
+            const int64_t lo = std::max(from, pc.paramRow),
+                          hi = std::min(to, pc.paramRow + pc.rows);
+            if (lo >= hi)
+                continue;
+            subs.push_back({lo, hi, pc.localRow + (lo - pc.paramRow), at});
+            at += size_t((hi - lo) * localRowBytes);
+        }
+        return at;
+    };
+    // Between a payload and the parameter's rows [from, …) in `window` (whole rows of rowBytes):
+    // a row-parallel shard holds bytes [colBegin, colEnd) of each row.
+    auto move = [](const ParamShard &sh, const std::vector<Sub> &subs, int64_t from,
+                   std::span<std::byte> window, std::span<std::byte> payload, int64_t rowBytes,
+                   int64_t es, bool toWindow) {
+        const bool cols = sh.colEnd > sh.colBegin;
+        const int64_t localRowBytes = cols ? (sh.colEnd - sh.colBegin) * es : rowBytes;
+        for (const Sub &u : subs) {
+            std::byte *w =
+                window.data() + (u.paramLo - from) * rowBytes + (cols ? sh.colBegin * es : 0);
+            std::byte *q = payload.data() + u.at;
+            const int64_t n = u.paramHi - u.paramLo;
+            if (!cols) {
+                toWindow ? std::memcpy(w, q, size_t(n * rowBytes))
+                         : std::memcpy(q, w, size_t(n * rowBytes));
+                continue;
+            }
+            for (int64_t i = 0; i < n; ++i, w += rowBytes, q += localRowBytes)
+                toWindow ? std::memcpy(w, q, size_t(localRowBytes))
+                         : std::memcpy(q, w, size_t(localRowBytes));
+        }
+    };
+
+    // One rank's planned reads, clipped to the window, into its payload (which holds the initial
+    // pattern until written).
+    auto fillPayload = [&](const PerRank &pr, const std::vector<Sub> &subs, int64_t from,
+                           int64_t to, std::span<std::byte> payload, DType dtype,
+                           int64_t localRowBytes) -> Status {
         for (const ShardRead *read : pr.reads) {
             const int64_t lo = std::max(from, read->paramRow),
                           hi = std::min(to, read->paramRow + read->rows());
@@ -227,11 +272,20 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                 return makeError(Error::Code::Unsupported,
                                  "sources of one parameter differ in dtype")
                     .atKey(read->key);
-            // Straight into the shard's rows: whole rows of the parameter are contiguous.
-            const size_t at = size_t((lo - from) * rowBytes), len = size_t((hi - lo) * rowBytes);
-            if (at + len > local.size())
+            // Straight into the payload: a run of local rows is contiguous.
+            const int64_t localLo = read->localRow + (lo - read->paramRow);
+            const Sub *u = nullptr;
+            for (const Sub &x : subs)
+                if (localLo >= x.localLo &&
+                    localLo + (hi - lo) <= x.localLo + (x.paramHi - x.paramLo))
+                    u = &x;
+            const size_t len = size_t((hi - lo) * localRowBytes);
+            if (!u)
                 return makeError(Error::Code::Internal, "read outside its shard").atKey(read->key);
-            if (Status st = readTensorInto(checkpoint, *it->second, box, local.subspan(at, len));
+            const size_t at = u->at + size_t((localLo - u->localLo) * localRowBytes);
+            if (at + len > payload.size())
+                return makeError(Error::Code::Internal, "read outside its shard").atKey(read->key);
+            if (Status st = readTensorInto(checkpoint, *it->second, box, payload.subspan(at, len));
                 !st)
                 return st;
             result.bytesRead += len;
@@ -240,10 +294,13 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
     };
 
     uint64_t done = 0;
-    std::vector<std::byte> gathered;         // a window of the gathered parameter
-    std::vector<std::byte> direct;           // the same rows, read directly
-    std::vector<std::byte> sendBuf, recvBuf; // one window's all-gather, with a status byte
-    std::optional<Error> failed;             // this rank's, until every rank has heard of it
+    std::vector<std::byte> gathered;                  // a window of the gathered parameter
+    std::vector<std::byte> direct;                    // the same rows, read directly
+    std::vector<std::byte> sendBuf, recvBuf;          // one window's all-gather, with a status byte
+    std::vector<std::vector<std::byte>> replicaStore; // one process: payloads not read in place
+    std::vector<std::byte> replicaExpected;
+    std::vector<Sub> subs;
+    std::optional<Error> failed; // this rank's, until every rank has heard of it
     bool stop = false;
     uint32_t ordinal = 0; // parameters handled so far: which rank checks the next one
     std::vector<std::pair<uint32_t, ParamCheck>> checks;
@@ -266,11 +323,30 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         const int64_t row = p.shape.size() > 1 ? product(p.shape, 1) : 1;
         const int64_t rows = p.shape.empty() ? 1 : p.shape[0], rowBytes = row * es;
         const bool loadable = e && e->realLoadFills;
+        // Rows [lo, hi) of the window, the columns `sh` holds of them, gathered against direct.
+        auto sameRegion = [&](const ParamShard &sh, int64_t from, int64_t lo, int64_t hi) {
+            const std::byte *g = gathered.data() + (lo - from) * rowBytes,
+                            *d = direct.data() + (lo - from) * rowBytes;
+            if (sh.colEnd == sh.colBegin)
+                return std::memcmp(g, d, size_t((hi - lo) * rowBytes)) == 0;
+            const size_t off = size_t(sh.colBegin * es),
+                         len = size_t((sh.colEnd - sh.colBegin) * es);
+            for (int64_t i = lo; i < hi; ++i, g += rowBytes, d += rowBytes)
+                if (std::memcmp(g + off, d + off, len))
+                    return false;
+            return true;
+        };
 
         // Memory: the gathered and direct copies of a window of rows, and across processes the
         // all-gather's buffers. A parameter over the budget streams through
         // windows that start on health segments, so that its statistics come out exactly the same.
-        const uint64_t copies = comm ? 4 : 2; // reads land in place (readTensorInto)
+        // Every row is held once, or by each TP rank of a TP-replicated parameter (whose extra
+        // copies are kept apart and checked against the direct read).
+        int holders = 1;
+        for (const PerRank &pr : perParam[pi])
+            holders += pr.shard->replica;
+        holders = std::min<int>(holders, int(perParam[pi].size()));
+        const uint64_t copies = comm ? 3 + uint64_t(holders) : 1 + uint64_t(holders);
         int64_t windowRows = rows;
         if (options.maxMemory && uint64_t(numel * es) * copies > options.maxMemory) {
             const int64_t step = std::lcm(row, kernels::kSegment) / row; // rows per segment run
@@ -294,45 +370,71 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         // Rows [from, to) of the gathered parameter into `gathered`: the initial pattern, then
         // every rank's local shard from exactly its planned reads. In one process each rank's
         // in turn; across processes this rank's own, and an all-gather puts all in place.
+        struct Part
+        {
+            const PerRank *pr;
+            std::vector<Sub> subs;
+            size_t bytes;
+            std::span<std::byte> payload; // replicas: where their copy is
+        };
+        std::vector<Part> parts, replicas;
         auto gatherRows = [&](int64_t from, int64_t to) -> Status {
             gathered.resize(size_t((to - from) * rowBytes));
             fillInitial(gathered, pi + 1, uint64_t(from * rowBytes));
-            struct Part
-            {
-                const PerRank *pr;
-                int64_t lo, hi;
-            };
-            std::vector<Part> parts;
+            parts.clear();
+            replicas.clear();
             for (const PerRank &pr : perParam[pi]) {
-                const int64_t lo = std::max(from, pr.shard->firstRow()),
-                              hi = std::min(to, pr.shard->firstRow() + pr.shard->rows());
-                if (lo < hi)
-                    parts.push_back({&pr, lo, hi});
+                Part part{&pr, {}, 0, {}};
+                part.bytes = subsOf(*pr.shard, from, to, pr.shard->rowSize * es, part.subs);
+                if (part.bytes)
+                    parts.push_back(std::move(part));
             }
-            auto span = [&](const Part &part) {
-                return std::span(gathered).subspan(size_t((part.lo - from) * rowBytes),
-                                                   size_t((part.hi - part.lo) * rowBytes));
-            };
             if (!comm) {
-                for (const Part &part : parts)
+                size_t stored = 0;
+                for (Part &part : parts) {
+                    const ParamShard &sh = *part.pr->shard;
+                    const int64_t localRowBytes = sh.rowSize * es;
+                    // Whole rows in one run are a span of the window itself: read in place.
+                    if (!sh.replica && sh.colEnd == sh.colBegin && part.subs.size() == 1) {
+                        const Sub &u = part.subs.front();
+                        if (Status st =
+                                fillPayload(*part.pr, part.subs, from, to,
+                                            std::span(gathered).subspan(
+                                                size_t((u.paramLo - from) * rowBytes), part.bytes),
+                                            dtype, localRowBytes);
+                            !st)
+                            return st;
+                        continue;
+                    }
+                    if (replicaStore.size() <= stored)
+                        replicaStore.emplace_back();
+                    auto &buf = replicaStore[stored++];
+                    buf.resize(part.bytes);
+                    move(sh, part.subs, from, gathered, buf, rowBytes, es, false); // initial
                     if (Status st =
-                            fillRows(*part.pr, part.lo, part.hi, span(part), dtype, rowBytes);
+                            fillPayload(*part.pr, part.subs, from, to, buf, dtype, localRowBytes);
                         !st)
                         return st;
+                    if (sh.replica) {
+                        part.payload = buf;
+                        replicas.push_back(part);
+                    } else {
+                        move(sh, part.subs, from, gathered, buf, rowBytes, es, true);
+                    }
+                }
                 return Ok{};
             }
             size_t longest = 0;
             for (const Part &part : parts)
-                longest = std::max(longest, span(part).size());
+                longest = std::max(longest, part.bytes);
             sendBuf.assign(longest + 1, std::byte{0});
             recvBuf.resize((longest + 1) * size_t(procs));
             for (const Part &part : parts)
                 if (part.pr->rank == me && !failed) {
-                    const auto initial = span(part);
-                    std::memcpy(sendBuf.data(), initial.data(), initial.size());
-                    if (Status st =
-                            fillRows(*part.pr, part.lo, part.hi,
-                                     std::span(sendBuf).first(initial.size()), dtype, rowBytes);
+                    const auto payload = std::span(sendBuf).first(part.bytes);
+                    move(*part.pr->shard, part.subs, from, gathered, payload, rowBytes, es, false);
+                    if (Status st = fillPayload(*part.pr, part.subs, from, to, payload, dtype,
+                                                part.pr->shard->rowSize * es);
                         !st)
                         failed = st.error();
                 }
@@ -347,10 +449,14 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                     result.cancelled = result.cancelled || flag == std::byte{2};
                 }
             if (!stop)
-                for (const Part &part : parts) {
-                    const auto dest = span(part);
-                    std::memcpy(dest.data(), recvBuf.data() + size_t(part.pr->rank) * (longest + 1),
-                                dest.size());
+                for (Part &part : parts) {
+                    part.payload = std::span(recvBuf).subspan(size_t(part.pr->rank) * (longest + 1),
+                                                              part.bytes);
+                    if (part.pr->shard->replica)
+                        replicas.push_back(part);
+                    else
+                        move(*part.pr->shard, part.subs, from, gathered, part.payload, rowBytes, es,
+                             true);
                 }
             return Ok{};
         };
@@ -420,26 +526,24 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                     }
 
                     // The round trip: split each rank's rows the way the save path does (§6.3:
-                    // the flat slice intersected with each stored component's rows) and compare
-                    // every piece with that component's stored bytes.
+                    // the flat slice intersected with each stored component's rows, a TP rank's
+                    // sections at their TP offsets) and compare every piece with that
+                    // component's stored bytes.
                     for (const PerRank &pr : perParam[pi]) {
-                        const int64_t lo = std::max(from, pr.shard->firstRow()),
-                                      hi = std::min(to, pr.shard->firstRow() + pr.shard->rows());
-                        if (lo >= hi)
+                        if (pr.shard->replica)
                             continue;
-                        for (const DiffSource &src : e->sources) {
-                            const auto piece = sourceRead(src, rows, lo, hi);
-                            if (!piece)
-                                continue;
-                            const size_t at = size_t((piece->paramRow - from) * rowBytes),
-                                         len = size_t(piece->rows() * rowBytes);
-                            if (std::memcmp(gathered.data() + at, direct.data() + at, len)) {
-                                check.roundTrip = false;
-                                check.note = "rank " + std::to_string(pr.rank) +
-                                             ": the split piece for " + src.key +
-                                             " differs from the stored bytes";
+                        subsOf(*pr.shard, from, to, pr.shard->rowSize * es, subs);
+                        for (const Sub &u : subs)
+                            for (const DiffSource &src : e->sources) {
+                                const auto piece = sourceRead(src, rows, u.paramLo, u.paramHi);
+                                if (piece && !sameRegion(*pr.shard, from, piece->paramRow,
+                                                         piece->paramRow + piece->rows())) {
+                                    check.roundTrip = false;
+                                    check.note = "rank " + std::to_string(pr.rank) +
+                                                 ": the split piece for " + src.key +
+                                                 " differs from the stored bytes";
+                                }
                             }
-                        }
                     }
                     // The gathered rows against the direct read, bit for bit.
                     if (!sameBytes(gathered, direct))
@@ -456,6 +560,32 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                     fillInitial(direct, pi + 1, uint64_t(from * rowBytes));
                     if (!sameBytes(gathered, direct))
                         check.note = "no source, yet something was written into it";
+                }
+                // Each TP rank's copy of a TP-replicated parameter, against the same rows.
+                for (const Part &h : replicas) {
+                    const ParamShard &sh = *h.pr->shard;
+                    replicaExpected.resize(h.payload.size());
+                    move(sh, h.subs, from, direct, replicaExpected, rowBytes, es, false);
+                    if (std::memcmp(replicaExpected.data(), h.payload.data(), h.payload.size()) ==
+                        0)
+                        continue;
+                    check.roundTrip = false;
+                    check.note = "rank " + std::to_string(h.pr->rank) +
+                                 ": its copy of this TP-replicated parameter differs";
+                    const int64_t localRow = sh.rowSize,
+                                  col0 = sh.colEnd > sh.colBegin ? sh.colBegin : 0;
+                    for (const Sub &u : h.subs)
+                        for (int64_t i = 0; i < (u.paramHi - u.paramLo) * localRow; ++i) {
+                            const size_t at = u.at + size_t(i * es);
+                            if (std::memcmp(replicaExpected.data() + at, h.payload.data() + at,
+                                            size_t(es)) == 0)
+                                continue;
+                            ++check.mismatches;
+                            const int64_t flat =
+                                (u.paramLo + i / localRow) * row + col0 + i % localRow;
+                            if (check.firstMismatch < 0 || flat < check.firstMismatch)
+                                check.firstMismatch = flat;
+                        }
                 }
                 if (stream)
                     stream->fold(gathered, from * row);

@@ -27,13 +27,15 @@ struct Demo
     DiffResult diff;
 };
 
-std::optional<Demo> openDemo(int world)
+std::optional<Demo> openDemo(int world, ParallelConfig parallel = {}, fs::path demo = {})
 {
-    const fs::path demo = fs::path(toolsDir()) / ".." / "resources" / "demo" / "dsv3-mini";
+    if (demo.empty())
+        demo = fs::path(toolsDir()) / ".." / "resources" / "demo" / "dsv3-mini";
     auto index = openCheckpoint(demo.string());
     if (!index)
         return std::nullopt;
     LayoutOptions o;
+    o.parallel = parallel;
     o.parallel.dpShard = world;
     auto layout = layoutFromConfig((demo / "config.json").string(), o);
     if (!layout)
@@ -45,6 +47,25 @@ std::optional<Demo> openDemo(int world)
 }
 
 using Boxes = std::set<std::pair<std::vector<int64_t>, std::vector<int64_t>>>;
+
+Boxes storedChunks(const TensorEntry &t)
+{
+    Boxes stored;
+    for (size_t c = 0; c < t.chunks.size(); ++c)
+        stored.insert({std::vector<int64_t>(t.chunkOffsets(c).begin(), t.chunkOffsets(c).end()),
+                       std::vector<int64_t>(t.chunkSizes(c).begin(), t.chunkSizes(c).end())});
+    return stored;
+}
+
+ParallelConfig parallel(int tp, int pp, int ep, int etp)
+{
+    ParallelConfig p;
+    p.tp = tp;
+    p.pp = pp;
+    p.ep = ep;
+    p.etp = etp;
+    return p;
+}
 
 } // namespace
 
@@ -68,13 +89,9 @@ TEST(LoadPlan, DemoChunksAreThePlannedShards)
     for (const TensorEntry &t : demo->index.tensors) {
         if (!t.key.starts_with("model.module."))
             continue;
-        Boxes stored;
-        for (size_t c = 0; c < t.chunks.size(); ++c)
-            stored.insert({std::vector<int64_t>(t.chunkOffsets(c).begin(), t.chunkOffsets(c).end()),
-                           std::vector<int64_t>(t.chunkSizes(c).begin(), t.chunkSizes(c).end())});
         if (t.key.ends_with("router.expert_bias")) // a buffer: written whole, not FSDP-sharded
             continue;
-        EXPECT_EQ(planned[t.key], stored) << t.key;
+        EXPECT_EQ(planned[t.key], storedChunks(t)) << t.key;
         ++keys;
     }
     EXPECT_GT(keys, 100u);
@@ -132,4 +149,135 @@ TEST(LoadPlan, UnloadableShardsAreNamed)
             want.insert(e.param);
     EXPECT_EQ(unloadable, want);
     EXPECT_FALSE(want.empty());
+}
+
+// Real torch wrote the demo model from TP 2 × DP 2 ranks with experts over EP 2, each rank the
+// chunks of its flat shard of every TP-local parameter (tools/make_tp_checkpoint.py): planned for
+// the same configuration, every stored key is read in exactly those boxes, and only
+// TP-replicated parameters are read by more than one rank.
+TEST(LoadPlan, TensorAndExpertParallelChunksAreThePlannedShards)
+{
+    auto demo = openDemo(2, parallel(2, 1, 2, 1), tpFixtureDir());
+    ASSERT_TRUE(demo) << tpFixtureDir();
+    ASSERT_TRUE(demo->diff.clean());
+    auto plan = planLoad(demo->layout, demo->diff);
+    ASSERT_TRUE(plan.ok()) << plan.error().toString();
+    ASSERT_EQ(plan->world, 4);
+    EXPECT_EQ(plan->expertDp, 2);
+
+    std::map<std::string, Boxes> planned;
+    std::set<std::string> replicated;
+    size_t columnSplit = 0, sectioned = 0;
+    for (const RankPlan &r : plan->ranks) {
+        EXPECT_TRUE(r.unloadable.empty());
+        std::set<uint32_t> replicas;
+        for (const ParamShard &s : r.shards) {
+            if (s.replica)
+                replicas.insert(s.param);
+            columnSplit += s.colEnd > s.colBegin;
+            sectioned += s.pieces.size() > 1;
+        }
+        for (const ShardRead &read : r.reads) {
+            const bool fresh = planned[read.key].insert({read.offsets, read.sizes}).second;
+            if (replicas.count(read.param)) { // the same box as TP rank 0 of its DP rank
+                replicated.insert(read.key);
+                EXPECT_FALSE(fresh) << read.key << ": rank " << r.rank;
+            } else {
+                EXPECT_TRUE(fresh) << read.key << ": rank " << r.rank << " reads another's box";
+            }
+        }
+    }
+    EXPECT_GT(columnSplit, 0u);
+    EXPECT_GT(sectioned, 0u); // a TP rank's SwiGLU/MLA rows are runs of two sections
+    EXPECT_FALSE(replicated.empty());
+    size_t keys = 0;
+    for (const TensorEntry &t : demo->index.tensors) {
+        if (!t.key.starts_with("model.module.") || t.key.ends_with("router.expert_bias"))
+            continue;
+        EXPECT_EQ(planned[t.key], storedChunks(t)) << t.key;
+        ++keys;
+    }
+    EXPECT_GT(keys, 100u);
+}
+
+// Every parallel configuration: each element of every parameter is held by exactly one rank of
+// each (TP-replica) copy, a rank holds only its own stage's layers and its own EP rank's experts,
+// and a TP rank's pieces lie where its TP slice of the parameter is.
+TEST(LoadPlan, ParallelShardsTileEveryParameter)
+{
+    struct Case
+    {
+        int dp;
+        ParallelConfig par;
+    };
+    for (const Case &c : {Case{2, parallel(2, 1, 1, 1)}, Case{2, parallel(2, 1, 2, 1)},
+                          Case{2, parallel(2, 1, 2, 2)}, Case{2, parallel(1, 2, 1, 1)},
+                          Case{2, parallel(2, 2, 2, 1)}, Case{3, parallel(2, 1, 1, 1)},
+                          Case{4, parallel(1, 1, 4, 1)}}) {
+        auto demo = openDemo(c.dp, c.par);
+        ASSERT_TRUE(demo);
+        auto plan = planLoad(demo->layout, demo->diff);
+        ASSERT_TRUE(plan.ok()) << plan.error().toString();
+        const ParallelConfig &par = plan->parallel;
+        const std::string what = "tp " + std::to_string(par.tp) + " dp " + std::to_string(c.dp) +
+                                 " pp " + std::to_string(par.pp) + " ep " + std::to_string(par.ep) +
+                                 " etp " + std::to_string(par.etp);
+        ASSERT_EQ(plan->world, par.tp * c.dp * par.pp) << what;
+        std::map<uint32_t, std::vector<int>> held; // per element: primary copies
+        std::map<uint32_t, std::set<int>> stages;
+        for (const RankPlan &r : plan->ranks)
+            for (const ParamShard &s : r.shards) {
+                const LayoutParam &p = demo->layout.params[s.param];
+                int64_t row = 1;
+                for (size_t d = 1; d < p.shape.size(); ++d)
+                    row *= p.shape[d];
+                const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+                auto &h = held[s.param];
+                h.resize(size_t(rows * row));
+                stages[s.param].insert(r.coords.pp);
+                if (p.expert >= 0) {
+                    EXPECT_EQ(p.expert / (demo->layout.numExperts / par.ep), r.coords.ep)
+                        << p.name << " " << what;
+                }
+                int64_t local = 0;
+                for (const ShardPiece &pc : s.pieces) {
+                    EXPECT_EQ(pc.localRow, s.firstRow() + local) << p.name << " " << what;
+                    local += pc.rows;
+                    for (int64_t i = pc.paramRow; i < pc.paramRow + pc.rows; ++i)
+                        for (int64_t j = s.colEnd > s.colBegin ? s.colBegin : 0;
+                             j < (s.colEnd > s.colBegin ? s.colEnd : row); ++j)
+                            h[size_t(i * row + j)] += s.replica ? 0 : 1;
+                }
+                EXPECT_EQ(local, s.rows()) << p.name << " " << what;
+            }
+        for (auto &[param, h] : held) {
+            const LayoutParam &p = demo->layout.params[param];
+            EXPECT_EQ(std::count(h.begin(), h.end(), 1), std::ptrdiff_t(h.size()))
+                << p.name << " " << what;
+            EXPECT_EQ(stages[param].size(), 1u) << p.name << " " << what;
+        }
+        if (par.pp == 2) {
+            const auto &l0 = stages[0]; // embedding: first stage
+            const auto &out = stages[uint32_t(
+                std::find_if(demo->layout.params.begin(), demo->layout.params.end(),
+                             [](const LayoutParam &p) { return p.name == "output_layer.weight"; }) -
+                demo->layout.params.begin())];
+            EXPECT_EQ(*l0.begin(), 0);
+            EXPECT_EQ(*out.begin(), 1);
+        }
+    }
+}
+
+// A configuration the planner cannot place is an error that says why, not a wrong plan.
+TEST(LoadPlan, ImpossibleConfigurationsAreErrors)
+{
+    for (auto [dp, par] : {std::pair{2, parallel(1, 1, 4, 1)},
+                           {2, parallel(1, 3, 1, 1)},
+                           {2, parallel(3, 1, 1, 1)}}) {
+        auto demo = openDemo(dp, par);
+        ASSERT_TRUE(demo);
+        auto plan = planLoad(demo->layout, demo->diff);
+        ASSERT_FALSE(plan.ok());
+        EXPECT_FALSE(plan.error().message.empty());
+    }
 }

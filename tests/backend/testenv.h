@@ -26,3 +26,7 @@ inline std::string toolsDir()
 {
     return testEnv("SHARDSCOPE_TOOLS", SHARDSCOPE_TOOLS_DIR);
 }
+inline std::string tpFixtureDir()
+{
+    return testEnv("SHARDSCOPE_TP_FIXTURE", SHARDSCOPE_TP_FIXTURE_DIR);
+}

@@ -60,7 +60,7 @@ std::string_view outcomeName(ParamCheck::Outcome o);
 
 struct VerifyResult
 {
-    int world = 1;       ///< DP-shard ranks planned
+    int world = 1;       ///< ranks planned (tp × dp × pp)
     int processes = 1;   ///< processes that performed them
     std::string backend; ///< the collectives' ("gloo", "nccl"); empty in one process
     size_t checked = 0, identical = 0, mismatched = 0, roundTripFailures = 0, keptInitial = 0;
