@@ -99,14 +99,14 @@ def denormal_count(t: torch.Tensor) -> int:
 
 def histogram(finite: np.ndarray, lo, hi, bins: int) -> list[int]:
     """Equal-width bins over [min, max] of the finite values; the last bin is closed. Same
-    floating-point expression as kernels/healthcore.h binOf()."""
+    floating-point expression as kernels/healthcore.h binOf() (one multiply by bins / (hi - lo))."""
     h = [0] * bins
     if finite.size == 0:
         return h
     if not hi > lo:
         h[0] = int(finite.size)
         return h
-    b = ((finite - lo) / (hi - lo) * bins).astype(np.int64)
+    b = ((finite - lo) * (bins / (hi - lo))).astype(np.int64)
     b = np.clip(b, 0, bins - 1)
     return [int(c) for c in np.bincount(b, minlength=bins)]
 
@@ -120,12 +120,12 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 def fingerprint(data: bytes) -> str:
     """Wrapping sum over little-endian 8-byte words w_i (zero-padded) of
-    splitmix64(w_i ^ splitmix64(i)), as kernels/healthcore.h fingerprintWords()."""
+    splitmix64(w_i + i * 0x9E3779B97F4A7C15), as kernels/healthcore.h fingerprintWords()."""
     padded = data + b"\0" * (-len(data) % 8)
     w = np.frombuffer(padded, dtype="<u8")
     with np.errstate(over="ignore"):
         i = np.arange(w.size, dtype=np.uint64)
-        total = int(_splitmix64(w ^ _splitmix64(i)).sum(dtype=np.uint64))
+        total = int(_splitmix64(w + i * np.uint64(0x9E3779B97F4A7C15)).sum(dtype=np.uint64))
     return f"{total:016x}"
 
 

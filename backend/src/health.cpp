@@ -4,6 +4,7 @@
 #include "healthstream.h"
 #include "kernels/healthcore.h"
 #include "kernels/healthdevice.h"
+#include "kernels/healthsimd.h"
 
 #include <algorithm>
 #include <optional>
@@ -73,6 +74,46 @@ TensorHealth finish(const Accum &a, std::vector<int64_t> histogram, uint64_t fin
     return h;
 }
 
+// The CPU's loops: float32 and bfloat16 through the vector path, built once more for AVX2 where
+// the compiler can (chosen at load time), everything else through the shared scalar code.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SS_CPU_CLONES
+#endif
+
+SS_CPU_CLONES Accum cpuFold(const unsigned char *bytes, int es, int code, int64_t begin,
+                            int64_t end)
+{
+    switch (code) {
+    case kF32:
+        return simd::foldRange<kF32, 4>(bytes, begin, end);
+    case kBF16:
+        return simd::foldRange<kBF16, 2>(bytes, begin, end);
+    default:
+        return foldSegment(bytes, es, code, begin, end);
+    }
+}
+
+SS_CPU_CLONES void cpuHistogram(const unsigned char *bytes, int code, int64_t begin, int64_t end,
+                                double lo, double hi, int bins, unsigned long long *hist)
+{
+    switch (code) {
+    case kF32:
+        return simd::histogramRange<kF32, 4>(bytes, begin, end, lo, hi, bins, hist);
+    case kBF16:
+        return simd::histogramRange<kBF16, 2>(bytes, begin, end, lo, hi, bins, hist);
+    default:
+        return histogramSegment(bytes, code, begin, end, lo, hi, bins, hist);
+    }
+}
+
+SS_CPU_CLONES uint64_t cpuFingerprint(const unsigned char *bytes, int64_t size, int64_t first,
+                                      int64_t last, int64_t wordBase = 0)
+{
+    return simd::fingerprintWords(bytes, size, first, last, wordBase);
+}
+
 template<typename F>
 void runOn(int threads, F &&f)
 {
@@ -122,7 +163,7 @@ Result<TensorHealth> computeHealth(const TensorData &data, ComputeDevice device,
     auto fold = [&](int t) {
         for (int64_t s = t; s < segments; s += threads)
             parts[size_t(s)] =
-                foldSegment(bytes, es, *code, s * kSegment, std::min(n, (s + 1) * kSegment));
+                cpuFold(bytes, es, *code, s * kSegment, std::min(n, (s + 1) * kSegment));
     };
     runOn(threads, fold);
     Accum total = emptyAccum();
@@ -131,11 +172,17 @@ Result<TensorHealth> computeHealth(const TensorData &data, ComputeDevice device,
     std::vector<std::vector<unsigned long long>> hists(
         static_cast<size_t>(threads), std::vector<unsigned long long>(static_cast<size_t>(bins)));
     std::vector<uint64_t> fps(size_t(threads), 0);
+    // Histogram and fingerprint in one sweep of blocks that stay in cache: a word holds whole
+    // elements (1, 2, 4 or 8 bytes), so a block of words is a block of elements.
     auto second = [&](int t) {
-        const int64_t lo = n * t / threads, hi = n * (t + 1) / threads;
-        histogramSegment(bytes, *code, lo, hi, total.min, total.max, bins, hists[size_t(t)].data());
-        fps[size_t(t)] =
-            fingerprintWords(bytes, size, words * t / threads, words * (t + 1) / threads);
+        constexpr int64_t kBlockWords = 8192;
+        const int64_t w1 = words * (t + 1) / threads;
+        for (int64_t w = words * t / threads; w < w1; w += kBlockWords) {
+            const int64_t we = std::min(w1, w + kBlockWords);
+            cpuHistogram(bytes, *code, w * 8 / es, std::min(n, we * 8 / es), total.min, total.max,
+                         bins, hists[size_t(t)].data());
+            fps[size_t(t)] += cpuFingerprint(bytes, size, w, we);
+        }
     };
     runOn(threads, second);
     std::vector<int64_t> histogram(size_t(bins), 0);
@@ -167,17 +214,17 @@ void HealthStream::fold(std::span<const std::byte> window, int64_t first)
     const auto *bytes = reinterpret_cast<const unsigned char *>(window.data());
     const int64_t n = int64_t(window.size()) / m_elemSize;
     for (int64_t s = 0; s * kSegment < n; ++s)
-        merge(m_total, foldSegment(bytes, m_elemSize, m_code, s * kSegment,
-                                   std::min(n, (s + 1) * kSegment)));
+        merge(m_total,
+              cpuFold(bytes, m_elemSize, m_code, s * kSegment, std::min(n, (s + 1) * kSegment)));
 }
 
 void HealthStream::count(std::span<const std::byte> window, int64_t first)
 {
     const auto *bytes = reinterpret_cast<const unsigned char *>(window.data());
     const int64_t n = int64_t(window.size()) / m_elemSize, size = int64_t(window.size());
-    histogramSegment(bytes, m_code, 0, n, m_total.min, m_total.max, m_bins, m_histogram.data());
+    cpuHistogram(bytes, m_code, 0, n, m_total.min, m_total.max, m_bins, m_histogram.data());
     // Windows start on whole words (kSegment elements), so local words are global words shifted.
-    m_fingerprint += fingerprintWords(bytes, size, 0, (size + 7) / 8, first * m_elemSize / 8);
+    m_fingerprint += cpuFingerprint(bytes, size, 0, (size + 7) / 8, first * m_elemSize / 8);
 }
 
 TensorHealth HealthStream::finish() const

@@ -35,7 +35,7 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &pa
         }
         f->m_data = static_cast<const uint8_t *>(p);
     }
-    ::close(fd);
+    f->m_fd = fd; // for copyOut()
     return std::shared_ptr<const MappedFile>(std::move(f));
 }
 
@@ -43,6 +43,31 @@ MappedFile::~MappedFile()
 {
     if (m_data)
         ::munmap(const_cast<uint8_t *>(m_data), m_size);
+    if (m_fd >= 0)
+        ::close(m_fd);
+}
+
+Status MappedFile::copyOut(std::span<const uint8_t> from, void *to) const
+{
+    if (from.empty()) // an empty tensor's data pointer need not point into the mapping
+        return Ok{};
+    if (from.data() < m_data || from.data() + from.size() > m_data + m_size)
+        return makeError(Error::Code::Internal, "copy from outside the mapping").inFile(m_path);
+    uint64_t offset = uint64_t(from.data() - m_data);
+    auto *out = static_cast<uint8_t *>(to);
+    for (size_t left = from.size(); left > 0;) {
+        const ssize_t got = ::pread(m_fd, out, left, off_t(offset));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) // the file shrank under us, or the disk failed
+            return makeError(Error::Code::Io, got < 0 ? std::strerror(errno) : "file ends early")
+                .inFile(m_path)
+                .atOffset(offset);
+        out += got;
+        offset += uint64_t(got);
+        left -= size_t(got);
+    }
+    return Ok{};
 }
 
 Result<std::span<const uint8_t>> MappedFile::range(uint64_t offset, uint64_t length) const

@@ -26,12 +26,18 @@ public:
     std::span<const uint8_t> bytes() const { return {m_data, m_size}; }
     /** [offset, offset+length) or an Error naming the file when it runs past the end. */
     Result<std::span<const uint8_t>> range(uint64_t offset, uint64_t length) const;
+    /**
+     * Copies the mapped bytes `from` (a span of bytes()) into `to` with pread(): the kernel
+     * copies from its page cache, where touching the mapping would fault every page in first.
+     */
+    Status copyOut(std::span<const uint8_t> from, void *to) const;
 
 private:
     MappedFile() = default;
     std::string m_path;
     const uint8_t *m_data = nullptr;
     uint64_t m_size = 0;
+    int m_fd = -1;
 };
 
 /** Reads a whole (small) file into a string. */

@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace shardscope {
@@ -145,9 +146,12 @@ int64_t TensorData::numel() const
 
 namespace {
 
-// Copies the box of `t` from its chunks into `dst` (the box's shape, row-major).
-Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::vector<int64_t> &bo,
-                const std::vector<int64_t> &bs, at::Tensor dst)
+// Walks the chunks of `t` that meet the box: `f(src, out, chunk)` gets each chunk's part and the
+// same part of `dst` (the box's shape, row-major); an error when the chunks leave a hole.
+template<typename F>
+Status forEachPart(const CheckpointIndex &index, const TensorEntry &t,
+                   const std::vector<int64_t> &bo, const std::vector<int64_t> &bs, at::Tensor dst,
+                   F &&f)
 {
     const size_t nd = t.ndim();
     FileCache files(index);
@@ -179,7 +183,8 @@ Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::v
             src = src.narrow(int64_t(d), lo[d] - co[d], len[d]);
             out = out.narrow(int64_t(d), lo[d] - bo[d], len[d]);
         }
-        out.copy_(src);
+        if (Status st = f(src, out, *chunk); !st)
+            return st;
         covered += vol;
         if (boxNumel == 0)
             break;
@@ -190,6 +195,71 @@ Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::v
                                                   " requested elements")
             .atKey(t.key);
     return Ok{};
+}
+
+std::span<const uint8_t> bytesOf(const at::Tensor &t)
+{
+    return {static_cast<const uint8_t *>(t.data_ptr()), size_t(t.nbytes())};
+}
+
+// Copies the box of `t` from its chunks into `dst` (the box's shape, row-major).
+Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::vector<int64_t> &bo,
+                const std::vector<int64_t> &bs, at::Tensor dst)
+{
+    return forEachPart(
+        index, t, bo, bs, dst,
+        [&](const at::Tensor &src, at::Tensor &out, const ChunkView &chunk) -> Status {
+            // Contiguous on both sides (whole rows of a row-major chunk): no
+            // TensorIterator, which wakes OpenMP's spinning workers on every
+            // large copy; stored bytes come by pread(), not by faulting the
+            // mapping's pages in.
+            if (!src.is_contiguous() || !out.is_contiguous()) {
+                out.copy_(src);
+                return Ok{};
+            }
+            if (chunk.item.owned.empty() && chunk.item.file) {
+                if (Status st = chunk.item.file->copyOut(bytesOf(src), out.data_ptr()); !st)
+                    return st.error().atKey(t.key);
+                return Ok{};
+            }
+            std::memcpy(out.data_ptr(), src.data_ptr(), size_t(src.nbytes()));
+            return Ok{};
+        });
+}
+
+// Compares the box of `t` with `expected` (viewed as `dst`): pieces small enough to stay in
+// cache, so that no second copy of the box goes through memory.
+Status compareStored(const CheckpointIndex &index, const TensorEntry &t,
+                     const std::vector<int64_t> &bo, const std::vector<int64_t> &bs, at::Tensor dst,
+                     bool &same)
+{
+    constexpr size_t kPiece = size_t(1) << 20;
+    thread_local std::vector<uint8_t> bounce;
+    same = true;
+    return forEachPart(
+        index, t, bo, bs, dst,
+        [&](const at::Tensor &src, at::Tensor &out, const ChunkView &chunk) -> Status {
+            if (!same)
+                return Ok{};
+            if (!src.is_contiguous() || !out.is_contiguous()) {
+                same = at::equal(src, out); // integer views: bit for bit
+                return Ok{};
+            }
+            const auto from = bytesOf(src);
+            const auto *want = static_cast<const uint8_t *>(out.data_ptr());
+            if (!chunk.item.owned.empty() || !chunk.item.file) {
+                same = std::memcmp(from.data(), want, from.size()) == 0;
+                return Ok{};
+            }
+            bounce.resize(std::min(kPiece, from.size()));
+            for (size_t at = 0; at < from.size() && same; at += kPiece) {
+                const size_t n = std::min(kPiece, from.size() - at);
+                if (Status st = chunk.item.file->copyOut(from.subspan(at, n), bounce.data()); !st)
+                    return st.error().atKey(t.key);
+                same = std::memcmp(bounce.data(), want + at, n) == 0;
+            }
+            return Ok{};
+        });
 }
 
 // The box, checked against the tensor (an empty box: the whole tensor).
@@ -263,6 +333,31 @@ Status readTensorInto(const CheckpointIndex &index, const TensorEntry &t, const 
         // The caller's memory as the destination tensor: chunks are copied straight into it.
         at::Tensor dst = at::from_blob(out.data(), bs, at::TensorOptions().dtype(bitsType(es)));
         return assemble(index, t, bo, bs, dst);
+    } catch (const std::exception &e) {
+        return libtorchError(t, e);
+    }
+}
+
+Result<bool> sameAsStored(const CheckpointIndex &index, const TensorEntry &t, const Box &box,
+                          std::span<const std::byte> expected)
+{
+    std::vector<int64_t> bo, bs;
+    if (Status st = boxOf(t, box, bo, bs); !st)
+        return st.error();
+    const int es = elementSize(t.dtype);
+    int64_t n = 1;
+    for (int64_t s : bs)
+        n *= s;
+    if (expected.size() != size_t(n) * size_t(es))
+        return makeError(Error::Code::Internal, "buffer is not the box's size").atKey(t.key);
+    try {
+        // Only read from: from_blob neither frees nor writes.
+        at::Tensor view = at::from_blob(const_cast<std::byte *>(expected.data()), bs,
+                                        at::TensorOptions().dtype(bitsType(es)));
+        bool same = true;
+        if (Status st = compareStored(index, t, bo, bs, view, same); !st)
+            return st.error();
+        return same;
     } catch (const std::exception &e) {
         return libtorchError(t, e);
     }

@@ -15,6 +15,7 @@
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -43,19 +44,24 @@ namespace {
 
 // A known, non-zero "initial value" pattern: a parameter no source fills must still hold it.
 // Byte k of the pattern is byte k % 8 of word k / 8, so any window of it can be made alone.
-void fillInitial(std::vector<std::byte> &bytes, uint64_t seed, uint64_t offset = 0)
+void fillInitial(std::span<std::byte> bytes, uint64_t seed, uint64_t offset = 0)
 {
-    // One multiply a word: this runs over every byte verified.
+    // Word w is ((w + 1)·φ) ^ key: an addition a word, which vectorises (this runs over every
+    // byte verified).
+    constexpr uint64_t kPhi = 0x9E3779B97F4A7C15ull;
     const uint64_t key = kernels::splitmix64(seed) | 1;
-    auto word = [key](uint64_t w) { return ((w + 1) * 0x9E3779B97F4A7C15ull) ^ key; };
+    auto word = [key](uint64_t w) { return ((w + 1) * kPhi) ^ key; };
     size_t i = 0;
     for (; i < bytes.size() && (offset + i) % 8; ++i) // to a word boundary
         bytes[i] = std::byte(word((offset + i) / 8) >> (8 * ((offset + i) % 8)));
-    for (; i + 8 <= bytes.size(); i += 8) { // eight bytes a step: this runs over every parameter
-        const uint64_t x = word((offset + i) / 8);
-        std::memcpy(bytes.data() + i, &x, 8);
+    const size_t words = (bytes.size() - i) / 8;
+    uint64_t x = ((offset + i) / 8 + 1) * kPhi;
+    std::byte *out = bytes.data() + i;
+    for (size_t k = 0; k < words; ++k, x += kPhi) {
+        const uint64_t v = x ^ key;
+        std::memcpy(out + k * 8, &v, 8);
     }
-    for (; i < bytes.size(); ++i)
+    for (i += words * 8; i < bytes.size(); ++i)
         bytes[i] = std::byte(word((offset + i) / 8) >> (8 * ((offset + i) % 8)));
 }
 
@@ -304,6 +310,24 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
     bool stop = false;
     uint32_t ordinal = 0; // parameters handled so far: which rank checks the next one
     std::vector<std::pair<uint32_t, ParamCheck>> checks;
+    // One parameter's health is computed on another thread while the next one is read (its
+    // window moves there, and comes back as the spare buffer).
+    std::future<std::pair<Result<TensorHealth>, std::vector<std::byte>>> pending;
+    uint32_t pendingParam = 0;
+    std::vector<std::byte> spare;
+    auto finishHealth = [&] {
+        if (!pending.valid())
+            return;
+        auto [health, bytes] = pending.get();
+        spare = std::move(bytes);
+        if (!health)
+            return;
+        for (auto it = checks.rbegin(); it != checks.rend(); ++it)
+            if (it->first == pendingParam) {
+                it->second.health = std::move(*health);
+                break;
+            }
+    };
     for (uint32_t pi = 0; pi < layout.params.size() && !stop; ++pi) {
         if (perParam[pi].empty())
             continue; // buffers and empty parameters: not in FSDP's buffers
@@ -346,7 +370,8 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         for (const PerRank &pr : perParam[pi])
             holders += pr.shard->replica;
         holders = std::min<int>(holders, int(perParam[pi].size()));
-        const uint64_t copies = comm ? 3 + uint64_t(holders) : 1 + uint64_t(holders);
+        // (+1: the previous parameter's window, whose health is still being computed)
+        const uint64_t copies = comm ? 4 + uint64_t(holders) : 2 + uint64_t(holders);
         int64_t windowRows = rows;
         if (options.maxMemory && uint64_t(numel * es) * copies > options.maxMemory) {
             const int64_t step = std::lcm(row, kernels::kSegment) / row; // rows per segment run
@@ -380,14 +405,45 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         std::vector<Part> parts, replicas;
         auto gatherRows = [&](int64_t from, int64_t to) -> Status {
             gathered.resize(size_t((to - from) * rowBytes));
-            fillInitial(gathered, pi + 1, uint64_t(from * rowBytes));
             parts.clear();
             replicas.clear();
+            bool inPlace = !comm; // every part's reads land straight in the window
             for (const PerRank &pr : perParam[pi]) {
                 Part part{&pr, {}, 0, {}};
                 part.bytes = subsOf(*pr.shard, from, to, pr.shard->rowSize * es, part.subs);
-                if (part.bytes)
-                    parts.push_back(std::move(part));
+                if (!part.bytes)
+                    continue;
+                inPlace = inPlace && !pr.shard->replica && pr.shard->colEnd == pr.shard->colBegin &&
+                          part.subs.size() == 1;
+                parts.push_back(std::move(part));
+            }
+            // The initial pattern: where reads write in place, only on the rows none of them
+            // covers (a read that succeeds has written all its bytes); elsewhere everywhere, as
+            // payloads start from it.
+            if (inPlace) {
+                std::vector<std::pair<int64_t, int64_t>> written;
+                for (const Part &part : parts)
+                    for (const ShardRead *read : part.pr->reads) {
+                        const int64_t lo = std::max(from, read->paramRow),
+                                      hi = std::min(to, read->paramRow + read->rows());
+                        if (lo < hi)
+                            written.emplace_back(lo, hi);
+                    }
+                std::sort(written.begin(), written.end());
+                int64_t at = from;
+                auto fillTo = [&](int64_t upTo) {
+                    if (upTo > at)
+                        fillInitial(std::span(gathered).subspan(size_t((at - from) * rowBytes),
+                                                                size_t((upTo - at) * rowBytes)),
+                                    pi + 1, uint64_t(at * rowBytes));
+                };
+                for (auto [lo, hi] : written) {
+                    fillTo(lo);
+                    at = std::max(at, hi);
+                }
+                fillTo(to);
+            } else {
+                fillInitial(gathered, pi + 1, uint64_t(from * rowBytes));
             }
             if (!comm) {
                 size_t stored = 0;
@@ -491,33 +547,60 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                 // An independent direct read of the stored components (whole rows, not by the
                 // plan's boxes), placed by the diff's rows: what the gathered shards must equal.
                 if (loadable) {
-                    direct.resize(gathered.size()); // every row comes from a source
-                    for (const DiffSource &src : e->sources) {
-                        auto it = byKey.find(src.key);
-                        if (it == byKey.end()) {
-                            failed =
-                                makeError(Error::Code::NotFound, "source is not in the checkpoint")
-                                    .atKey(src.key);
-                            break;
+                    // Each stored component's rows of this window, checked before use.
+                    auto eachSource = [&](auto &&f) {
+                        for (const DiffSource &src : e->sources) {
+                            auto it = byKey.find(src.key);
+                            if (it == byKey.end()) {
+                                failed = makeError(Error::Code::NotFound,
+                                                   "source is not in the checkpoint")
+                                             .atKey(src.key);
+                                return;
+                            }
+                            const auto piece = sourceRead(src, rows, from, to);
+                            if (!piece)
+                                continue;
+                            const size_t at = size_t((piece->paramRow - from) * rowBytes),
+                                         len = size_t(piece->rows() * rowBytes);
+                            if (it->second->dtype != dtype || at + len > gathered.size()) {
+                                failed = makeError(Error::Code::Format,
+                                                   "source does not fit the parameter's rows")
+                                             .atKey(src.key);
+                                return;
+                            }
+                            if (Status st = f(*it->second, *piece, at, len); !st) {
+                                failed = st.error();
+                                return;
+                            }
+                            result.bytesRead += len;
                         }
-                        const auto piece = sourceRead(src, rows, from, to);
-                        if (!piece)
-                            continue;
-                        const size_t at = size_t((piece->paramRow - from) * rowBytes),
-                                     len = size_t(piece->rows() * rowBytes);
-                        if (it->second->dtype != dtype || at + len > direct.size()) {
-                            failed = makeError(Error::Code::Format,
-                                               "source does not fit the parameter's rows")
-                                         .atKey(src.key);
-                            break;
-                        }
-                        if (Status st = readTensorInto(checkpoint, *it->second, readBox(*piece),
-                                                       std::span(direct).subspan(at, len));
-                            !st) {
-                            failed = st.error();
-                            break;
-                        }
-                        result.bytesRead += len;
+                    };
+                    // The gathered rows against the stored bytes, compared in place (no second
+                    // copy of them goes through memory). Only a difference, rows no source
+                    // covers, or TP-replicated copies to check need the direct read in full.
+                    bool same = replicas.empty();
+                    int64_t covered = 0;
+                    if (same)
+                        eachSource([&](const TensorEntry &t, const ShardRead &piece, size_t at,
+                                       size_t len) -> Status {
+                            if (!same)
+                                return Ok{};
+                            auto r = sameAsStored(checkpoint, t, readBox(piece),
+                                                  std::span(gathered).subspan(at, len));
+                            if (!r)
+                                return r.error();
+                            same = *r;
+                            covered += piece.rows();
+                            return Ok{};
+                        });
+                    same = same && covered == to - from;
+                    if (!same && !failed) {
+                        direct.resize(gathered.size()); // every row comes from a source
+                        eachSource([&](const TensorEntry &t, const ShardRead &piece, size_t at,
+                                       size_t len) {
+                            return readTensorInto(checkpoint, t, readBox(piece),
+                                                  std::span(direct).subspan(at, len));
+                        });
                     }
                     if (failed) {
                         if (!comm)
@@ -525,28 +608,10 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                         continue;
                     }
 
-                    // The round trip: split each rank's rows the way the save path does (§6.3:
-                    // the flat slice intersected with each stored component's rows, a TP rank's
-                    // sections at their TP offsets) and compare every piece with that
-                    // component's stored bytes.
-                    for (const PerRank &pr : perParam[pi]) {
-                        if (pr.shard->replica)
-                            continue;
-                        subsOf(*pr.shard, from, to, pr.shard->rowSize * es, subs);
-                        for (const Sub &u : subs)
-                            for (const DiffSource &src : e->sources) {
-                                const auto piece = sourceRead(src, rows, u.paramLo, u.paramHi);
-                                if (piece && !sameRegion(*pr.shard, from, piece->paramRow,
-                                                         piece->paramRow + piece->rows())) {
-                                    check.roundTrip = false;
-                                    check.note = "rank " + std::to_string(pr.rank) +
-                                                 ": the split piece for " + src.key +
-                                                 " differs from the stored bytes";
-                                }
-                            }
-                    }
-                    // The gathered rows against the direct read, bit for bit.
-                    if (!sameBytes(gathered, direct))
+                    // The gathered rows against the direct read, bit for bit. When every byte
+                    // matches, so does every rank's split piece (the round trip below); only a
+                    // mismatch needs the pieces compared one by one to say whose it is.
+                    if (!same && !sameBytes(gathered, direct)) {
                         for (int64_t i = 0; i < (to - from) * row; ++i)
                             if (std::memcmp(direct.data() + i * es, gathered.data() + i * es,
                                             size_t(es))) {
@@ -554,6 +619,27 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                                     check.firstMismatch = from * row + i;
                                 ++check.mismatches;
                             }
+                        // The round trip: split each rank's rows the way the save path does (§6.3:
+                        // the flat slice intersected with each stored component's rows, a TP rank's
+                        // sections at their TP offsets) and compare every piece with that
+                        // component's stored bytes.
+                        for (const PerRank &pr : perParam[pi]) {
+                            if (pr.shard->replica)
+                                continue;
+                            subsOf(*pr.shard, from, to, pr.shard->rowSize * es, subs);
+                            for (const Sub &u : subs)
+                                for (const DiffSource &src : e->sources) {
+                                    const auto piece = sourceRead(src, rows, u.paramLo, u.paramHi);
+                                    if (piece && !sameRegion(*pr.shard, from, piece->paramRow,
+                                                             piece->paramRow + piece->rows())) {
+                                        check.roundTrip = false;
+                                        check.note = "rank " + std::to_string(pr.rank) +
+                                                     ": the split piece for " + src.key +
+                                                     " differs from the stored bytes";
+                                    }
+                                }
+                        }
+                    }
                 } else {
                     // No source: the rows must still hold the initial pattern.
                     direct.resize(gathered.size());
@@ -591,18 +677,22 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                     stream->fold(gathered, from * row);
                 if (options.hash)
                     sha.update(gathered);
-                if (windows == 1) {
+                if (windows == 1) { // health on the side while the next parameter is read
+                    finishHealth();
                     TensorData whole;
                     whole.dtype = dtype;
                     whole.shape = p.shape;
                     whole.bytes = std::move(gathered);
-                    auto health =
-                        gpu ? computeHealth(whole, ComputeDevice::Cuda) : computeHealth(whole);
-                    if (!health && gpu)
-                        health = computeHealth(whole); // a device failure: the CPU gives the same
-                    if (health)
-                        check.health = std::move(*health);
-                    gathered = std::move(whole.bytes);
+                    gathered = std::move(spare);
+                    pendingParam = pi;
+                    pending =
+                        std::async(std::launch::async, [whole = std::move(whole), gpu]() mutable {
+                            auto health = gpu ? computeHealth(whole, ComputeDevice::Cuda)
+                                              : computeHealth(whole);
+                            if (!health && gpu)
+                                health = computeHealth(whole); // a device failure: the CPU agrees
+                            return std::pair(std::move(health), std::move(whole.bytes));
+                        });
                 }
             }
         if (stop || owner != me)
@@ -614,7 +704,6 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         }
         if (stream && stream->supported())
             check.health = stream->finish();
-        check.fingerprint = check.health.device.empty() ? "" : hex64(check.health.fingerprint);
         if (options.hash)
             check.sha256 = sha.hex();
         if (!loadable)
@@ -636,6 +725,10 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             break;
         }
     }
+
+    finishHealth();
+    for (auto &[pi, c] : checks)
+        c.fingerprint = c.health.device.empty() ? "" : hex64(c.health.fingerprint);
 
     // Across processes every rank sends what it checked (or why it stopped); all merge the same.
     if (comm) {

@@ -39,6 +39,12 @@ Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &e
  */
 Status readTensorInto(const CheckpointIndex &index, const TensorEntry &entry, const Box &box,
                       std::span<std::byte> out);
+/**
+ * Whether `expected` (the box's bytes, row-major) is bit for bit what is stored: read in pieces
+ * that stay in cache, where readTensorInto() and a comparison would copy the box through memory.
+ */
+Result<bool> sameAsStored(const CheckpointIndex &index, const TensorEntry &entry, const Box &box,
+                          std::span<const std::byte> expected);
 
 struct TensorStats
 {

@@ -33,10 +33,11 @@ __global__ void histogramAndFingerprint(const unsigned char *bytes, int64_t n, i
     __syncthreads();
     const int64_t stride = int64_t(gridDim.x) * blockDim.x;
     const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    const double scale = binScale(lo, hi, bins);
     for (int64_t i = first; i < n; i += stride) {
         const Decoded d = decode(bytes + i * elemSize, code);
         if (!d.nan && !d.inf)
-            atomicAdd(&local[binOf(d.value, lo, hi, bins)], 1ull);
+            atomicAdd(&local[binOf(d.value, lo, scale, bins)], 1ull);
     }
     unsigned long long fp = 0;
     const int64_t words = (size + 7) / 8;

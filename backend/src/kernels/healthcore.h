@@ -103,16 +103,14 @@ SS_HD Decoded decodeMinifloat(uint32_t bits, int eb, int mb, int bias, bool ieee
 
 SS_HD Decoded decodeFloat32(uint32_t u)
 {
-    Decoded d{0.0, false, false, false};
+    // Branch-free: the host's vector path (healthsimd.h) computes exactly these selects.
     const uint32_t exp = (u >> 23) & 0xff, man = u & 0x7fffff;
-    if (exp == 0xff) {
-        d.nan = man != 0;
-        d.inf = man == 0;
-        d.value = (u >> 31) ? -1.0 : 1.0;
-        return d;
-    }
+    const bool special = exp == 0xff;
+    Decoded d;
+    d.nan = special && man != 0;
+    d.inf = special && man == 0;
     d.denormal = exp == 0 && man != 0;
-    d.value = double(bitCast<float>(u));
+    d.value = special ? ((u >> 31) ? -1.0 : 1.0) : double(bitCast<float>(u));
     return d;
 }
 
@@ -226,12 +224,17 @@ SS_HD void merge(Accum &a, const Accum &b)
     a.denormal += b.denormal;
 }
 
-/** Histogram bin of a finite value over [lo, hi] (the last bin is closed). */
-SS_HD int binOf(double x, double lo, double hi, int bins)
+/** Bins per unit of value over [lo, hi]; 0 when hi == lo (every value then falls in bin 0). */
+SS_HD double binScale(double lo, double hi, int bins)
 {
-    if (!(hi > lo))
-        return 0;
-    int b = int((x - lo) / (hi - lo) * double(bins));
+    return hi > lo ? double(bins) / (hi - lo) : 0.0;
+}
+
+/** Histogram bin of a finite value over [lo, hi] (the last bin is closed); scale = binScale(). */
+SS_HD int binOf(double x, double lo, double scale, int bins)
+{
+    // One multiply, not a division per element (tools/oracle.py evaluates the same expression).
+    int b = int((x - lo) * scale);
     return b < 0 ? 0 : (b >= bins ? bins - 1 : b);
 }
 
@@ -271,59 +274,107 @@ SS_HD_HOT double deviation(const unsigned char *p, double mean)
     return dx * dx;
 }
 
+/** Lanes of a fold: element begin + i goes to lane i % kLanes. */
+constexpr int kLanes = 8;
+
+/** The lanes of a fold and its counts, between the loop over elements and the merge. */
+struct FoldLanes
+{
+    Lane l[kLanes];
+    Counts c;
+};
+
+SS_HD FoldLanes emptyLanes()
+{
+    const double inf = __builtin_huge_val();
+    FoldLanes f;
+    for (int k = 0; k < kLanes; ++k)
+        f.l[k] = Lane{0.0, 0.0, inf, -inf};
+    f.c = Counts{0, 0, 0, 0, 0};
+    return f;
+}
+
+// The elements after the last whole group of kLanes go to lanes 0, 1, … in turn.
+template<int Code, int Size>
+SS_HD void foldTail(const unsigned char *bytes, int64_t i, int64_t end, FoldLanes &f)
+{
+    for (int k = 0; i < end; ++i, ++k)
+        foldOne<Code, Size>(bytes + i * Size, f.l[k], f.c);
+}
+
+SS_HD double minOf(double a, double b)
+{
+    return b < a ? b : a;
+}
+SS_HD double maxOf(double a, double b)
+{
+    return b > a ? b : a;
+}
+/** Eight lanes added as a balanced tree, always in this order. */
+SS_HD double sumLanes(const double *v)
+{
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+/** Counts, extremes, sum of squares and mean of the lanes, in a fixed order. */
+SS_HD Accum firstPass(const FoldLanes &f, int64_t count)
+{
+    Accum a = emptyAccum();
+    a.count = count;
+    a.nan = f.c.nan;
+    a.posInf = f.c.posInf;
+    a.negInf = f.c.negInf;
+    a.denormal = f.c.denormal;
+    a.finite = f.c.finite;
+    if (f.c.finite == 0)
+        return a;
+    double lo[kLanes], hi[kLanes], sum[kLanes], sq[kLanes];
+    for (int k = 0; k < kLanes; ++k) {
+        lo[k] = f.l[k].lo;
+        hi[k] = f.l[k].hi;
+        sum[k] = f.l[k].sum;
+        sq[k] = f.l[k].sq;
+    }
+    a.min = minOf(minOf(minOf(lo[0], lo[1]), minOf(lo[2], lo[3])),
+                  minOf(minOf(lo[4], lo[5]), minOf(lo[6], lo[7])));
+    a.max = maxOf(maxOf(maxOf(hi[0], hi[1]), maxOf(hi[2], hi[3])),
+                  maxOf(maxOf(hi[4], hi[5]), maxOf(hi[6], hi[7])));
+    a.sumSq = sumLanes(sq);
+    a.mean = sumLanes(sum) / double(f.c.finite);
+    return a;
+}
+
+template<int Code, int Size>
+SS_HD void deviationTail(const unsigned char *bytes, int64_t i, int64_t end, double mean, double *m)
+{
+    for (int k = 0; i < end; ++i, ++k)
+        m[k] += deviation<Code, Size>(bytes + i * Size, mean);
+}
+
 // Two passes over the range (at most one segment, still in cache): counts, extremes and sums
 // first, then the squared deviations from the mean. Welford's division per element made this
-// the slowest loop of a verification. Four lanes in registers, elements dealt round-robin from
+// the slowest loop of a verification. Eight lanes in registers, elements dealt round-robin from
 // `begin` and added up in a fixed order, keep the additions from waiting on each other; no
-// branches; the device runs this same code and gets the same bits.
+// branches; the device runs this same code and gets the same bits (and the host's vector path,
+// healthsimd.h, does the same operations, two vectors of four lanes at a time).
 template<int Code, int Size>
 SS_HD Accum foldRange(const unsigned char *bytes, int64_t begin, int64_t end)
 {
-    Accum a = emptyAccum();
-    const double inf = __builtin_huge_val();
-    Lane l0{0.0, 0.0, inf, -inf}, l1 = l0, l2 = l0, l3 = l0;
-    Counts c{0, 0, 0, 0, 0};
+    FoldLanes f = emptyLanes();
     int64_t i = begin;
-    for (; i + 4 <= end; i += 4) {
-        foldOne<Code, Size>(bytes + i * Size, l0, c);
-        foldOne<Code, Size>(bytes + (i + 1) * Size, l1, c);
-        foldOne<Code, Size>(bytes + (i + 2) * Size, l2, c);
-        foldOne<Code, Size>(bytes + (i + 3) * Size, l3, c);
-    }
-    if (i < end)
-        foldOne<Code, Size>(bytes + (i++) * Size, l0, c);
-    if (i < end)
-        foldOne<Code, Size>(bytes + (i++) * Size, l1, c);
-    if (i < end)
-        foldOne<Code, Size>(bytes + (i++) * Size, l2, c);
-    a.count = end - begin;
-    a.nan = c.nan;
-    a.posInf = c.posInf;
-    a.negInf = c.negInf;
-    a.denormal = c.denormal;
-    a.finite = c.finite;
-    if (c.finite == 0)
+    for (; i + kLanes <= end; i += kLanes)
+        for (int k = 0; k < kLanes; ++k)
+            foldOne<Code, Size>(bytes + (i + k) * Size, f.l[k], f.c);
+    foldTail<Code, Size>(bytes, i, end, f);
+    Accum a = firstPass(f, end - begin);
+    if (a.finite == 0)
         return a;
-    const double lo01 = l1.lo < l0.lo ? l1.lo : l0.lo, lo23 = l3.lo < l2.lo ? l3.lo : l2.lo;
-    const double hi01 = l1.hi > l0.hi ? l1.hi : l0.hi, hi23 = l3.hi > l2.hi ? l3.hi : l2.hi;
-    a.min = lo23 < lo01 ? lo23 : lo01;
-    a.max = hi23 > hi01 ? hi23 : hi01;
-    a.sumSq = (l0.sq + l1.sq) + (l2.sq + l3.sq);
-    a.mean = ((l0.sum + l1.sum) + (l2.sum + l3.sum)) / double(c.finite);
-    double m0 = 0.0, m1 = 0.0, m2 = 0.0, m3 = 0.0;
-    for (i = begin; i + 4 <= end; i += 4) {
-        m0 += deviation<Code, Size>(bytes + i * Size, a.mean);
-        m1 += deviation<Code, Size>(bytes + (i + 1) * Size, a.mean);
-        m2 += deviation<Code, Size>(bytes + (i + 2) * Size, a.mean);
-        m3 += deviation<Code, Size>(bytes + (i + 3) * Size, a.mean);
-    }
-    if (i < end)
-        m0 += deviation<Code, Size>(bytes + (i++) * Size, a.mean);
-    if (i < end)
-        m1 += deviation<Code, Size>(bytes + (i++) * Size, a.mean);
-    if (i < end)
-        m2 += deviation<Code, Size>(bytes + (i++) * Size, a.mean);
-    a.m2 = (m0 + m1) + (m2 + m3);
+    double m[kLanes] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (i = begin; i + kLanes <= end; i += kLanes)
+        for (int k = 0; k < kLanes; ++k)
+            m[k] += deviation<Code, Size>(bytes + (i + k) * Size, a.mean);
+    deviationTail<Code, Size>(bytes, i, end, a.mean, m);
+    a.m2 = sumLanes(m);
     return a;
 }
 
@@ -331,10 +382,11 @@ template<int Code, int Size>
 SS_HD void histogramRange(const unsigned char *bytes, int64_t begin, int64_t end, double lo,
                           double hi, int bins, unsigned long long *hist)
 {
+    const double scale = binScale(lo, hi, bins);
     for (int64_t i = begin; i < end; ++i) {
         const Decoded d = decode(bytes + i * Size, Code);
         if (!d.nan && !d.inf)
-            ++hist[binOf(d.value, lo, hi, bins)];
+            ++hist[binOf(d.value, lo, scale, bins)];
     }
 }
 
@@ -402,15 +454,17 @@ SS_HD uint64_t splitmix64(uint64_t x)
 
 /**
  * Fingerprint: the wrapping sum over 8-byte little-endian words w_i (the tail zero-padded) of
- * splitmix64(w_i ^ splitmix64(i)). Order-free to combine, so any split of the work gives the same
- * value, and it still depends on every byte's position.
+ * splitmix64(w_i + i·φ), φ = 0x9E3779B97F4A7C15. Order-free to combine, so any split of the work
+ * gives the same value, and it still depends on every byte's position. (Two multiplies a word:
+ * it runs over every byte verified.)
  */
 SS_HD uint64_t fingerprintWords(const unsigned char *bytes, int64_t size, int64_t firstWord,
                                 int64_t lastWord, int64_t wordBase = 0)
 {
     // wordBase: where `bytes` starts in the whole tensor, in words (a window of it).
-    uint64_t sum = 0;
-    for (int64_t w = firstWord; w < lastWord; ++w) {
+    constexpr uint64_t kPhi = 0x9E3779B97F4A7C15ull;
+    uint64_t sum = 0, position = uint64_t(firstWord + wordBase) * kPhi;
+    for (int64_t w = firstWord; w < lastWord; ++w, position += kPhi) {
         uint64_t v = 0;
         if (w * 8 + 8 <= size) {
             memcpy(&v, bytes + w * 8, 8); // little-endian hosts and devices
@@ -420,7 +474,7 @@ SS_HD uint64_t fingerprintWords(const unsigned char *bytes, int64_t size, int64_
                 v = (v << 8) | (at < size ? bytes[at] : 0u);
             }
         }
-        sum += splitmix64(v ^ splitmix64(uint64_t(w + wordBase)));
+        sum += splitmix64(v + position);
     }
     return sum;
 }
