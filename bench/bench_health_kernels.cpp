@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The health loops on one core, ns per element: the shared scalar code (what the device runs)
-// against the host's vector path (kernels/healthsimd.h), float32 and bfloat16, best of 5.
+// against the host's vector path (kernels/healthsimd.h), float32, bfloat16 and float16, best of 5.
 //   build/bench/bench_health_kernels [MEGA_ELEMENTS]   (default 64)
 #include "kernels/healthsimd.h"
 
@@ -102,4 +102,10 @@ int main(int argc, char **argv)
     for (int64_t i = 0; i < n; ++i) // the upper halves: bfloat16 by truncation
         std::memcpy(bf.data() + i * 2, bytes.data() + i * 4 + 2, 2);
     run<kBF16, 2>("bfloat16", bf);
+    std::vector<unsigned char> half(static_cast<size_t>(n) * 2);
+    for (int64_t i = 0; i < n; ++i) { // |x| < 6.1e-5 becomes a denormal, as in real weights
+        const _Float16 h = static_cast<_Float16>(f32[size_t(i)]);
+        std::memcpy(half.data() + i * 2, &h, 2);
+    }
+    run<kF16, 2>("float16", half);
 }

@@ -74,8 +74,8 @@ TensorHealth finish(const Accum &a, std::vector<int64_t> histogram, uint64_t fin
     return h;
 }
 
-// The CPU's loops: float32 and bfloat16 through the vector path, built once more for AVX2 where
-// the compiler can (chosen at load time), everything else through the shared scalar code.
+// The CPU's loops: float32, bfloat16 and float16 through the vector path, built once more for AVX2
+// where the compiler can (chosen at load time), everything else through the shared scalar code.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define SS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #else
@@ -90,6 +90,8 @@ SS_CPU_CLONES Accum cpuFold(const unsigned char *bytes, int es, int code, int64_
         return simd::foldRange<kF32, 4>(bytes, begin, end);
     case kBF16:
         return simd::foldRange<kBF16, 2>(bytes, begin, end);
+    case kF16:
+        return simd::foldRange<kF16, 2>(bytes, begin, end);
     default:
         return foldSegment(bytes, es, code, begin, end);
     }
@@ -103,6 +105,8 @@ SS_CPU_CLONES void cpuHistogram(const unsigned char *bytes, int code, int64_t be
         return simd::histogramRange<kF32, 4>(bytes, begin, end, lo, hi, bins, hist);
     case kBF16:
         return simd::histogramRange<kBF16, 2>(bytes, begin, end, lo, hi, bins, hist);
+    case kF16:
+        return simd::histogramRange<kF16, 2>(bytes, begin, end, lo, hi, bins, hist);
     default:
         return histogramSegment(bytes, code, begin, end, lo, hi, bins, hist);
     }

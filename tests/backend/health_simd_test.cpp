@@ -122,3 +122,30 @@ TEST(HealthSimd, FingerprintSameAsTheSharedCode)
                     << size << " " << first << " " << base;
             }
 }
+
+TEST(HealthSimd, Float16SameBitsAsTheSharedCode)
+{
+    const uint16_t special[] = {0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x0001, 0x83ff, 0x0200,
+                                0x8000, 0x0000, 0x7bff, 0xfbff, 0x0400, 0x8400};
+    for (uint32_t oddEvery : {0u, 2u, 5000u})
+        for (uint32_t seed : {6u, 7u}) {
+            std::mt19937 rng(seed);
+            std::vector<uint16_t> v(4096 + 6);
+            for (uint16_t &x : v) {
+                const uint16_t pick = special[rng() % std::size(special)];
+                // normal halves: any exponent 1..30, any mantissa, either sign
+                const uint16_t normal =
+                    uint16_t((rng() % 2) << 15 | (1 + rng() % 30) << 10 | (rng() % 1024));
+                const bool oddOne = oddEvery && rng() % oddEvery == 0;
+                x = oddOne ? pick : (rng() % 64 == 0 ? uint16_t(rng() % 2 ? 0x8000 : 0) : normal);
+            }
+            compare<kF16, 2>(reinterpret_cast<const unsigned char *>(v.data()), int64_t(v.size()));
+        }
+    // Denormals without NaN or infinities: the vector loop counts them itself.
+    std::mt19937 rng(8);
+    std::vector<uint16_t> v(4096 + 2);
+    for (uint16_t &x : v)
+        x = rng() % 50 == 0 ? uint16_t((rng() % 2) << 15 | (1 + rng() % 1023))
+                            : uint16_t((rng() % 2) << 15 | (1 + rng() % 30) << 10 | (rng() % 1024));
+    compare<kF16, 2>(reinterpret_cast<const unsigned char *>(v.data()), int64_t(v.size()));
+}

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The host's vector path for float32 and bfloat16, the dtypes of nearly every checkpoint byte:
+// The host's vector path for float32, bfloat16 and float16, the dtypes of nearly every checkpoint
+// byte:
 // the operations of healthcore.h's foldRange and histogramRange, four lanes at a time in GCC's
 // generic vectors (one AVX2 register of doubles, or two SSE2 ones). Lane k takes the elements
 // begin + k, begin + k + kLanes, … exactly as the scalar loop does, and the tails and merges are
@@ -26,10 +27,11 @@ typedef uint16_t V4h __attribute__((vector_size(8)));
 
 constexpr bool handles(int code)
 {
-    return code == kF32 || code == kBF16;
+    return code == kF32 || code == kBF16 || code == kF16;
 }
 
-// Four elements as float32 bits (bfloat16 is the upper half of a float32).
+// Four elements' bits: float32 as they are, bfloat16 as the upper half of a float32, float16 in
+// the low 16 bits.
 template<int Code>
 SS_HD_HOT V4u load4(const unsigned char *p)
 {
@@ -40,31 +42,67 @@ SS_HD_HOT V4u load4(const unsigned char *p)
     } else {
         V4h h;
         memcpy(&h, p, sizeof h);
-        return __builtin_convertvector(h, V4u) << 16;
+        return Code == kBF16 ? __builtin_convertvector(h, V4u) << 16
+                             : __builtin_convertvector(h, V4u);
     }
 }
 
-// decodeFloat32's classes as lane masks (-1 / 0), and the finite values (0 elsewhere).
-struct Classes
+SS_HD_HOT V4d toDouble(V4u u)
 {
-    V4i special, manNonZero, negative, expZero;
-    V4l finite64;
-    V4d value;
-};
-
-SS_HD_HOT Classes classify(V4u u)
-{
-    Classes c;
-    const V4u exp = (u >> 23) & 0xffu, man = u & 0x7fffffu;
-    c.special = exp == 0xffu;
-    c.manNonZero = man != 0u;
-    c.negative = V4i(u) < 0;
-    c.expZero = exp == 0u;
-    c.finite64 = __builtin_convertvector(~c.special, V4l);
     V4f f;
     memcpy(&f, &u, sizeof f);
-    c.value = V4d(V4l(__builtin_convertvector(f, V4d)) & c.finite64);
-    return c;
+    return __builtin_convertvector(f, V4d);
+}
+
+// NaN and infinities as a lane mask (-1 / 0).
+template<int Code>
+SS_HD_HOT V4i special(V4u u)
+{
+    if constexpr (Code == kF16)
+        return ((u >> 10) & 0x1fu) == 0x1fu;
+    else
+        return ((u >> 23) & 0xffu) == 0xffu;
+}
+
+// What sends a segment back to the shared code, as a lane mask: NaN and infinities, and for
+// float32 and bfloat16 denormals too (float32 bits: |u| - 1, a zero wrapping to -1, below the
+// smallest normal's, or at least the infinities'), which never occur in real weights there. In
+// float16 they do (|x| < 6.1e-5: some in nearly every segment of weights), so the fast loop
+// counts those itself.
+template<int Code>
+SS_HD_HOT V4i odd(V4u u)
+{
+    if constexpr (Code == kF16) {
+        return special<Code>(u);
+    } else {
+        const V4i t = V4i(u & 0x7fffffffu) - 1;
+        return ((t >= 0) & (t < 0x7fffff)) | (t >= 0x7f7fffff);
+    }
+}
+
+// float16 denormals as a lane mask.
+SS_HD_HOT V4i denormal16(V4u u)
+{
+    return ((u & 0x7c00u) == 0u) & ((u & 0x3ffu) != 0u);
+}
+
+// The exact value of every lane that is not special (what decode() gives); anything there.
+template<int Code>
+SS_HD_HOT V4d value(V4u u)
+{
+    if constexpr (Code == kF16) {
+        const V4u exp = (u >> 10) & 0x1fu, man = u & 0x3ffu, sign = (u & 0x8000u) << 16;
+        // Normal: the same value as a float32 (exponent rebiased 15 -> 127, mantissa widened);
+        // zero and denormal: man · 2^-24, exact in a float32 too.
+        const V4u normal = sign | ((exp + 112u) << 23) | (man << 13);
+        V4f small = __builtin_convertvector(V4i(man), V4f) * 0x1p-24f;
+        small = sign != 0u ? -small : small;
+        V4u smallBits;
+        memcpy(&smallBits, &small, sizeof smallBits);
+        return toDouble(exp == 0u ? smallBits : normal);
+    } else {
+        return toDouble(u);
+    }
 }
 
 // Lanes 0-3 and 4-7 of the shared code's eight, as two vectors each.
@@ -84,21 +122,6 @@ SS_HD_HOT Half emptyHalf()
     return h;
 }
 
-// NaN, infinities and denormals as a lane mask: |u| - 1 (a zero wraps to -1) below the smallest
-// normal's, or at least the infinities'.
-SS_HD_HOT V4i rare(V4u u)
-{
-    const V4i t = V4i(u & 0x7fffffffu) - 1;
-    return ((t >= 0) & (t < 0x7fffff)) | (t >= 0x7f7fffff);
-}
-
-SS_HD_HOT V4d toDouble(V4u u)
-{
-    V4f f;
-    memcpy(&f, &u, sizeof f);
-    return __builtin_convertvector(f, V4d);
-}
-
 SS_HD_HOT void foldFour(Half &h, V4d v)
 {
     h.sum += v;
@@ -115,15 +138,17 @@ SS_HD_HOT Accum foldRange(const unsigned char *bytes, int64_t begin, int64_t end
 {
     static_assert(kLanes == 8, "two vectors of four lanes");
     Half a = emptyHalf(), b = emptyHalf();
-    V4i odd = {0, 0, 0, 0};
+    V4i rare = {0, 0, 0, 0}, denormals = {0, 0, 0, 0};
     int64_t i = begin;
     for (; i + 8 <= end; i += 8) {
         const V4u ua = load4<Code>(bytes + i * Size), ub = load4<Code>(bytes + (i + 4) * Size);
-        odd |= rare(ua) | rare(ub);
-        foldFour(a, toDouble(ua));
-        foldFour(b, toDouble(ub));
+        rare |= odd<Code>(ua) | odd<Code>(ub);
+        if constexpr (Code == kF16)
+            denormals -= denormal16(ua) + denormal16(ub);
+        foldFour(a, value<Code>(ua));
+        foldFour(b, value<Code>(ub));
     }
-    if ((odd[0] | odd[1] | odd[2] | odd[3]) != 0)
+    if ((rare[0] | rare[1] | rare[2] | rare[3]) != 0)
         return kernels::foldRange<Code, Size>(bytes, begin, end);
     FoldLanes f = emptyLanes();
     for (int k = 0; k < 4; ++k) {
@@ -131,6 +156,7 @@ SS_HD_HOT Accum foldRange(const unsigned char *bytes, int64_t begin, int64_t end
         f.l[k + 4] = Lane{b.sum[k], b.sq[k], b.lo[k], b.hi[k]};
     }
     f.c.finite = i - begin;
+    f.c.denormal = denormals[0] + denormals[1] + denormals[2] + denormals[3];
     foldTail<Code, Size>(bytes, i, end, f); // counts its own odd elements, if any
     Accum acc = firstPass(f, end - begin);
     if (acc.finite == 0)
@@ -138,8 +164,8 @@ SS_HD_HOT Accum foldRange(const unsigned char *bytes, int64_t begin, int64_t end
     const V4d mean = {acc.mean, acc.mean, acc.mean, acc.mean};
     V4d ma = {0.0, 0.0, 0.0, 0.0}, mb = ma;
     for (i = begin; i + 8 <= end; i += 8) {
-        const V4d da = toDouble(load4<Code>(bytes + i * Size)) - mean;
-        const V4d db = toDouble(load4<Code>(bytes + (i + 4) * Size)) - mean;
+        const V4d da = value<Code>(load4<Code>(bytes + i * Size)) - mean;
+        const V4d db = value<Code>(load4<Code>(bytes + (i + 4) * Size)) - mean;
         ma += da * da;
         mb += db * db;
     }
@@ -161,12 +187,14 @@ SS_HD_HOT void histogramRange(const unsigned char *bytes, int64_t begin, int64_t
     const V4i top = {bins - 1, bins - 1, bins - 1, bins - 1}, none = {bins, bins, bins, bins};
     int64_t i = begin;
     for (; i + 4 <= end; i += 4) {
-        const Classes c = classify(load4<Code>(bytes + i * Size));
-        const V4d t = V4d(V4l((c.value - vlo) * vscale) & c.finite64);
+        const V4u u = load4<Code>(bytes + i * Size);
+        const V4i skip = special<Code>(u);
+        const V4l finite64 = __builtin_convertvector(~skip, V4l);
+        const V4d t = V4d(V4l((value<Code>(u) - vlo) * vscale) & finite64);
         V4i b = __builtin_convertvector(t, V4i);
         b = b < 0 ? V4i{0, 0, 0, 0} : b;
         b = b > top ? top : b;
-        b = c.special ? none : b;
+        b = skip ? none : b;
         ++sub[0][b[0]];
         ++sub[1][b[1]];
         ++sub[2][b[2]];
