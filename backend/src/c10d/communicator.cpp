@@ -2,8 +2,11 @@
 // Communicator over libtorch's c10d: a TCPStore, then a Gloo (or, see nccl.cpp, NCCL) process
 // group.
 #include "c10d/nccl.h"
+
 #include "shardscope/devices.h"
 #include "shardscope/distributed.h"
+#include <dlfcn.h>
+#include <filesystem>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -15,15 +18,6 @@
 #include <string>
 
 namespace shardscope {
-
-Error commError(const std::string &what, const std::exception &e)
-{
-    // c10d's messages run over several lines (with a C++ trace); the first says what happened.
-    std::string msg = e.what();
-    if (auto nl = msg.find('\n'); nl != std::string::npos)
-        msg.resize(nl);
-    return makeError(Error::Code::Io, what + ": " + msg);
-}
 
 namespace {
 
@@ -96,6 +90,40 @@ Result<int> envInt(const char *name, bool required, int fallback = 0)
 }
 
 #if SHARDSCOPE_HAVE_NCCL
+// The NCCL module: next to the executable (an installed layout), else where this build put it.
+// SHARDSCOPE_NCCL_MODULE names another. Loaded once and never unloaded: its communicators live on.
+Result<ConnectNccl> loadNccl()
+{
+    static Result<ConnectNccl> loaded = []() -> Result<ConnectNccl> {
+        std::vector<std::string> candidates;
+        if (const char *env = std::getenv("SHARDSCOPE_NCCL_MODULE"))
+            candidates.emplace_back(env);
+        std::error_code ec;
+        const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+        if (!ec)
+            candidates.push_back((exe.parent_path() / "libshardscope_nccl.so").string());
+        candidates.emplace_back(SHARDSCOPE_NCCL_MODULE_PATH);
+        std::string why;
+        for (const std::string &path : candidates) {
+            if (!std::filesystem::exists(path, ec))
+                continue;
+            void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+            if (!handle) {
+                why = ::dlerror();
+                continue;
+            }
+            using Entry = ConnectNccl (*)();
+            if (auto entry = reinterpret_cast<Entry>(::dlsym(handle, kNcclEntry)))
+                return entry();
+            why = path + " lacks " + kNcclEntry;
+        }
+        return makeError(Error::Code::Unsupported,
+                         "cannot load the NCCL module (libshardscope_nccl.so)" +
+                             (why.empty() ? std::string() : ": " + why) + "; use --backend gloo");
+    }();
+    return loaded;
+}
+
 // Each rank decides alone, so a job whose hosts differ (GPUs on some only) must name a backend.
 bool ncclSuits()
 {
@@ -105,7 +133,7 @@ bool ncclSuits()
     // NCCL refuses two ranks on one GPU: a host with more ranks (torchrun's LOCAL_WORLD_SIZE)
     // than GPUs uses Gloo.
     auto local = envInt("LOCAL_WORLD_SIZE", false, 1);
-    return gpus > 0 && local && size_t(*local) <= gpus;
+    return gpus > 0 && local && size_t(*local) <= gpus && loadNccl().ok();
 }
 #endif
 
@@ -201,8 +229,12 @@ Result<std::unique_ptr<Communicator>> connect(const LaunchInfo &launch, CommBack
             "shardscope/" + std::string(attempt ? attempt : "0"),
             c10::make_intrusive<c10d::TCPStore>(launch.masterAddr, o));
 #if SHARDSCOPE_HAVE_NCCL
-        if (nccl)
-            return connectNccl(launch, store, timeout);
+        if (nccl) {
+            auto connectNccl = loadNccl();
+            if (!connectNccl)
+                return connectNccl.error();
+            return (*connectNccl)(launch, store, timeout);
+        }
 #endif
         auto options = c10d::ProcessGroupGloo::Options::create(timeout);
         // The device binds where this host reaches rank 0 from: loopback for a one-host job.

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Communicator over libtorch's c10d ProcessGroupNCCL (builds with CUDA and a CUDA torch only).
 //
+// Built as a module of its own (nccl.h says why) and loaded by communicator.cpp on demand.
+//
 // Compile-checked only: it builds and links against the pinned CUDA wheel, but no NCCL
 // collective has run yet (the build machine has no GPU). Until a GPU run says otherwise, treat it
 // as untested. Per ../shared/docs/build-notes.md ("c10d"), NCCL refuses two ranks on one GPU, so
@@ -89,6 +91,20 @@ private:
 };
 
 } // namespace
+
+Result<std::unique_ptr<Communicator>> connectNccl(const LaunchInfo &launch,
+                                                  c10::intrusive_ptr<c10d::Store> store,
+                                                  std::chrono::seconds timeout);
+
+} // namespace shardscope
+
+// The module's entry point (see nccl.h): C linkage, so the loader finds it by name.
+extern "C" __attribute__((visibility("default"))) shardscope::ConnectNccl shardscope_nccl_entry()
+{
+    return &shardscope::connectNccl;
+}
+
+namespace shardscope {
 
 Result<std::unique_ptr<Communicator>> connectNccl(const LaunchInfo &launch,
                                                   c10::intrusive_ptr<c10d::Store> store,
