@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,12 +32,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import oracle  # noqa: E402
 import torch  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> int:
@@ -70,9 +63,10 @@ def main() -> int:
                                               check=False).stdout)
         cmd += ["--max-memory", str(a.max_memory)]
     if a.launch:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python", "--nnodes", "1",
-               "--nproc-per-node", str(world), "--master-addr", "127.0.0.1", "--master-port",
-               str(free_port())] + cmd
+        # --standalone: the agent picks a free port itself (a port chosen here could be taken
+        # by a test running beside this one before torchrun binds it).
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python", "--standalone",
+               "--nproc-per-node", str(world)] + cmd
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode == 2:
         print("verify could not run:", p.stderr)

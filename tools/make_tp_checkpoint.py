@@ -58,9 +58,7 @@ def sections(cfg, p) -> list[int]:
     return [p.shape[0]]
 
 
-def worker(rank: int, port: int, ckpt_dir: str, tp: int, dp: int, ep: int) -> None:
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
+def worker(rank: int, rendezvous: str, ckpt_dir: str, tp: int, dp: int, ep: int) -> None:
     torch.set_num_threads(1)
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
@@ -71,7 +69,9 @@ def worker(rank: int, port: int, ckpt_dir: str, tp: int, dp: int, ep: int) -> No
     from torch.distributed.tensor import DTensor, Shard
 
     world = tp * dp
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A file rendezvous: no port to race for with tests running beside this one.
+    dist.init_process_group("gloo", init_method="file://" + rendezvous, rank=rank,
+                            world_size=world)
     try:
         cfg = demo.Cfg()
         t, d = rank % tp, rank // tp  # Megatron's order: tp fastest, then (ep within) dp
@@ -202,8 +202,10 @@ def main() -> int:
     import json
     import torch.multiprocessing as mp
 
-    with tempfile.TemporaryDirectory():
-        mp.spawn(worker, args=(demo.free_port(), ckpt_dir, ns.tp, ns.dp, ns.ep),
+    if os.path.exists("/sys/class/net/lo"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # no reliance on hostname resolution
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(worker, args=(os.path.join(tmp, "rendezvous"), ckpt_dir, ns.tp, ns.dp, ns.ep),
                  nprocs=ns.tp * ns.dp, join=True)
     with open(os.path.join(out, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(demo.ITERATION))
