@@ -317,21 +317,37 @@ Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &t
     return out;
 }
 
-Status readTensorInto(const CheckpointIndex &index, const TensorEntry &t, const Box &box,
-                      std::span<std::byte> out)
+namespace {
+
+// The box of `t` (checked) and `bytes` viewed as a tensor of its shape (same-width integers);
+// an error when `bytes` is not exactly the box's size. from_blob neither frees nor copies.
+Status boxView(const TensorEntry &t, const Box &box, std::span<const std::byte> bytes,
+               std::vector<int64_t> &bo, std::vector<int64_t> &bs, at::Tensor &view)
 {
-    std::vector<int64_t> bo, bs;
     if (Status st = boxOf(t, box, bo, bs); !st)
         return st;
     const int es = elementSize(t.dtype);
     int64_t n = 1;
     for (int64_t s : bs)
         n *= s;
-    if (out.size() != size_t(n) * size_t(es))
+    if (bytes.size() != size_t(n) * size_t(es))
         return makeError(Error::Code::Internal, "buffer is not the box's size").atKey(t.key);
+    view = at::from_blob(const_cast<std::byte *>(bytes.data()), bs,
+                         at::TensorOptions().dtype(bitsType(es)));
+    return Ok{};
+}
+
+} // namespace
+
+Status readTensorInto(const CheckpointIndex &index, const TensorEntry &t, const Box &box,
+                      std::span<std::byte> out)
+{
     try {
         // The caller's memory as the destination tensor: chunks are copied straight into it.
-        at::Tensor dst = at::from_blob(out.data(), bs, at::TensorOptions().dtype(bitsType(es)));
+        std::vector<int64_t> bo, bs;
+        at::Tensor dst;
+        if (Status st = boxView(t, box, out, bo, bs, dst); !st)
+            return st;
         return assemble(index, t, bo, bs, dst);
     } catch (const std::exception &e) {
         return libtorchError(t, e);
@@ -341,19 +357,11 @@ Status readTensorInto(const CheckpointIndex &index, const TensorEntry &t, const 
 Result<bool> sameAsStored(const CheckpointIndex &index, const TensorEntry &t, const Box &box,
                           std::span<const std::byte> expected)
 {
-    std::vector<int64_t> bo, bs;
-    if (Status st = boxOf(t, box, bo, bs); !st)
-        return st.error();
-    const int es = elementSize(t.dtype);
-    int64_t n = 1;
-    for (int64_t s : bs)
-        n *= s;
-    if (expected.size() != size_t(n) * size_t(es))
-        return makeError(Error::Code::Internal, "buffer is not the box's size").atKey(t.key);
     try {
-        // Only read from: from_blob neither frees nor writes.
-        at::Tensor view = at::from_blob(const_cast<std::byte *>(expected.data()), bs,
-                                        at::TensorOptions().dtype(bitsType(es)));
+        std::vector<int64_t> bo, bs;
+        at::Tensor view; // only read from
+        if (Status st = boxView(t, box, expected, bo, bs, view); !st)
+            return st.error();
         bool same = true;
         if (Status st = compareStored(index, t, bo, bs, view, same); !st)
             return st.error();
