@@ -45,6 +45,8 @@ def main() -> int:
     ap.add_argument("--max-memory", type=int, default=0, help="a budget that makes some stream")
     for dim in ("tp", "pp", "ep", "etp"):
         ap.add_argument("--" + dim, type=int, default=1)
+    ap.add_argument("--pp-first-layers", type=int, default=0)
+    ap.add_argument("--pp-last-layers", type=int, default=0)
     a = ap.parse_args()
     world = a.tp * a.dp * a.pp
     failures: list[str] = []
@@ -54,7 +56,8 @@ def main() -> int:
                    capture_output=True)
     layout = json.loads(lay_path.read_text())
     cmd = [a.cli, "verify", a.checkpoint, "--layout", str(lay_path), "--dp", str(a.dp), "--json",
-           "--hash", "--tp", str(a.tp), "--pp", str(a.pp), "--ep", str(a.ep), "--etp", str(a.etp)]
+           "--hash", "--tp", str(a.tp), "--pp", str(a.pp), "--ep", str(a.ep), "--etp", str(a.etp),
+           "--pp-first-layers", str(a.pp_first_layers), "--pp-last-layers", str(a.pp_last_layers)]
     if a.negative:
         cmd += ["--disable-rule", "mla_down_proj"]
     reference = None

@@ -48,6 +48,10 @@ int main(int argc, char **argv)
     lay->add_option("--ep", layout.layout.parallel.ep, "Expert-parallel size");
     lay->add_option("--etp", layout.layout.parallel.etp, "Expert tensor-parallel size");
     lay->add_option("--dp", layout.layout.parallel.dpShard, "FSDP / DP-shard size");
+    lay->add_option("--pp-first-layers", layout.layout.parallel.firstStageLayers,
+                    "Decoder layers on the first pipeline stage (default: an even split)");
+    lay->add_option("--pp-last-layers", layout.layout.parallel.lastStageLayers,
+                    "Decoder layers on the last pipeline stage (default: an even split)");
     lay->add_option("--dtype", layout.layout.dtype,
                     "dtype the load asks for (default float32: fsdp_dtensor main params)");
     lay->add_flag("--sequential-experts", layout.layout.sequentialExperts,
@@ -97,6 +101,12 @@ int main(int argc, char **argv)
     ver->add_option("--pp", verify.pp, "Pipeline stages (default: the layout's)");
     ver->add_option("--ep", verify.ep, "Expert-parallel ranks (default: the layout's)");
     ver->add_option("--etp", verify.etp, "Expert tensor-parallel ranks (default: the layout's)");
+    ver->add_option("--pp-first-layers", verify.firstStageLayers,
+                    "Decoder layers on the first pipeline stage (Megatron's "
+                    "--decoder-first-pipeline-num-layers; default: the layout's, or even)");
+    ver->add_option(
+        "--pp-last-layers", verify.lastStageLayers,
+        "Decoder layers on the last pipeline stage (--decoder-last-pipeline-num-layers)");
     ver->add_option("--disable-rule", verify.disabledRules, "Switch a rule off (repeatable)");
     ver->add_option("--max-memory", verify.maxMemory,
                     "Bytes to hold at once (default: a quarter of RAM); bigger parameters stream "

@@ -104,6 +104,10 @@ int runVerify(const VerifyCommandOptions &o)
          {std::pair{o.tp, &par.tp}, {o.pp, &par.pp}, {o.ep, &par.ep}, {o.etp, &par.etp}})
         if (flag > 0)
             *value = flag;
+    if (o.firstStageLayers >= 0)
+        par.firstStageLayers = o.firstStageLayers;
+    if (o.lastStageLayers >= 0)
+        par.lastStageLayers = o.lastStageLayers;
     if (o.world > 0) {
         par.dpShard = o.world;
     } else if (comm) { // one rank per process

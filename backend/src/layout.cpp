@@ -36,6 +36,10 @@ std::string layoutToJson(const Layout &l)
                      {"ep", l.parallel.ep},
                      {"etp", l.parallel.etp},
                      {"dp_shard", l.parallel.dpShard}};
+    if (l.parallel.firstStageLayers)
+        j["parallel"]["first_stage_layers"] = l.parallel.firstStageLayers;
+    if (l.parallel.lastStageLayers)
+        j["parallel"]["last_stage_layers"] = l.parallel.lastStageLayers;
     j["num_experts"] = l.numExperts;
     j["experts_global"] = l.expertsGlobal;
     j["mtp_inner"] = l.mtpInner;
@@ -90,6 +94,10 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
             l.parallel.ep = p.value("ep", 1);
             l.parallel.etp = p.value("etp", 1);
             l.parallel.dpShard = p.value("dp_shard", 1);
+            l.parallel.firstStageLayers = p.value("first_stage_layers", 0);
+            l.parallel.lastStageLayers = p.value("last_stage_layers", 0);
+            if (l.parallel.firstStageLayers < 0 || l.parallel.lastStageLayers < 0)
+                return layoutError(origin, "parallel", "stage layer counts cannot be negative");
         }
         for (int v :
              {l.parallel.tp, l.parallel.pp, l.parallel.ep, l.parallel.etp, l.parallel.dpShard})

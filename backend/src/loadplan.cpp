@@ -212,10 +212,28 @@ Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
             if (std::regex_search(p.name, m, decoder))
                 decoderLayers = std::max(decoderLayers, std::stoi(m[1].str()) + 1);
     }
-    if (par.pp > 1 && (decoderLayers == 0 || decoderLayers % par.pp))
-        return planError(str(decoderLayers) + " decoder layers do not split evenly over pp " +
-                         str(par.pp) + " (uneven first and last stages are not planned)");
-    const int perStage = par.pp > 1 ? decoderLayers / par.pp : std::max(decoderLayers, 1);
+    // Megatron's split: the first and last stages take the counts given, the stages between
+    // share the rest evenly. stageEnd[s] = one past stage s's last decoder layer.
+    std::vector<int> stageEnd(size_t(par.pp), decoderLayers);
+    if (par.pp > 1) {
+        const int first = par.firstStageLayers, last = par.lastStageLayers;
+        const int even = par.pp - (first > 0) - (last > 0), rest = decoderLayers - first - last;
+        if (rest < 0 || (even == 0 ? rest != 0 : rest % even != 0))
+            return planError(str(decoderLayers) + " decoder layers do not split over pp " +
+                             str(par.pp) +
+                             (first || last ? " with " + str(first) + " on the first stage and " +
+                                                  str(last) + " on the last"
+                                            : std::string(" evenly")));
+        const int each = even ? rest / even : 0;
+        int at = 0;
+        for (int st = 0; st < par.pp; ++st) {
+            at += st == 0 && first ? first : st == par.pp - 1 && last ? last : each;
+            stageEnd[size_t(st)] = at;
+        }
+    }
+    auto stageOfLayer = [&](int layer) {
+        return int(std::upper_bound(stageEnd.begin(), stageEnd.end(), layer) - stageEnd.begin());
+    };
 
     // Sources per parameter (model section of the diff).
     std::vector<const DiffEntry *> entryOf(layout.params.size(), nullptr);
@@ -244,7 +262,7 @@ Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
         q.expert = p.expert >= 0 || p.name.find(".mlp.experts.") != std::string::npos;
         q.unit = unitOf(p.name, layout, decoderLayers);
         if (q.unit >= 0 && q.unit < decoderLayers)
-            q.stage = q.unit / perStage;
+            q.stage = std::min(stageOfLayer(q.unit), par.pp - 1);
         else if (p.name.starts_with("mtp.") || p.name.starts_with("output_layer.") ||
                  p.name.starts_with("decoder.final_layernorm."))
             q.stage = par.pp - 1;

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace shardscope;
 namespace fs = std::filesystem;
@@ -279,5 +280,54 @@ TEST(LoadPlan, ImpossibleConfigurationsAreErrors)
         auto plan = planLoad(demo->layout, demo->diff);
         ASSERT_FALSE(plan.ok());
         EXPECT_FALSE(plan.error().message.empty());
+    }
+}
+
+// Megatron's uneven pipeline split (--decoder-first/last-pipeline-num-layers): the first and last
+// stages take the counts given and the stages between share the rest evenly; the embedding is on
+// the first stage, the output layer and MTP on the last. The counts survive the layout's JSON.
+TEST(LoadPlan, UnevenPipelineStages)
+{
+    struct Case
+    {
+        int pp, first, last;
+        std::vector<int> stageOfLayer; // the demo's 4 decoder layers
+    };
+    for (const Case &c : {Case{3, 1, 1, {0, 1, 1, 2}}, Case{2, 1, 0, {0, 1, 1, 1}},
+                          Case{4, 0, 1, {0, 1, 2, 3}}, Case{2, 3, 1, {0, 0, 0, 1}}}) {
+        ParallelConfig par = parallel(1, c.pp, 1, 1);
+        par.firstStageLayers = c.first;
+        par.lastStageLayers = c.last;
+        auto demo = openDemo(1, par);
+        ASSERT_TRUE(demo);
+        auto again = layoutFromJson(layoutToJson(demo->layout), "round trip");
+        ASSERT_TRUE(again.ok());
+        EXPECT_EQ(again->parallel.firstStageLayers, c.first);
+        EXPECT_EQ(again->parallel.lastStageLayers, c.last);
+        auto plan = planLoad(*again, demo->diff);
+        ASSERT_TRUE(plan.ok()) << plan.error().toString();
+        ASSERT_EQ(plan->world, c.pp);
+        for (const RankPlan &r : plan->ranks)
+            for (const ParamShard &s : r.shards) {
+                const std::string &name = demo->layout.params[s.param].name;
+                int want = -1;
+                if (name.starts_with("embedding."))
+                    want = 0;
+                else if (name.starts_with("mtp.") || name.starts_with("output_layer.") ||
+                         name.starts_with("decoder.final_layernorm."))
+                    want = c.pp - 1;
+                else if (name.starts_with("decoder.layers."))
+                    want = c.stageOfLayer[size_t(std::stoi(name.substr(15)))];
+                EXPECT_EQ(r.coords.pp, want) << name << " pp " << c.pp;
+            }
+    }
+    // Counts that leave the stages between an uneven share, or more layers than there are.
+    for (auto [pp, first, last] : {std::tuple{3, 0, 0}, {3, 1, 0}, {2, 3, 3}}) {
+        ParallelConfig par = parallel(1, pp, 1, 1);
+        par.firstStageLayers = first;
+        par.lastStageLayers = last;
+        auto demo = openDemo(1, par);
+        ASSERT_TRUE(demo);
+        EXPECT_FALSE(planLoad(demo->layout, demo->diff).ok()) << pp << " " << first << " " << last;
     }
 }

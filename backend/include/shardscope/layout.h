@@ -46,6 +46,9 @@ struct LayoutParam
 struct ParallelConfig
 {
     int tp = 1, pp = 1, ep = 1, etp = 1, dpShard = 1;
+    /** Decoder layers on the first and last pipeline stages (Megatron's
+     *  --decoder-first/last-pipeline-num-layers); 0 = the stages share the layers evenly. */
+    int firstStageLayers = 0, lastStageLayers = 0;
 };
 
 /** What a model expects from a checkpoint. Serialised as JSON, schema shardscope.layout/1. */

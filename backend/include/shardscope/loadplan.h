@@ -109,8 +109,8 @@ struct LoadPlan
  * rest): each rank's flat slice of the TP-local tensor of every parameter of its stage
  * (Megatron-FSDP's row-aligned buffer layout: groups per FSDP unit = TransformerLayer, experts
  * apart), and the boxes of the on-disk keys (through the diff's rules) that fill it. Decoder layers
- * are split evenly over the stages (embedding first, output layer and MTP last); names keep their
- * global layer indices.
+ * are split over the stages as Megatron does (the first and last stages' counts when given, the
+ * rest evenly; embedding first, output layer and MTP last); names keep their global layer indices.
  */
 Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff);
 
