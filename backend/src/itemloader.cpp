@@ -61,7 +61,9 @@ Result<std::shared_ptr<const MappedFile>> FileCache::get(uint32_t file)
         return it->second;
     if (file >= m_index.files.size())
         return makeError(Error::Code::Internal, "file index out of range");
-    auto f = MappedFile::open((fs::path(m_index.dataDir) / m_index.files[file]).string());
+    // Tensor data comes out with copyOut(): keep the descriptor (one operation's files at most).
+    auto f =
+        MappedFile::open((fs::path(m_index.dataDir) / m_index.files[file]).string(), false, true);
     if (!f)
         return f.error();
     m_files.emplace(file, *f);

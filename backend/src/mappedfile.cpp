@@ -10,7 +10,8 @@
 
 namespace shardscope::detail {
 
-Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &path, bool populate)
+Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &path, bool populate,
+                                                           bool forCopies)
 {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -35,7 +36,10 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &pa
         }
         f->m_data = static_cast<const uint8_t *>(p);
     }
-    f->m_fd = fd; // for copyOut()
+    if (forCopies)
+        f->m_fd = fd;
+    else
+        ::close(fd);
     return std::shared_ptr<const MappedFile>(std::move(f));
 }
 
@@ -51,6 +55,8 @@ Status MappedFile::copyOut(std::span<const uint8_t> from, void *to) const
 {
     if (from.empty()) // an empty tensor's data pointer need not point into the mapping
         return Ok{};
+    if (m_fd < 0)
+        return makeError(Error::Code::Internal, "file not opened for copies").inFile(m_path);
     if (from.data() < m_data || from.data() + from.size() > m_data + m_size)
         return makeError(Error::Code::Internal, "copy from outside the mapping").inFile(m_path);
     uint64_t offset = uint64_t(from.data() - m_data);

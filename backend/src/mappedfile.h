@@ -14,9 +14,13 @@ namespace shardscope::detail {
 class MappedFile
 {
 public:
-    /** `populate`: fault every page in now (one kernel call) for files read front to back. */
-    static Result<std::shared_ptr<const MappedFile>> open(const std::string &path,
-                                                          bool populate = false);
+    /**
+     * `populate`: fault every page in now (one kernel call) for files read front to back.
+     * `forCopies`: keep the file open for copyOut(); otherwise it is closed once mapped, so that
+     * a checkpoint's thousand rank-local metadata files held at once take no descriptors.
+     */
+    static Result<std::shared_ptr<const MappedFile>>
+    open(const std::string &path, bool populate = false, bool forCopies = false);
     ~MappedFile();
     MappedFile(const MappedFile &) = delete;
     MappedFile &operator=(const MappedFile &) = delete;
@@ -29,6 +33,7 @@ public:
     /**
      * Copies the mapped bytes `from` (a span of bytes()) into `to` with pread(): the kernel
      * copies from its page cache, where touching the mapping would fault every page in first.
+     * Only for a file opened `forCopies`.
      */
     Status copyOut(std::span<const uint8_t> from, void *to) const;
 

@@ -403,6 +403,11 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
             std::span<std::byte> payload; // replicas: where their copy is
         };
         std::vector<Part> parts, replicas;
+        // Whole rows in one run (and not a replica): a span of the window itself, read in place.
+        auto readsInPlace = [](const Part &part) {
+            const ParamShard &sh = *part.pr->shard;
+            return !sh.replica && sh.colEnd == sh.colBegin && part.subs.size() == 1;
+        };
         auto gatherRows = [&](int64_t from, int64_t to) -> Status {
             gathered.resize(size_t((to - from) * rowBytes));
             parts.clear();
@@ -413,8 +418,7 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                 part.bytes = subsOf(*pr.shard, from, to, pr.shard->rowSize * es, part.subs);
                 if (!part.bytes)
                     continue;
-                inPlace = inPlace && !pr.shard->replica && pr.shard->colEnd == pr.shard->colBegin &&
-                          part.subs.size() == 1;
+                inPlace = inPlace && readsInPlace(part);
                 parts.push_back(std::move(part));
             }
             // The initial pattern: where reads write in place, only on the rows none of them
@@ -450,8 +454,7 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                 for (Part &part : parts) {
                     const ParamShard &sh = *part.pr->shard;
                     const int64_t localRowBytes = sh.rowSize * es;
-                    // Whole rows in one run are a span of the window itself: read in place.
-                    if (!sh.replica && sh.colEnd == sh.colBegin && part.subs.size() == 1) {
+                    if (readsInPlace(part)) {
                         const Sub &u = part.subs.front();
                         if (Status st =
                                 fillPayload(*part.pr, part.subs, from, to,
