@@ -158,6 +158,9 @@ int runVerify(const VerifyCommandOptions &o)
         Communicator *comm;
         ~Done()
         {
+            // Out before the barrier: once the others leave with a non-zero code, the launcher
+            // stops this process too, and a report still in stdout's buffer would be cut short.
+            std::cout.flush();
             if (comm)
                 (void)comm->barrier();
         }
