@@ -8,7 +8,10 @@ bool DcpStream::offer(const PickleArena &arena, std::string_view name, NodeId di
 {
     if (pairs.size() % 2 != 0)
         return false;
-    m_words.stream = arena.stream();
+    // Set before the committing thread starts, never after: it reads m_words (one stream per
+    // decode, so the first offer's is every offer's).
+    if (!m_thread.joinable())
+        m_words.stream = arena.stream();
     if (name == "state_dict_metadata")
         return takeEntries(arena, dict, pairs);
     if (name == "planner_data")
