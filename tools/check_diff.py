@@ -419,8 +419,10 @@ def case_megatron_args(env: Env) -> None:
 
 def case_cast_and_partial(env: Env) -> None:
     """A bf16 layout against fp32 tensors: cast, still filled. A data file cut short: the keys
-    whose chunks it held are partial and not filled."""
+    whose chunks it held are unreadable and the load raises, as torch's does. A chunk gone from
+    the metadata: that key is partial, and torch's load leaves the hole untouched."""
     import shutil
+    import torch
     import torch.distributed.checkpoint as dcp
     e = env.entry("llama/unfused")
     lay = env.layout(env.fixtures / e["config"], "--dtype", "bfloat16")
@@ -440,23 +442,78 @@ def case_cast_and_partial(env: Env) -> None:
     check(bad == {"embedding.word_embeddings.weight", "output_layer.weight"}, f"mismatch: {bad}")
     check(rc == 1 and d["outcome"]["action"] == "raises" and
           "Size mismatch" in d["outcome"]["message"], f"mismatch outcome: {d['outcome']}")
+    lay = env.layout(env.fixtures / e["config"])
+
+    def model_state(md) -> dict:
+        """Every stored model tensor, filled with a sentinel that no saved weight holds."""
+        from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+        return {k: torch.full(v.size, 1234.5, dtype=v.properties.dtype)
+                for k, v in md.state_dict_metadata.items()
+                if k.startswith("model.") and isinstance(v, TensorStorageMetadata)}
+
+    def torch_load(ckpt: Path, sd: dict) -> str:
+        """torch's own partial load of `sd`; '' when it finishes, else what it raised."""
+        from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+        try:
+            dcp.load(sd, checkpoint_id=str(ckpt), planner=DefaultLoadPlanner(allow_partial_load=True))
+            return ""
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as ex:  # noqa: BLE001 - CheckpointException is a BaseException
+            return type(ex).__name__ or "raised"
+
+    # A data file cut short (a save or a copy that stopped early): every model key stored at or
+    # past the cut cannot be read, and torch's load raises on the first, however partial the
+    # load is allowed to be. torch's own storage_data says which keys lost their bytes.
     broken = env.tmp / "llama-short"
     shutil.copytree(env.fixtures / e["path"], broken)
     md = dcp.FileSystemReader(str(broken)).read_metadata()
-    # Cut the data file at the start of the last model tensor's item: every model key stored at
-    # or past that offset loses its bytes (torch's own storage_data says which).
     items = [(i.offset, idx.fqn, i.relative_path) for idx, i in md.storage_data.items()
              if idx.fqn.startswith("model.")]
     cut, _, rel = max(items)
     lost = {fqn for off, fqn, r in items if r == rel and off >= cut}
     with open(broken / rel, "r+b") as f:
         f.truncate(cut)
-    lay = env.layout(env.fixtures / e["config"])
+    raised = torch_load(broken, model_state(md))
+    check(raised != "", "torch loads a checkpoint whose data file is cut short")
     rc, d = env.diff(broken, lay, "--no-optimizer")
-    partial = {x["sources"][0]["key"] for x in model_entries(d).values() if x["status"] == "partial"}
-    check(rc == 1 and partial == lost, f"partial: exit {rc}, {sorted(partial ^ lost)[:4]}")
-    check(all(not x["real_load_fills"] for x in model_entries(d).values() if x["status"] == "partial"),
-          "partial entries counted as filled")
+    bad = {x["sources"][0]["key"] for x in model_entries(d).values() if x["status"] == "unreadable"}
+    check(rc == 1 and bad == lost, f"unreadable: exit {rc}, {sorted(bad ^ lost)[:4]}")
+    check(all(not x["real_load_fills"] for x in model_entries(d).values() if x["status"] == "unreadable"),
+          "unreadable entries counted as filled")
+    o = d["outcome"]
+    check(o["action"] == "raises" and "runs past the end" in o["message"] and not o["kept_at_init"],
+          f"cut short: torch raised {raised}, diff says {o}")
+
+    # A hole: the metadata loses one of the two chunks (one per saving rank) of a demo tensor,
+    # torch's own Metadata pickled back the way its writer does. torch's load, strict as it is,
+    # finishes without a word and leaves the hole at the destination's values: a partial
+    # parameter, silently kept at its initial values there.
+    import pickle
+    holed = env.tmp / "demo-hole"
+    shutil.copytree(env.demo, holed)
+    it = next(p for p in holed.iterdir() if p.name.startswith("iter_"))
+    md = dcp.FileSystemReader(str(it)).read_metadata()
+    fqn = max((k for k in model_state(md) if len(md.state_dict_metadata[k].chunks) > 1),
+              key=lambda k: md.state_dict_metadata[k].size.numel())
+    gone = md.state_dict_metadata[fqn].chunks.pop()
+    with open(it / ".metadata", "wb") as f:
+        pickle.dump(md, f)
+    sd = model_state(md)
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    try:
+        dcp.load(sd, checkpoint_id=str(it), planner=DefaultLoadPlanner(allow_partial_load=False))
+        raised = ""
+    except BaseException as ex:  # noqa: BLE001
+        raised = type(ex).__name__
+    region = sd[fqn][tuple(slice(o, o + n) for o, n in zip(gone.offsets, gone.sizes))]
+    check(raised == "" and bool((region == 1234.5).all()) and not bool((sd[fqn] == 1234.5).all()),
+          f"torch with a hole: raised {raised!r}, hole kept its values: {bool((region == 1234.5).all())}")
+    rc, d = env.diff(holed, env.layout(env.demo / "config.json"))
+    part = {x["sources"][0]["key"] for x in model_entries(d).values() if x["status"] == "partial"}
+    o = d["outcome"]
+    check(rc == 1 and part == {fqn}, f"partial: exit {rc}, {sorted(part)[:4]} != {fqn}")
+    check(o["action"] == "silent" and len(o["kept_at_init"]) == 1, f"hole: {o}")
 
 
 def case_strictness(env: Env) -> None:

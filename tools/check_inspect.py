@@ -269,6 +269,13 @@ def check_bad(args) -> int:
         for needle in case["expect_in_error"]:
             if needle not in err:
                 problems.append(f"stderr lacks {needle!r}: {err.strip()[:300]!r}")
+        if "expect_unreadable" in case:  # data a load cannot read: torch's storage_data says which
+            rc, out, _ = run([args.cli, "inspect", "--json", str(bad_dir / case["path"])],
+                             args.timeout)
+            got = {p["key"] for p in json.loads(out)["problems"] if p["effect"] == "unreadable"}
+            want = set(case["expect_unreadable"])
+            if got != want:
+                problems.append(f"unreadable keys: {sorted(got ^ want)[:4]} differ from torch's")
         tally.unit(f"bad/{name}", problems)
     return tally.finish()
 

@@ -16,6 +16,10 @@ fingerprints must equal those of a run without a budget (and their SHA-256 torch
 With --launch the CLI runs as N processes under torchrun (each rank's reads in its own process,
 shards all-gathered over c10d's Gloo on loopback), and the report must say so.
 
+With --truncate a copy of the checkpoint has its biggest data file cut short: the parameters
+whose stored keys lost bytes (torch's own storage_data says which) must be reported unreadable,
+torch's load of such a key must raise, and every other parameter must still be bit-identical.
+
 --tp, --pp, --ep and --etp plan Megatron's other parallel dims: N = tp × dp × pp ranks, each
 reading its TP-local slice (a fused parameter's rows of each section, a row-parallel one's
 columns) of its stage's parameters and its EP rank's experts.
@@ -34,6 +38,26 @@ import oracle  # noqa: E402
 import torch  # noqa: E402
 
 
+def cut_short(ckpt: Path, tmp: Path) -> tuple[str, set[str]]:
+    """A copy of `ckpt` whose biggest data file ends at the item of its last third of model keys
+    (by offset); returns the copy and the stored model keys that lost bytes."""
+    import shutil
+    copy = tmp / "cut"
+    shutil.copytree(ckpt, copy)
+    _, real = oracle.resolve(copy)
+    md = oracle.dcp_metadata(real)
+    files: dict[str, list[tuple[int, str]]] = {}
+    for idx, item in md.storage_data.items():
+        if idx.fqn.startswith("model."):
+            files.setdefault(item.relative_path, []).append((item.offset, idx.fqn))
+    rel = max(files, key=lambda r: (real / r).stat().st_size)
+    items = sorted(files[rel])
+    cut = items[len(items) * 2 // 3][0]
+    with open(real / rel, "r+b") as f:
+        f.truncate(cut)
+    return str(copy), {fqn for off, fqn in items if off >= cut}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -43,6 +67,7 @@ def main() -> int:
     ap.add_argument("--negative", action="store_true")
     ap.add_argument("--launch", action="store_true", help="run as --dp processes under torchrun")
     ap.add_argument("--max-memory", type=int, default=0, help="a budget that makes some stream")
+    ap.add_argument("--truncate", action="store_true", help="cut a data file short first")
     for dim in ("tp", "pp", "ep", "etp"):
         ap.add_argument("--" + dim, type=int, default=1)
     ap.add_argument("--pp-first-layers", type=int, default=0)
@@ -55,6 +80,9 @@ def main() -> int:
     subprocess.run([a.cli, "layout", "--from-config", a.config, "-o", str(lay_path)], check=True,
                    capture_output=True)
     layout = json.loads(lay_path.read_text())
+    lost: set[str] = set()
+    if a.truncate:
+        a.checkpoint, lost = cut_short(Path(a.checkpoint), tmp)
     cmd = [a.cli, "verify", a.checkpoint, "--layout", str(lay_path), "--dp", str(a.dp), "--json",
            "--hash", "--tp", str(a.tp), "--pp", str(a.pp), "--ep", str(a.ep), "--etp", str(a.etp),
            "--pp-first-layers", str(a.pp_first_layers), "--pp-last-layers", str(a.pp_last_layers)]
@@ -85,6 +113,8 @@ def main() -> int:
         return "model.module." + name.replace(inner, ".transformer_layer.")
 
     mla = set()
+    unreadable: set[str] = set()
+    torch_raises: list[str] = []
     checked = 0
     for prm in layout["params"]:
         if prm.get("optimizer_state") is False:
@@ -104,6 +134,19 @@ def main() -> int:
             continue
         parts = [s["name"] for s in fusion["sections"]] if fusion else [prm.get("absorbs") or name]
         keys = [disk(n) for n in parts]
+        if lost & set(keys):
+            unreadable.add(name)
+            if x["outcome"] != "unreadable" or "runs past the end" not in x["note"]:
+                failures.append(f"{name}: {x['outcome']} ({x['note']}), want unreadable")
+            if not torch_raises:  # torch's own load of that key, once
+                try:
+                    oracle.dcp_load(real, md, sorted(lost & set(keys))[:1])
+                    failures.append(f"torch loads {sorted(lost & set(keys))[0]}, cut short")
+                except BaseException as ex:  # noqa: BLE001 - CheckpointException
+                    if isinstance(ex, (KeyboardInterrupt, SystemExit)):
+                        raise
+                    torch_raises.append(type(ex).__name__)
+            continue
         loaded = oracle.dcp_load(real, md, keys)
         full = torch.cat([loaded[k] for k in keys], dim=0) if len(keys) > 1 else loaded[keys[0]]
         want = oracle.sha256(full)
@@ -136,14 +179,18 @@ def main() -> int:
     if got["processes"] != want_procs or got["backend"] != want_backend:
         failures.append(f"{got['processes']} processes over {got['backend']}, want "
                         f"{want_procs} over {want_backend}")
-    if (p.returncode == 0) != (not a.negative):
+    if a.truncate and (not unreadable or got["unreadable"] != len(unreadable)):
+        failures.append(f"{got['unreadable']} reported unreadable, torch's metadata says "
+                        f"{len(unreadable)}")
+    if (p.returncode == 0) != (not a.negative and not a.truncate):
         failures.append(f"exit {p.returncode}")
     for f in failures:
         print("FAIL", f)
     print(f"{checked} parameters against torch over {world} ranks (tp {a.tp}, dp {a.dp}, "
           f"pp {a.pp}, ep {a.ep}, etp {a.etp})"
           f"{' in ' + str(world) + ' processes' if a.launch else ''}"
-          f"{' (MLA rule disabled: ' + str(len(mla)) + ' kept at init)' if a.negative else ''}: "
+          f"{' (MLA rule disabled: ' + str(len(mla)) + ' kept at init)' if a.negative else ''}"
+          f"{' (cut short: ' + str(len(unreadable)) + ' unreadable)' if a.truncate else ''}: "
           f"{'ok' if not failures else str(len(failures)) + ' failures'}")
     return 1 if failures else 0
 

@@ -838,6 +838,7 @@ def write_bad(bad: Path, src_dcp: Path, good_pt: Path) -> None:
     d = copy_src("distcp_missing")
     (d / victim).unlink()
     case("distcp_missing", "distcp_missing", 1, [victim] + sorted({k for k, _, _ in files[victim]}))
+    cases["distcp_missing"]["expect_unreadable"] = sorted({k for k, _, _ in files[victim]})
 
     d = copy_src("distcp_truncated")
     size = (d / victim).stat().st_size
@@ -846,6 +847,7 @@ def write_bad(bad: Path, src_dcp: Path, good_pt: Path) -> None:
         f.truncate(cut)
     cut_keys = sorted({k for k, off, ln in files[victim] if off + ln > cut})
     case("distcp_truncated", "distcp_truncated", 1, [victim] + cut_keys)
+    cases["distcp_truncated"]["expect_unreadable"] = cut_keys
 
     # torch.save zips.
     pt = good_pt.read_bytes()

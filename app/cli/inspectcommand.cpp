@@ -70,7 +70,11 @@ json statsJson(const TensorStats &s)
 
 json problemJson(const Problem &p)
 {
-    json j = {{"key", p.key}, {"file", p.file}, {"message", p.message}};
+    static constexpr const char *kEffects[] = {"note", "holes", "unreadable"};
+    json j = {{"key", p.key},
+              {"file", p.file},
+              {"message", p.message},
+              {"effect", kEffects[size_t(p.effect)]}};
     j["offset"] = p.offset ? json(*p.offset) : json(nullptr);
     return j;
 }
@@ -112,7 +116,7 @@ int runInspect(const InspectOptions &o)
         if (!data) {
             Error e = data.error();
             e.atKey(r.entry->key);
-            problems.push_back({e.key, e.file, e.offset, e.message});
+            problems.push_back({e.key, e.file, e.offset, e.message, Problem::Effect::Unreadable});
             continue;
         }
         if (o.hash)
@@ -153,7 +157,8 @@ int runInspect(const InspectOptions &o)
             } else {
                 Error e = v.error();
                 e.atKey(ob.key);
-                problems.push_back({e.key, e.file, e.offset, e.message});
+                problems.push_back(
+                    {e.key, e.file, e.offset, e.message, Problem::Effect::Unreadable});
             }
         }
         objects.emplace_back(&ob, std::move(summary));

@@ -111,6 +111,10 @@ int main(int argc, char **argv)
     ver->add_option("--max-memory", verify.maxMemory,
                     "Bytes to hold at once (default: a quarter of RAM); bigger parameters stream "
                     "through windows of rows");
+    ver->add_option("--threads", verify.threads,
+                    "Threads checking parameters side by side in one process (default: one per "
+                    "core; fewer when the largest parameter would not fit its share of "
+                    "--max-memory)");
     ver->add_flag("--json", verify.json, "Machine-readable output (schema shardscope.verify/1)");
     ver->add_flag("--quiet", verify.quiet, "No progress bar");
     ver->add_flag("--hash", verify.hash, "SHA-256 of every gathered parameter (JSON)");

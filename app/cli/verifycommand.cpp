@@ -138,6 +138,7 @@ int runVerify(const VerifyCommandOptions &o)
             o.maxMemory ? o.maxMemory
                         : uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)) / 4;
         options.hash = o.hash;
+        options.threads = o.threads;
         options.comm = comm.get();
         options.progress = [&bar](uint64_t done, uint64_t total) {
             return bar.update(done, total);
@@ -177,6 +178,7 @@ int runVerify(const VerifyCommandOptions &o)
                          {"pp", plan->parallel.pp},   {"ep", plan->parallel.ep},
                          {"etp", plan->parallel.etp}, {"expert_dp", plan->expertDp}};
         j["processes"] = result.processes;
+        j["threads"] = result.threads;
         j["backend"] = result.backend.empty() ? "none" : result.backend;
         j["device"] = "cpu";
         j["checked"] = result.checked;
@@ -184,6 +186,7 @@ int runVerify(const VerifyCommandOptions &o)
         j["mismatched"] = result.mismatched;
         j["round_trip_failures"] = result.roundTripFailures;
         j["kept_initial"] = result.keptInitial;
+        j["unreadable"] = result.unreadable;
         j["bytes_read"] = result.bytesRead;
         j["seconds"] = result.seconds;
         j["cancelled"] = result.cancelled;
@@ -222,7 +225,8 @@ int runVerify(const VerifyCommandOptions &o)
                   << " × dp " << plan->expertDp << "; CPU"
                   << (result.processes > 1 ? ", " + std::to_string(result.processes) +
                                                  " processes over " + result.backend
-                                           : std::string(", one process"))
+                                           : ", one process, " + std::to_string(result.threads) +
+                                                 (result.threads > 1 ? " threads" : " thread"))
                   << ")\n"
                   << result.identical << " of " << loadable
                   << " loadable parameters bit-identical after gathering every rank's shard, "
@@ -238,6 +242,13 @@ int runVerify(const VerifyCommandOptions &o)
             for (const ParamCheck &c : result.params)
                 if (c.outcome == ParamCheck::Outcome::KeptInitial)
                     std::cout << "  " << c.name << "\n";
+        }
+        if (result.unreadable) {
+            std::cout << "\nUNREADABLE: THE LOAD RAISES READING THEM (" << result.unreadable
+                      << "):\n";
+            for (const ParamCheck &c : result.params)
+                if (c.outcome == ParamCheck::Outcome::Unreadable)
+                    std::cout << "  " << c.name << ": " << c.note << "\n";
         }
         std::cout << double(result.bytesRead) / (1 << 20) << " MiB read in " << result.seconds
                   << " s" << (result.cancelled ? " (stopped)" : "") << "\n";

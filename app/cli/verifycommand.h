@@ -18,6 +18,7 @@ struct VerifyCommandOptions
     uint64_t maxMemory = 0;
     bool json = false;
     bool hash = false;
+    int threads = 0;    // 0: one per core
     bool quiet = false; ///< no progress bar
     /** Under torchrun or srun: the collectives' backend ("auto", "gloo", "nccl"). */
     std::string backend = "auto";

@@ -176,14 +176,16 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems)
                                       {},
                                       std::to_string(missing) + " of " +
                                           std::to_string(t.chunks.size()) +
-                                          " chunks have no storage entry"});
+                                          " chunks have no storage entry",
+                                      Problem::Effect::Unreadable});
     }
     for (ObjectEntry &o : index.objects)
         if (!o.location)
             index.problems.push_back({o.key,
                                       (fs::path(dir) / metas.front()).string(),
                                       {},
-                                      "object has no storage entry"});
+                                      "object has no storage entry",
+                                      Problem::Effect::Unreadable});
     return Ok{};
 }
 

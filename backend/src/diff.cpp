@@ -70,7 +70,8 @@ struct DiskKey
     const TensorEntry *tensor = nullptr;
     const ObjectEntry *object = nullptr;
     bool used = false;
-    std::string_view problem; // integrity problem (holes, missing data)
+    std::string_view problem; // what a load of it meets: holes or unreadable data
+    Problem::Effect effect = Problem::Effect::Note;
 };
 
 struct Disk
@@ -125,12 +126,20 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
     for (const ObjectEntry &o : index.objects)
         d.keys.push_back({o.key, nullptr, &o, false, {}});
     if (!index.problems.empty()) {
-        std::unordered_map<std::string_view, std::string_view> problems;
-        for (const Problem &p : index.problems)
-            problems.emplace(p.key, p.message);
+        // A key's problem that does the most to a load; notes do nothing to it.
+        std::unordered_map<std::string_view, const Problem *> problems;
+        for (const Problem &p : index.problems) {
+            if (p.effect == Problem::Effect::Note)
+                continue;
+            auto [it, fresh] = problems.emplace(p.key, &p);
+            if (!fresh && p.effect > it->second->effect)
+                it->second = &p;
+        }
         for (DiskKey &k : d.keys)
-            if (auto it = problems.find(k.key); it != problems.end())
-                k.problem = it->second;
+            if (auto it = problems.find(k.key); it != problems.end()) {
+                k.problem = it->second->message;
+                k.effect = it->second->effect;
+            }
     }
     for (const DiskKey &k : d.keys)
         if (modelWrapperLength(k.key) > 0) {
@@ -541,13 +550,25 @@ private:
                         "from that run's arguments.";
                 return;
             }
-            if (!std::string(found[i]->problem).empty()) {
+            if (found[i]->effect == Problem::Effect::Unreadable) {
+                e.status = LoadStatus::Unreadable;
+                e.realLoadFills = false;
+                e.reason = std::string(found[i]->key) + ": " + std::string(found[i]->problem) +
+                           "; reading it fails, so the load raises (whatever the strictness)";
+                e.fix = "Restore the checkpoint's data files (a save cut short, or a copy that "
+                        "stopped early; shardscope-cli inspect lists every broken item) or load "
+                        "an earlier checkpoint.";
+                return;
+            }
+            if (found[i]->effect == Problem::Effect::Holes) {
                 e.status = LoadStatus::Partial;
                 e.realLoadFills = false;
                 e.reason = std::string(found[i]->key) + ": " + std::string(found[i]->problem) +
-                           "; a load leaves the uncovered part at its initial values";
-                e.fix = "Restore the missing .distcp data (shardscope-cli inspect lists the "
-                        "broken chunks) or re-save the checkpoint.";
+                           "; a load finishes without a word and leaves the uncovered part at "
+                           "its initial values";
+                e.fix = "The metadata's chunks do not cover the tensor (ranks that disagreed on "
+                        "the sharding, or an edited .metadata; shardscope-cli inspect lists the "
+                        "tensor's chunks): re-save the checkpoint or load an earlier one.";
                 return;
             }
             if (!step && !e.dtype.empty() && t.dtypeName != e.dtype &&
@@ -890,7 +911,49 @@ private:
         return false;
     }
 
+    // What the load does: what its planning and Megatron's checks decide (neither looks at
+    // chunk coverage: a key with holes is there, loads, and keeps its initial values in them),
+    // unless it goes on to read a key whose data cannot be read, which raises.
     LoadOutcome outcome(const DiffResult &r) const
+    {
+        LoadOutcome o = plannedOutcome(r);
+        if (o.action == LoadOutcome::Action::Raises)
+            return o; // raised before reading anything
+        size_t holes = 0;
+        for (const DiffEntry &e : r.entries)
+            if (e.status == LoadStatus::Partial && e.section != Section::Other) {
+                (e.section == Section::Model ? o.keptAtInit : o.optimizerKeptAtInit)
+                    .push_back(e.name);
+                ++holes;
+            }
+        if (holes) {
+            const std::string what =
+                std::to_string(holes) +
+                (holes == 1
+                     ? " tensor has holes its chunks do not cover, left at its initial values"
+                     : " tensors have holes their chunks do not cover, left at their "
+                       "initial values");
+            if (o.action == LoadOutcome::Action::Loads) {
+                o.action = LoadOutcome::Action::Silent;
+                o.message = "the load finishes without a word, but " + what;
+            } else {
+                o.message += "; " + what;
+            }
+        }
+        for (const DiffEntry &e : r.entries)
+            if (e.status == LoadStatus::Unreadable) {
+                const std::string key = e.sources.empty() ? e.name : e.sources.front().key;
+                o.action = LoadOutcome::Action::Raises;
+                o.message = "CheckpointException: " + e.reason;
+                o.namedKeys = {key};
+                o.keptAtInit.clear(); // the load does not finish
+                o.optimizerKeptAtInit.clear();
+                break;
+            }
+        return o;
+    }
+
+    LoadOutcome plannedOutcome(const DiffResult &r) const
     {
         LoadOutcome o;
         std::vector<std::string> missingModel, missingOptimizer, firstRequest;
@@ -905,6 +968,9 @@ private:
                 o.loadedWrong.push_back(e.name);
                 continue;
             }
+            if (e.status == LoadStatus::Unreadable || e.status == LoadStatus::Partial)
+                continue; // requested and present: planning passes (outcome() has them)
+
             // A mismatch under a requested key makes DCP's planner raise, whatever the mode.
             const bool mismatch = e.status == LoadStatus::ShapeMismatch && !e.sources.empty() &&
                                   !e.requestKeys.empty() &&

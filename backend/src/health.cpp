@@ -76,7 +76,9 @@ TensorHealth finish(const Accum &a, std::vector<int64_t> histogram, uint64_t fin
 
 // The CPU's loops: float32, bfloat16 and float16 through the vector path, built once more for AVX2
 // where the compiler can (chosen at load time), everything else through the shared scalar code.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under a sanitizer: its instrumented ifunc resolvers run before its runtime is up.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define SS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define SS_CPU_CLONES
@@ -133,6 +135,12 @@ void runOn(int threads, F &&f)
 
 Result<TensorHealth> computeHealth(const TensorData &data, ComputeDevice device, int bins)
 {
+    return detail::computeHealthOn(data, device, 0, bins);
+}
+
+Result<TensorHealth> detail::computeHealthOn(const TensorData &data, ComputeDevice device,
+                                             int threadCount, int bins)
+{
     const auto code = elemCode(data.dtype);
     if (!code)
         return makeError(Error::Code::Unsupported,
@@ -160,9 +168,9 @@ Result<TensorHealth> computeHealth(const TensorData &data, ComputeDevice device,
     // exactly what the device path does, so both agree bit for bit.
     const int64_t segments = (n + kSegment - 1) / kSegment;
     const int64_t size = int64_t(data.bytes.size()), words = (size + 7) / 8;
-    const int threads =
-        int(std::clamp<int64_t>(std::min<int64_t>(std::thread::hardware_concurrency(), 8), 1,
-                                std::max<int64_t>(segments, 1)));
+    const int64_t wanted =
+        threadCount > 0 ? threadCount : std::min<int64_t>(std::thread::hardware_concurrency(), 8);
+    const int threads = int(std::clamp<int64_t>(wanted, 1, std::max<int64_t>(segments, 1)));
     std::vector<Accum> parts(static_cast<size_t>(segments));
     auto fold = [&](int t) {
         for (int64_t s = t; s < segments; s += threads)

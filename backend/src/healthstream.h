@@ -10,6 +10,10 @@
 
 namespace shardscope::detail {
 
+/** computeHealth() on the CPU over `threads` threads (0: its own choice), the same bits. */
+Result<TensorHealth> computeHealthOn(const TensorData &data, ComputeDevice device, int threads,
+                                     int bins = 64);
+
 /**
  * computeHealth() over a tensor that arrives in windows (one that does not fit the memory
  * budget), with exactly its results: pass one folds the windows in order into per-segment

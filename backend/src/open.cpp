@@ -276,14 +276,14 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
         const std::string path = (fs::path(index.dataDir) / index.files[l.file]).string();
         const uint64_t size = fileSize(l.file);
         if (size == UINT64_MAX) {
-            out.push_back({key, path, {}, "data file is missing"});
+            out.push_back({key, path, {}, "data file is missing", Problem::Effect::Unreadable});
             return false;
         }
         if (l.offset > size || l.length > size - l.offset) {
             out.push_back({key, path, l.offset,
                            "item [" + std::to_string(l.offset) + ", +" + std::to_string(l.length) +
-                               ") runs past the end of the " + std::to_string(size) +
-                               "-byte file"});
+                               ") runs past the end of the " + std::to_string(size) + "-byte file",
+                           Problem::Effect::Unreadable});
             return false;
         }
         return true;
@@ -303,13 +303,18 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
             covered += vol;
         }
         if (!inside)
-            out.push_back({t.key, {}, {}, "a chunk lies outside the tensor's global shape"});
+            out.push_back({t.key,
+                           {},
+                           {},
+                           "a chunk lies outside the tensor's global shape",
+                           Problem::Effect::Holes});
         else if (covered != (unsigned __int128)uint64_t(t.numel()) && t.numel() > 0)
             out.push_back({t.key,
                            {},
                            {},
                            "chunks cover " + std::to_string(uint64_t(covered)) + " of " +
-                               std::to_string(t.numel()) + " elements"});
+                               std::to_string(t.numel()) + " elements",
+                           Problem::Effect::Holes});
         for (const Location &l : t.chunks)
             if (!check(t.key, l))
                 break; // one line per broken key

@@ -523,6 +523,7 @@ std::string_view statusClass(LoadStatus s)
         return "b-warn";
     case LoadStatus::ShapeMismatch:
     case LoadStatus::Unloadable:
+    case LoadStatus::Unreadable:
         return "b-bad";
     }
     return "b-bad";

@@ -65,8 +65,9 @@ std::optional<Strictness> strictnessFromName(std::string_view name)
 
 std::string_view statusName(LoadStatus s)
 {
-    static constexpr std::array names = {"ok",   "split",          "merge",   "rename",
-                                         "cast", "shape_mismatch", "partial", "unloadable"};
+    static constexpr std::array names = {"ok",      "split",      "merge",
+                                         "rename",  "cast",       "shape_mismatch",
+                                         "partial", "unloadable", "unreadable"};
     return names[size_t(s)];
 }
 

@@ -112,7 +112,8 @@ Status readSafetensors(const std::string &dataDir, const std::string &relativePa
             index.problems.push_back({key, path, dataStart + std::min(b, dataLen),
                                       "data_offsets [" + std::to_string(b) + ", " +
                                           std::to_string(en) + ") lie outside the " +
-                                          std::to_string(dataLen) + "-byte data buffer"});
+                                          std::to_string(dataLen) + "-byte data buffer",
+                                      Problem::Effect::Unreadable});
             continue;
         }
         if (numel * unsigned(bits) != (unsigned __int128)(en - b) * 8) {

@@ -110,6 +110,12 @@ struct Problem
     std::string file;
     std::optional<uint64_t> offset;
     std::string message;
+    /** What it does to a load of the key. */
+    enum class Effect : uint8_t {
+        Note,      ///< inconsistent metadata that a load passes over
+        Holes,     ///< its chunks leave part of the tensor uncovered: a load leaves it unwritten
+        Unreadable ///< reading its data fails (file missing, item cut short): a load raises
+    } effect = Effect::Note;
     std::string toString() const;
 };
 

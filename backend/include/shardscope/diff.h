@@ -52,6 +52,7 @@ enum class LoadStatus : uint8_t {
     ShapeMismatch, ///< stored with another shape
     Partial,       ///< stored, but the chunks leave holes
     Unloadable,    ///< nothing on disk to fill it
+    Unreadable,    ///< stored, but its data cannot be read: the load raises
 };
 std::string_view statusName(LoadStatus s);
 

@@ -33,6 +33,12 @@ struct VerifyOptions
      * turn, and every rank ends with the whole result. Null: one process plays every rank.
      */
     Communicator *comm = nullptr;
+    /**
+     * Threads that check parameters side by side in one process (0: one per core), each with
+     * an equal part of maxMemory; fewer when the largest parameter would not fit its part
+     * whole. Across processes each process checks on one thread.
+     */
+    int threads = 0;
 };
 
 /** One parameter, reassembled from every rank's shard. */
@@ -45,12 +51,14 @@ struct ParamCheck
         Identical,
         Mismatch,
         KeptInitial,
-        Skipped
+        Skipped,
+        Unreadable ///< its stored data cannot be read: the real load raises
     } outcome = Outcome::Identical;
     uint64_t mismatches = 0;    ///< elements that differ from the direct read
     int64_t firstMismatch = -1; ///< flat element index
     bool roundTrip = true;      ///< re-splitting each rank's shard gives the stored bytes back
     int ranksHolding = 0;
+    bool sourced = true;     ///< the load fills it (false: it must keep its initial values)
     TensorHealth health;     ///< statistics, histogram, fingerprint (our kernels)
     std::string fingerprint; ///< TensorHealth::fingerprint, hex
     std::string sha256;      ///< with VerifyOptions::hash
@@ -62,13 +70,18 @@ struct VerifyResult
 {
     int world = 1;       ///< ranks planned (tp × dp × pp)
     int processes = 1;   ///< processes that performed them
+    int threads = 1;     ///< threads that checked parameters side by side in each process
     std::string backend; ///< the collectives' ("gloo", "nccl"); empty in one process
     size_t checked = 0, identical = 0, mismatched = 0, roundTripFailures = 0, keptInitial = 0;
+    size_t unreadable = 0; ///< parameters whose data cannot be read (not counted as checked)
     std::vector<ParamCheck> params;
     uint64_t bytesRead = 0;
     double seconds = 0;
     bool cancelled = false;
-    bool clean() const { return mismatched == 0 && roundTripFailures == 0 && keptInitial == 0; }
+    bool clean() const
+    {
+        return mismatched == 0 && roundTripFailures == 0 && keptInitial == 0 && unreadable == 0;
+    }
 };
 
 /**
