@@ -70,8 +70,7 @@ struct DiskKey
     const TensorEntry *tensor = nullptr;
     const ObjectEntry *object = nullptr;
     bool used = false;
-    std::string_view problem; // what a load of it meets: holes or unreadable data
-    Problem::Effect effect = Problem::Effect::Note;
+    const Problem *problem = nullptr; // what a load of it meets: holes or unreadable data
 };
 
 struct Disk
@@ -136,10 +135,8 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
                 it->second = &p;
         }
         for (DiskKey &k : d.keys)
-            if (auto it = problems.find(k.key); it != problems.end()) {
-                k.problem = it->second->message;
-                k.effect = it->second->effect;
-            }
+            if (auto it = problems.find(k.key); it != problems.end())
+                k.problem = it->second;
     }
     for (const DiskKey &k : d.keys)
         if (modelWrapperLength(k.key) > 0) {
@@ -550,20 +547,26 @@ private:
                         "from that run's arguments.";
                 return;
             }
-            if (found[i]->effect == Problem::Effect::Unreadable) {
+            const Problem *problem = found[i]->problem;
+            if (problem && problem->effect == Problem::Effect::Unreadable) {
                 e.status = LoadStatus::Unreadable;
                 e.realLoadFills = false;
-                e.reason = std::string(found[i]->key) + ": " + std::string(found[i]->problem) +
-                           "; reading it fails, so the load raises (whatever the strictness)";
+                // Per file, not per item, so that a report folds a file's keys into one group
+                // (inspect lists each item's offsets).
+                const auto slash = problem->file.find_last_of('/');
+                e.reason = std::string(found[i]->key) + ": its data in " +
+                           problem->file.substr(slash == std::string::npos ? 0 : slash + 1) +
+                           " cannot be read (`shardscope-cli inspect` names each broken item); "
+                           "the load raises reading it, whatever the strictness";
                 e.fix = "Restore the checkpoint's data files (a save cut short, or a copy that "
                         "stopped early; shardscope-cli inspect lists every broken item) or load "
                         "an earlier checkpoint.";
                 return;
             }
-            if (found[i]->effect == Problem::Effect::Holes) {
+            if (problem && problem->effect == Problem::Effect::Holes) {
                 e.status = LoadStatus::Partial;
                 e.realLoadFills = false;
-                e.reason = std::string(found[i]->key) + ": " + std::string(found[i]->problem) +
+                e.reason = std::string(found[i]->key) + ": " + problem->message +
                            "; a load finishes without a word and leaves the uncovered part at "
                            "its initial values";
                 e.fix = "The metadata's chunks do not cover the tensor (ranks that disagreed on "
