@@ -94,6 +94,10 @@ SS_CPU_CLONES Accum cpuFold(const unsigned char *bytes, int es, int code, int64_
         return simd::foldRange<kBF16, 2>(bytes, begin, end);
     case kF16:
         return simd::foldRange<kF16, 2>(bytes, begin, end);
+    case kF8E4M3FN:
+        return simd::foldRange<kF8E4M3FN, 1>(bytes, begin, end);
+    case kF8E5M2:
+        return simd::foldRange<kF8E5M2, 1>(bytes, begin, end);
     default:
         return foldSegment(bytes, es, code, begin, end);
     }
@@ -109,6 +113,10 @@ SS_CPU_CLONES void cpuHistogram(const unsigned char *bytes, int code, int64_t be
         return simd::histogramRange<kBF16, 2>(bytes, begin, end, lo, hi, bins, hist);
     case kF16:
         return simd::histogramRange<kF16, 2>(bytes, begin, end, lo, hi, bins, hist);
+    case kF8E4M3FN:
+        return simd::histogramRange<kF8E4M3FN, 1>(bytes, begin, end, lo, hi, bins, hist);
+    case kF8E5M2:
+        return simd::histogramRange<kF8E5M2, 1>(bytes, begin, end, lo, hi, bins, hist);
     default:
         return histogramSegment(bytes, code, begin, end, lo, hi, bins, hist);
     }

@@ -149,3 +149,30 @@ TEST(HealthSimd, Float16SameBitsAsTheSharedCode)
                             : uint16_t((rng() % 2) << 15 | (1 + rng() % 30) << 10 | (rng() % 1024));
     compare<kF16, 2>(reinterpret_cast<const unsigned char *>(v.data()), int64_t(v.size()));
 }
+
+TEST(HealthSimd, Float8SameBitsAsTheSharedCode)
+{
+    // Every one of the 256 values of each format (NaN, infinities where the format has them,
+    // zeros, denormals, normals of either sign) at every position, then weight-like runs with
+    // the odd ones rare or absent.
+    std::vector<uint8_t> all(256 * 3 + 5);
+    for (size_t i = 0; i < all.size(); ++i)
+        all[i] = uint8_t(i * 37 + i / 256);
+    compare<kF8E4M3FN, 1>(all.data(), int64_t(all.size()));
+    compare<kF8E5M2, 1>(all.data(), int64_t(all.size()));
+    for (uint32_t oddEvery : {0u, 3u, 5000u})
+        for (uint32_t seed : {8u, 9u}) {
+            std::mt19937 rng(seed);
+            std::vector<uint8_t> e4(4096 + 7), e5(e4.size());
+            for (size_t i = 0; i < e4.size(); ++i) {
+                const bool oddOne = oddEvery && rng() % oddEvery == 0;
+                const uint8_t sign = uint8_t((rng() % 2) << 7);
+                // finite values, denormals and zeros included; the odd ones NaN (and infinity)
+                e4[i] = oddOne ? uint8_t(sign | 0x7f) : uint8_t(sign | (rng() % 0x7f));
+                e5[i] =
+                    oddOne ? uint8_t(sign | 0x7c | (rng() % 4)) : uint8_t(sign | (rng() % 0x7c));
+            }
+            compare<kF8E4M3FN, 1>(e4.data(), int64_t(e4.size()));
+            compare<kF8E5M2, 1>(e5.data(), int64_t(e5.size()));
+        }
+}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The host's vector path for float32, bfloat16 and float16, the dtypes of nearly every checkpoint
-// byte:
+// The host's vector path for float32, bfloat16, float16 and float8 (e4m3fn, e5m2), the dtypes of
+// nearly every checkpoint byte:
 // the operations of healthcore.h's foldRange and histogramRange, four lanes at a time in GCC's
 // generic vectors (one AVX2 register of doubles, or two SSE2 ones). Lane k takes the elements
 // begin + k, begin + k + kLanes, … exactly as the scalar loop does, and the tails and merges are
@@ -26,13 +26,27 @@ typedef int32_t V4i __attribute__((vector_size(16)));
 typedef float V4f __attribute__((vector_size(16)));
 typedef uint16_t V4h __attribute__((vector_size(8)));
 
+typedef uint8_t V4b __attribute__((vector_size(4)));
+
 constexpr bool handles(int code)
 {
-    return code == kF32 || code == kBF16 || code == kF16;
+    return code == kF32 || code == kBF16 || code == kF16 || code == kF8E4M3FN || code == kF8E5M2;
+}
+
+constexpr bool isF8(int code)
+{
+    return code == kF8E4M3FN || code == kF8E5M2;
+}
+
+// Whether denormals are common enough that the fast loop counts them itself: float16 weights of
+// |x| < 6.1e-5 put some in nearly every segment, and float8 ones more still.
+constexpr bool countsDenormals(int code)
+{
+    return code == kF16 || isF8(code);
 }
 
 // Four elements' bits: float32 as they are, bfloat16 as the upper half of a float32, float16 in
-// the low 16 bits.
+// the low 16 bits, float8 in the low 8.
 template<int Code>
 SS_HD_HOT V4u load4(const unsigned char *p)
 {
@@ -40,6 +54,10 @@ SS_HD_HOT V4u load4(const unsigned char *p)
         V4u u;
         memcpy(&u, p, sizeof u);
         return u;
+    } else if constexpr (isF8(Code)) {
+        V4b b;
+        memcpy(&b, p, sizeof b);
+        return __builtin_convertvector(b, V4u);
     } else {
         V4h h;
         memcpy(&h, p, sizeof h);
@@ -61,6 +79,10 @@ SS_HD_HOT V4i special(V4u u)
 {
     if constexpr (Code == kF16)
         return ((u >> 10) & 0x1fu) == 0x1fu;
+    else if constexpr (Code == kF8E4M3FN) // no infinities; S.1111.111 is NaN
+        return (u & 0x7fu) == 0x7fu;
+    else if constexpr (Code == kF8E5M2) // float16's upper byte
+        return (u & 0x7cu) == 0x7cu;
     else
         return ((u >> 23) & 0xffu) == 0xffu;
 }
@@ -73,7 +95,7 @@ SS_HD_HOT V4i special(V4u u)
 template<int Code>
 SS_HD_HOT V4i odd(V4u u)
 {
-    if constexpr (Code == kF16) {
+    if constexpr (countsDenormals(Code)) {
         return special<Code>(u);
     } else {
         const V4i t = V4i(u & 0x7fffffffu) - 1;
@@ -81,10 +103,16 @@ SS_HD_HOT V4i odd(V4u u)
     }
 }
 
-// float16 denormals as a lane mask.
-SS_HD_HOT V4i denormal16(V4u u)
+// Denormals as a lane mask (the dtypes that count them in the fast loop).
+template<int Code>
+SS_HD_HOT V4i denormals(V4u u)
 {
-    return ((u & 0x7c00u) == 0u) & ((u & 0x3ffu) != 0u);
+    if constexpr (Code == kF16)
+        return ((u & 0x7c00u) == 0u) & ((u & 0x3ffu) != 0u);
+    else if constexpr (Code == kF8E4M3FN)
+        return ((u & 0x78u) == 0u) & ((u & 0x7u) != 0u);
+    else
+        return ((u & 0x7cu) == 0u) & ((u & 0x3u) != 0u);
 }
 
 // The exact value of every lane that is not special (what decode() gives); anything there.
@@ -97,6 +125,17 @@ SS_HD_HOT V4d value(V4u u)
         // zero and denormal: man · 2^-24, exact in a float32 too.
         const V4u normal = sign | ((exp + 112u) << 23) | (man << 13);
         V4f small = __builtin_convertvector(V4i(man), V4f) * 0x1p-24f;
+        small = sign != 0u ? -small : small;
+        V4u smallBits;
+        memcpy(&smallBits, &small, sizeof smallBits);
+        return toDouble(exp == 0u ? smallBits : normal);
+    } else if constexpr (Code == kF8E5M2) {
+        return value<kF16>(u << 8); // the upper byte of a float16, bit for bit
+    } else if constexpr (Code == kF8E4M3FN) {
+        const V4u exp = (u >> 3) & 0xfu, man = u & 0x7u, sign = (u & 0x80u) << 24;
+        // Normal: a float32 with the exponent rebiased 7 -> 127; zero and denormal: man · 2^-9.
+        const V4u normal = sign | ((exp + 120u) << 23) | (man << 20);
+        V4f small = __builtin_convertvector(V4i(man), V4f) * 0x1p-9f;
         small = sign != 0u ? -small : small;
         V4u smallBits;
         memcpy(&smallBits, &small, sizeof smallBits);
@@ -139,13 +178,13 @@ SS_HD_HOT Accum foldRange(const unsigned char *bytes, int64_t begin, int64_t end
 {
     static_assert(kLanes == 8, "two vectors of four lanes");
     Half a = emptyHalf(), b = emptyHalf();
-    V4i rare = {0, 0, 0, 0}, denormals = {0, 0, 0, 0};
+    V4i rare = {0, 0, 0, 0}, denormalCount = {0, 0, 0, 0};
     int64_t i = begin;
     for (; i + 8 <= end; i += 8) {
         const V4u ua = load4<Code>(bytes + i * Size), ub = load4<Code>(bytes + (i + 4) * Size);
         rare |= odd<Code>(ua) | odd<Code>(ub);
-        if constexpr (Code == kF16)
-            denormals -= denormal16(ua) + denormal16(ub);
+        if constexpr (countsDenormals(Code))
+            denormalCount -= denormals<Code>(ua) + denormals<Code>(ub);
         foldFour(a, value<Code>(ua));
         foldFour(b, value<Code>(ub));
     }
@@ -157,7 +196,7 @@ SS_HD_HOT Accum foldRange(const unsigned char *bytes, int64_t begin, int64_t end
         f.l[k + 4] = Lane{b.sum[k], b.sq[k], b.lo[k], b.hi[k]};
     }
     f.c.finite = i - begin;
-    f.c.denormal = denormals[0] + denormals[1] + denormals[2] + denormals[3];
+    f.c.denormal = denormalCount[0] + denormalCount[1] + denormalCount[2] + denormalCount[3];
     foldTail<Code, Size>(bytes, i, end, f); // counts its own odd elements, if any
     Accum acc = firstPass(f, end - begin);
     if (acc.finite == 0)
