@@ -168,6 +168,11 @@ int runVerify(const VerifyCommandOptions &o)
     } done{comm.get()};
     if (!leader)
         return code;
+    // Where the health kernels ran: the GPU's name when any parameter's ran there.
+    std::string healthDevice = "cpu";
+    for (const ParamCheck &c : result.params)
+        if (c.health.device.starts_with("cuda"))
+            healthDevice = c.health.device;
     if (o.json) {
         nlohmann::ordered_json j;
         j["schema"] = "shardscope.verify/1";
@@ -180,7 +185,7 @@ int runVerify(const VerifyCommandOptions &o)
         j["processes"] = result.processes;
         j["threads"] = result.threads;
         j["backend"] = result.backend.empty() ? "none" : result.backend;
-        j["device"] = "cpu";
+        j["device"] = healthDevice;
         j["checked"] = result.checked;
         j["bit_identical"] = result.identical;
         j["mismatched"] = result.mismatched;
@@ -222,7 +227,7 @@ int runVerify(const VerifyCommandOptions &o)
         const ParallelConfig &pc = plan->parallel;
         std::cout << "world " << result.world << " (tp " << pc.tp << " × dp " << pc.dpShard
                   << " × pp " << pc.pp << "; experts ep " << pc.ep << " × etp " << pc.etp
-                  << " × dp " << plan->expertDp << "; CPU"
+                  << " × dp " << plan->expertDp << "; health on " << healthDevice
                   << (result.processes > 1 ? ", " + std::to_string(result.processes) +
                                                  " processes over " + result.backend
                                            : ", one process, " + std::to_string(result.threads) +
