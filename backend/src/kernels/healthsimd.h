@@ -115,34 +115,32 @@ SS_HD_HOT V4i denormals(V4u u)
         return ((u & 0x7cu) == 0u) & ((u & 0x3u) != 0u);
 }
 
+// A small float's exact value, as float16 and float8 e4m3fn have it: a normal one is the same
+// value as a float32 with its exponent rebiased (+ rebias) and its mantissa widened
+// (<< manShift); zero and denormal are man · denormalScale, exact in a float32 too.
+SS_HD_HOT V4d smallFloat(V4u sign32, V4u exp, V4u man, uint32_t rebias, int manShift,
+                         float denormalScale)
+{
+    const V4u normal = sign32 | ((exp + rebias) << 23) | (man << manShift);
+    V4f small = __builtin_convertvector(V4i(man), V4f) * denormalScale;
+    small = sign32 != 0u ? -small : small;
+    V4u smallBits;
+    memcpy(&smallBits, &small, sizeof smallBits);
+    return toDouble(exp == 0u ? smallBits : normal);
+}
+
 // The exact value of every lane that is not special (what decode() gives); anything there.
 template<int Code>
 SS_HD_HOT V4d value(V4u u)
 {
-    if constexpr (Code == kF16) {
-        const V4u exp = (u >> 10) & 0x1fu, man = u & 0x3ffu, sign = (u & 0x8000u) << 16;
-        // Normal: the same value as a float32 (exponent rebiased 15 -> 127, mantissa widened);
-        // zero and denormal: man · 2^-24, exact in a float32 too.
-        const V4u normal = sign | ((exp + 112u) << 23) | (man << 13);
-        V4f small = __builtin_convertvector(V4i(man), V4f) * 0x1p-24f;
-        small = sign != 0u ? -small : small;
-        V4u smallBits;
-        memcpy(&smallBits, &small, sizeof smallBits);
-        return toDouble(exp == 0u ? smallBits : normal);
-    } else if constexpr (Code == kF8E5M2) {
-        return value<kF16>(u << 8); // the upper byte of a float16, bit for bit
-    } else if constexpr (Code == kF8E4M3FN) {
-        const V4u exp = (u >> 3) & 0xfu, man = u & 0x7u, sign = (u & 0x80u) << 24;
-        // Normal: a float32 with the exponent rebiased 7 -> 127; zero and denormal: man · 2^-9.
-        const V4u normal = sign | ((exp + 120u) << 23) | (man << 20);
-        V4f small = __builtin_convertvector(V4i(man), V4f) * 0x1p-9f;
-        small = sign != 0u ? -small : small;
-        V4u smallBits;
-        memcpy(&smallBits, &small, sizeof smallBits);
-        return toDouble(exp == 0u ? smallBits : normal);
-    } else {
+    if constexpr (Code == kF16) // bias 15 -> 127, denormals man · 2^-24
+        return smallFloat((u & 0x8000u) << 16, (u >> 10) & 0x1fu, u & 0x3ffu, 112u, 13, 0x1p-24f);
+    else if constexpr (Code == kF8E5M2)
+        return value<kF16>(u << 8);       // the upper byte of a float16, bit for bit
+    else if constexpr (Code == kF8E4M3FN) // bias 7 -> 127, denormals man · 2^-9
+        return smallFloat((u & 0x80u) << 24, (u >> 3) & 0xfu, u & 0x7u, 120u, 20, 0x1p-9f);
+    else
         return toDouble(u);
-    }
 }
 
 // Lanes 0-3 and 4-7 of the shared code's eight, as two vectors each.
