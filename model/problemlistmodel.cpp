@@ -52,12 +52,27 @@ QVariant ProblemListModel::data(const QModelIndex &index, int role) const
             return QString::fromStdString(p.file);
         case OffsetColumn:
             return p.offset ? formatCount(*p.offset) : QString();
+        case EffectColumn:
+            switch (p.effect) {
+            case Problem::Effect::Unreadable:
+                return tr("raises");
+            case Problem::Effect::Holes:
+                return tr("leaves holes");
+            case Problem::Effect::Note:
+                return QString();
+            }
+            return {};
         case MessageColumn:
             return QString::fromStdString(p.message);
         default:
             return {};
         }
     case Qt::ToolTipRole:
+        if (index.column() == EffectColumn && p.effect != Problem::Effect::Note)
+            return p.effect == Problem::Effect::Unreadable
+                       ? tr("Reading this key's data fails: a load that asks for it raises")
+                       : tr("Its chunks leave part of the tensor uncovered: a load finishes and "
+                            "leaves that part at its initial values");
         return QString::fromStdString(p.toString());
     case Qt::TextAlignmentRole:
         if (index.column() == OffsetColumn)
@@ -87,6 +102,8 @@ QVariant ProblemListModel::headerData(int section, Qt::Orientation orientation, 
         return tr("File");
     case OffsetColumn:
         return tr("Offset");
+    case EffectColumn:
+        return tr("Load");
     case MessageColumn:
         return tr("Problem");
     default:

@@ -12,7 +12,8 @@ struct Problem;
 
 namespace shardscope::model {
 
-/** CheckpointIndex::problems as a table: key, file, byte offset, message. */
+/** CheckpointIndex::problems as a table: key, file, byte offset, what it does to a load, message.
+ */
 class ProblemListModel : public QAbstractTableModel
 {
     Q_OBJECT
@@ -22,6 +23,7 @@ public:
         KeyColumn,
         FileColumn,
         OffsetColumn,
+        EffectColumn,
         MessageColumn,
         ColumnCount,
     };

@@ -56,6 +56,7 @@ void ProblemsPanel::setModel(model::ProblemListModel *model)
         h->resizeSection(model::ProblemListModel::KeyColumn, digit * 48);
         h->resizeSection(model::ProblemListModel::FileColumn, digit * 26);
         h->resizeSection(model::ProblemListModel::OffsetColumn, digit * 11);
+        h->resizeSection(model::ProblemListModel::EffectColumn, digit * 13);
         h->setStretchLastSection(true);
     }
     updateTitle();

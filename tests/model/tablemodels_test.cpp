@@ -51,6 +51,8 @@ TEST(ProblemListModel, ListsProblems)
     EXPECT_EQ(cell(0, ProblemListModel::KeyColumn), QStringLiteral("model.layers.0.mlp.weight"));
     EXPECT_EQ(cell(0, ProblemListModel::OffsetColumn), QStringLiteral("8,192"));
     EXPECT_EQ(cell(1, ProblemListModel::OffsetColumn), QString());
+    EXPECT_EQ(cell(0, ProblemListModel::EffectColumn), QStringLiteral("raises"));
+    EXPECT_EQ(cell(1, ProblemListModel::EffectColumn), QString());
     EXPECT_EQ(cell(1, ProblemListModel::MessageColumn),
               QStringLiteral("unreferenced file __9_0.distcp"));
     EXPECT_EQ(model.index(0, 0).data(KeyRole).toString(),

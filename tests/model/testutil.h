@@ -84,8 +84,8 @@ inline std::shared_ptr<const CheckpointIndex> makeSmallIndex()
     index->tensors.push_back(makeTensor("model.norm", DType::Float32, {8}));
     index->tensors.push_back(makeTensor("scale", DType::Float64, {}));
     index->objects.push_back(makeObject("iteration", 42));
-    index->problems.push_back(
-        {"model.layers.0.mlp.weight", "__0_0.distcp", 8192, "chunk 2 extends past end of file"});
+    index->problems.push_back({"model.layers.0.mlp.weight", "__0_0.distcp", 8192,
+                               "chunk 2 extends past end of file", Problem::Effect::Unreadable});
     index->problems.push_back({"", ".metadata", std::nullopt, "unreferenced file __9_0.distcp"});
     return index;
 }
