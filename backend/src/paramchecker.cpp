@@ -52,6 +52,16 @@ VerifyRun::VerifyRun(const CheckpointIndex &checkpoint_, const Layout &layout_,
     }
 }
 
+bool VerifyRun::reportProgress()
+{
+    if (cancelled || !options.progress)
+        return !cancelled;
+    std::lock_guard lock(m_progressMutex);
+    if (!cancelled && !options.progress(done, total))
+        cancelled = true;
+    return !cancelled;
+}
+
 uint64_t VerifyRun::copies(uint32_t param) const
 {
     // Every row is held once, or by each TP rank of a TP-replicated parameter (whose extra
@@ -472,6 +482,12 @@ Result<std::optional<CheckedParam>> ParamChecker::check(uint32_t param, int owne
                             if (lo < hi)
                                 m_run.done += uint64_t((hi - lo) * p.rowBytes);
                         }
+            // Across processes progress and cancel travel with the window's all-gather; here a
+            // cancel stops within the parameter.
+            if (!comm && !m_run.reportProgress()) {
+                m_stop = m_cancelled = true;
+                break;
+            }
             if (owner != me) // another rank checks this one
                 continue;
             if (pass == 2) {

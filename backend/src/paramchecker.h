@@ -49,11 +49,21 @@ struct VerifyRun
     int healthThreads = 0; ///< threads of one CPU health computation; 0 = its own choice
 
     std::atomic<uint64_t> done{0}, bytesRead{0};
+    std::atomic<bool> cancelled{false}; ///< one process: the progress callback said stop
+
+    /**
+     * One process, after each window's reads: calls the progress callback (one call at a time,
+     * so `done` never goes back); false once it has said stop, and then for every thread.
+     */
+    bool reportProgress();
 
     /** Bytes parameter `param` needs held at once when it is not streamed. */
     uint64_t wholeNeed(uint32_t param) const;
     /** Copies of a window held at once: gathered, direct, the spare, replicas, the all-gather. */
     uint64_t copies(uint32_t param) const;
+
+private:
+    std::mutex m_progressMutex;
 };
 
 /** One parameter's check, and the window whose health is still to be computed. */
@@ -86,8 +96,9 @@ public:
 
     /** Across processes: this rank's error, until every rank has heard of it. */
     const std::optional<Error> &failed() const { return m_failed; }
-    /** Across processes: some rank failed or cancelled. */
+    /** Across processes some rank failed or cancelled; in one process, a cancel. */
     bool stopped() const { return m_stop; }
+    /** Stopped by a cancel: across processes some rank's, in one process the callback's. */
     bool cancelled() const { return m_cancelled; }
 
 private:

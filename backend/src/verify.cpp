@@ -11,7 +11,6 @@
 #include <bit>
 #include <chrono>
 #include <future>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -195,10 +194,6 @@ Status checkInTurn(VerifyRun &run, Checks &checks, bool &cancelled, std::optiona
                                      });
             }
         }
-        if (!run.comm && run.options.progress && !run.options.progress(run.done, run.total)) {
-            cancelled = true;
-            break;
-        }
     }
     finishHealth();
     failed = checker.failed();
@@ -216,10 +211,9 @@ Status checkSideBySide(VerifyRun &run, int threads, Checks &checks, bool &cancel
     std::vector<std::optional<Error>> errors(n);
     std::atomic<uint32_t> next{0};
     std::atomic<bool> halt{false};
-    std::mutex progressMutex;
     auto work = [&] {
         ParamChecker checker(run);
-        while (!halt) {
+        while (!halt && !run.cancelled) {
             const uint32_t pi = next++;
             if (pi >= n)
                 return;
@@ -231,20 +225,15 @@ Status checkSideBySide(VerifyRun &run, int threads, Checks &checks, bool &cancel
                 halt = true;
                 return;
             }
-            CheckedParam &c = **r; // one process checks every parameter
+            if (!*r)
+                return; // cancelled within it
+            CheckedParam &c = **r;
             if (c.healthInput) {
                 if (auto health = detail::healthOf(*c.healthInput, run.gpu, run.healthThreads))
                     c.check.health = std::move(*health);
                 checker.giveBack(std::move(c.healthInput->bytes));
             }
             done[pi] = std::move(c.check);
-            if (run.options.progress) {
-                std::lock_guard lock(progressMutex); // also keeps `done` from going back
-                if (!halt && !run.options.progress(run.done, run.total)) {
-                    cancelled = true;
-                    halt = true;
-                }
-            }
         }
     };
     std::vector<std::thread> pool;
@@ -253,6 +242,7 @@ Status checkSideBySide(VerifyRun &run, int threads, Checks &checks, bool &cancel
     work();
     for (std::thread &t : pool)
         t.join();
+    cancelled = run.cancelled;
     for (const auto &e : errors)
         if (e)
             return *e;
