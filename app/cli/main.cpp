@@ -114,7 +114,8 @@ int main(int argc, char **argv)
     ver->add_option("--threads", verify.threads,
                     "Threads checking parameters side by side in one process (default: one per "
                     "core; fewer when the largest parameter would not fit its share of "
-                    "--max-memory)");
+                    "--max-memory)")
+        ->check(CLI::Range(0, 4096));
     ver->add_flag("--json", verify.json, "Machine-readable output (schema shardscope.verify/1)");
     ver->add_flag("--quiet", verify.quiet, "No progress bar");
     ver->add_flag("--hash", verify.hash, "SHA-256 of every gathered parameter (JSON)");
