@@ -7,11 +7,14 @@
 #include <shardscope/devices.h>
 #include <shardscope/health.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
+#include <vector>
 
 using namespace shardscope;
 
@@ -72,6 +75,33 @@ int main(int argc, char **argv)
                         ok ? "true" : "false", gpu ? "" : ", \"error\": \"",
                         gpu ? "" : (gpu.error().message + "\"").c_str());
         }
+
+    // verify --threads calls the device from several threads at once: each must still get its
+    // own tensor's bits.
+    {
+        constexpr int kThreads = 8;
+        std::vector<TensorData> data;
+        std::vector<TensorHealth> want;
+        for (int t = 0; t < kThreads; ++t) {
+            data.push_back(randomData(t % 2 ? DType::BFloat16 : DType::Float32,
+                                      (int64_t(1) << 21) + t * 4099, uint64_t(100 + t)));
+            want.push_back(*computeHealth(data.back(), ComputeDevice::Cpu));
+        }
+        std::atomic<int> wrong{0};
+        std::vector<std::thread> pool;
+        for (int t = 0; t < kThreads; ++t)
+            pool.emplace_back([&, t] {
+                for (int rep = 0; rep < 4; ++rep) {
+                    auto h = computeHealth(data[size_t(t)], ComputeDevice::Cuda);
+                    wrong += !h || !same(*h, want[size_t(t)]);
+                }
+            });
+        for (std::thread &th : pool)
+            th.join();
+        failures += wrong;
+        std::printf("{\"concurrent_threads\": %d, \"same\": %s}\n", kThreads,
+                    wrong ? "false" : "true");
+    }
 
     const int64_t mib = argc > 1 ? std::atoll(argv[1]) : 1024;
     const TensorData big = randomData(DType::BFloat16, mib * (1 << 20) / 2, 7);
