@@ -101,6 +101,20 @@ struct ParamChecker::Param
     bool loadable;
 };
 
+// This process's planned bytes of rows [from, to) of a parameter, as done.
+// (A row of a rank's shard: its columns only, for a row-parallel parameter; as RankPlan::bytes.)
+void ParamChecker::countDone(uint32_t param, int64_t from, int64_t to, int64_t elementSize)
+{
+    for (const VerifyRun::PerRank &pr : m_run.perParam[param])
+        if (m_run.me < 0 || pr.rank == m_run.me)
+            for (const ShardRead *read : pr.reads) {
+                const int64_t lo = std::max(from, read->paramRow),
+                              hi = std::min(to, read->paramRow + read->rows());
+                if (lo < hi)
+                    m_run.done += uint64_t((hi - lo) * pr.shard->rowSize * elementSize);
+            }
+}
+
 // One rank's planned reads, clipped to the rows [from, to), into its payload (which holds the
 // initial pattern until written).
 Status ParamChecker::fillPayload(const VerifyRun::PerRank &pr, const std::vector<RowRun> &runs,
@@ -450,6 +464,9 @@ Result<std::optional<CheckedParam>> ParamChecker::check(uint32_t param, int owne
             check.outcome = ParamCheck::Outcome::Skipped;
             check.note = "even " + std::to_string(step) + " rows need " + std::to_string(perStep) +
                          " bytes, over --max-memory";
+            countDone(param, 0, rows, es); // not read, but done with: the bar ends full
+            if (!comm)
+                m_run.reportProgress(); // a cancel here is seen before the next parameter
             if (owner != me)
                 return std::optional<CheckedParam>();
             return std::optional(CheckedParam{std::move(check), std::nullopt});
@@ -474,14 +491,7 @@ Result<std::optional<CheckedParam>> ParamChecker::check(uint32_t param, int owne
             if (m_stop)
                 break;
             if (pass == 1)
-                for (const VerifyRun::PerRank &pr : m_run.perParam[param])
-                    if (me < 0 || pr.rank == me)
-                        for (const ShardRead *read : pr.reads) {
-                            const int64_t lo = std::max(from, read->paramRow),
-                                          hi = std::min(to, read->paramRow + read->rows());
-                            if (lo < hi)
-                                m_run.done += uint64_t((hi - lo) * p.rowBytes);
-                        }
+                countDone(param, from, to, es);
             // Across processes progress and cancel travel with the window's all-gather; here a
             // cancel stops within the parameter.
             if (!comm && !m_run.reportProgress()) {

@@ -116,6 +116,7 @@ private:
                        int64_t to, std::span<std::byte> payload, DType dtype,
                        int64_t localRowBytes);
     void checkWindow(const Param &p, ParamCheck &check, int64_t from, int64_t to);
+    void countDone(uint32_t param, int64_t from, int64_t to, int64_t elementSize);
 
     VerifyRun &m_run;
     std::vector<std::byte> m_gathered; // a window of the gathered parameter

@@ -32,12 +32,13 @@ struct Run
     LoadPlan plan;
 };
 
-std::optional<Run> demo(std::vector<std::string> disabledRules = {})
+std::optional<Run> demo(std::vector<std::string> disabledRules = {}, int tp = 1)
 {
     const fs::path dir = fs::path(toolsDir()) / ".." / "resources" / "demo" / "dsv3-mini";
     auto index = openCheckpoint(dir.string());
     LayoutOptions o;
     o.parallel.dpShard = 2;
+    o.parallel.tp = tp;
     auto layout = layoutFromConfig((dir / "config.json").string(), o);
     if (!index || !layout)
         return std::nullopt;
@@ -190,6 +191,37 @@ TEST(VerifyLoad, ProgressComesWithEveryWindow)
     EXPECT_TRUE(stopped->cancelled);
     EXPECT_EQ(calls, stopAt);
     EXPECT_EQ(stopped->params.size(), first);
+}
+
+TEST(VerifyLoad, ProgressEndsAtTheTotal)
+{
+    // Row-parallel shards count their columns only, and parameters too big for the budget count
+    // as done: the bar ends full, never past it.
+    for (int tp : {1, 2})
+        for (uint64_t budget : {uint64_t(0), uint64_t(60000), uint64_t(20000)})
+            for (int threads : {1, 2}) {
+                auto run = demo({}, tp);
+                ASSERT_TRUE(run);
+                uint64_t last = 0, total = 0, over = 0;
+                VerifyOptions options;
+                options.maxMemory = budget;
+                options.threads = threads;
+                options.progress = [&](uint64_t done, uint64_t all) {
+                    last = done;
+                    total = all;
+                    over += done > all;
+                    return true;
+                };
+                auto r = verifyLoad(run->index, run->layout, run->diff, run->plan, options);
+                ASSERT_TRUE(r.ok()) << r.error().toString();
+                size_t skipped = 0;
+                for (const ParamCheck &c : r->params)
+                    skipped += c.outcome == ParamCheck::Outcome::Skipped;
+                EXPECT_EQ(skipped > 0, budget == 20000) << "tp " << tp << ", budget " << budget;
+                EXPECT_GT(total, 0u);
+                EXPECT_EQ(last, total) << "tp " << tp << ", budget " << budget;
+                EXPECT_EQ(over, 0u);
+            }
 }
 
 TEST(VerifyLoad, TheFirstParametersErrorIsTheOneReported)
