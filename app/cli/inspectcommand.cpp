@@ -70,11 +70,8 @@ json statsJson(const TensorStats &s)
 
 json problemJson(const Problem &p)
 {
-    static constexpr const char *kEffects[] = {"note", "holes", "unreadable"};
-    json j = {{"key", p.key},
-              {"file", p.file},
-              {"message", p.message},
-              {"effect", kEffects[size_t(p.effect)]}};
+    json j = {
+        {"key", p.key}, {"file", p.file}, {"message", p.message}, {"effect", effectName(p.effect)}};
     j["offset"] = p.offset ? json(*p.offset) : json(nullptr);
     return j;
 }

@@ -73,13 +73,25 @@ uint64_t VerifyRun::copies(uint32_t param) const
     return (comm ? 3 : 1) + uint64_t(overlap) + uint64_t(holders);
 }
 
+const DiffEntry *VerifyRun::entry(uint32_t param) const
+{
+    const auto it = entryOf.find(layout.params[param].name);
+    return it == entryOf.end() ? nullptr : it->second;
+}
+
+DType VerifyRun::storedDType(uint32_t param) const
+{
+    // Bytes are compared in the stored dtype (a cast would change them by design).
+    const DType asked = dtypeFromName(layout.params[param].dtype).value_or(DType::Float32);
+    const DiffEntry *e = entry(param);
+    return e && !e->sources.empty() ? dtypeFromName(e->sources.front().dtype).value_or(asked)
+                                    : asked;
+}
+
 uint64_t VerifyRun::wholeNeed(uint32_t param) const
 {
-    const LayoutParam &p = layout.params[param];
-    DType dtype = dtypeFromName(p.dtype).value_or(DType::Float32);
-    if (auto it = entryOf.find(p.name); it != entryOf.end() && !it->second->sources.empty())
-        dtype = dtypeFromName(it->second->sources.front().dtype).value_or(dtype);
-    return uint64_t(product(p.shape) * elementSize(dtype)) * copies(param);
+    return uint64_t(product(layout.params[param].shape) * elementSize(storedDType(param))) *
+           copies(param);
 }
 
 Result<TensorHealth> healthOf(const TensorData &tensor, bool gpu, int threads)
@@ -432,25 +444,23 @@ Result<std::optional<CheckedParam>> ParamChecker::check(uint32_t param, int owne
     check.name = lp.name;
     check.shape = lp.shape;
     check.ranksHolding = int(m_run.perParam[param].size());
-    const auto entryIt = m_run.entryOf.find(lp.name);
-    const DiffEntry *e = entryIt == m_run.entryOf.end() ? nullptr : entryIt->second;
-    // Bytes are compared in the stored dtype (a cast would change them by design).
-    DType dtype = dtypeFromName(lp.dtype).value_or(DType::Float32);
-    if (e && !e->sources.empty())
-        dtype = dtypeFromName(e->sources.front().dtype).value_or(dtype);
+    const DiffEntry *e = m_run.entry(param);
+    const DType dtype = m_run.storedDType(param);
     check.dtype = std::string(dtypeName(dtype));
     const int64_t es = elementSize(dtype), numel = product(lp.shape);
     const int64_t row = lp.shape.size() > 1 ? product(lp.shape, 1) : 1;
     const int64_t rows = lp.shape.empty() ? 1 : lp.shape[0];
     const Param p{param, lp, e, dtype, es, row, rows, row * es, e && e->realLoadFills};
     check.sourced = p.loadable;
-    if (e && e->status == LoadStatus::Unreadable) { // every rank knows: nothing to gather
-        check.outcome = ParamCheck::Outcome::Unreadable;
-        check.note = e->reason;
-        if (owner != me)
-            return std::optional<CheckedParam>();
-        return std::optional(CheckedParam{std::move(check), std::nullopt});
-    }
+    // Decided without reading, the same way on every rank: only the owner reports it.
+    auto unread = [&](ParamCheck::Outcome outcome, std::string note) {
+        check.outcome = outcome;
+        check.note = std::move(note);
+        return owner == me ? std::optional(CheckedParam{std::move(check), std::nullopt})
+                           : std::optional<CheckedParam>();
+    };
+    if (e && e->status == LoadStatus::Unreadable)
+        return unread(ParamCheck::Outcome::Unreadable, e->reason);
 
     // Memory: the copies of a window of rows (VerifyRun::copies). A parameter over the budget
     // streams through windows that start on health segments, so that its statistics come out
@@ -461,15 +471,12 @@ Result<std::optional<CheckedParam>> ParamChecker::check(uint32_t param, int owne
         const int64_t step = std::lcm(row, kernels::kSegment) / row; // rows per segment run
         const uint64_t perStep = uint64_t(step * p.rowBytes) * copies;
         if (lp.shape.empty() || perStep > budget) {
-            check.outcome = ParamCheck::Outcome::Skipped;
-            check.note = "even " + std::to_string(step) + " rows need " + std::to_string(perStep) +
-                         " bytes, over --max-memory";
             countDone(param, 0, rows, es); // not read, but done with: the bar ends full
             if (!comm)
                 m_run.reportProgress(); // a cancel here is seen before the next parameter
-            if (owner != me)
-                return std::optional<CheckedParam>();
-            return std::optional(CheckedParam{std::move(check), std::nullopt});
+            return unread(ParamCheck::Outcome::Skipped,
+                          "even " + std::to_string(step) + " rows need " + std::to_string(perStep) +
+                              " bytes, over --max-memory");
         }
         windowRows = int64_t(budget / perStep) * step;
     }

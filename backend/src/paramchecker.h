@@ -57,6 +57,8 @@ struct VerifyRun
      */
     bool reportProgress();
 
+    const DiffEntry *entry(uint32_t param) const; ///< the diff's entry for it, or null
+    DType storedDType(uint32_t param) const;      ///< the dtype its bytes are compared in
     /** Bytes parameter `param` needs held at once when it is not streamed. */
     uint64_t wholeNeed(uint32_t param) const;
     /** Copies of a window held at once: gathered, direct, the spare, replicas, the all-gather. */

@@ -39,4 +39,17 @@ std::string Problem::toString() const
     return e.toString();
 }
 
+std::string_view effectName(Problem::Effect e)
+{
+    switch (e) {
+    case Problem::Effect::Note:
+        return "note";
+    case Problem::Effect::Holes:
+        return "holes";
+    case Problem::Effect::Unreadable:
+        return "unreadable";
+    }
+    return "?";
+}
+
 } // namespace shardscope

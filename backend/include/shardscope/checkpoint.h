@@ -118,6 +118,8 @@ struct Problem
     } effect = Effect::Note;
     std::string toString() const;
 };
+/** "note", "holes" or "unreadable" (inspect --json). */
+std::string_view effectName(Problem::Effect e);
 
 /** Everything known about a checkpoint from its metadata, without its tensor data. */
 struct CheckpointIndex
