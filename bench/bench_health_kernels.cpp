@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The health loops on one core, ns per element: the shared scalar code (what the device runs)
-// against the host's vector path (kernels/healthsimd.h), float32, bfloat16 and float16, best of 5.
+// against the host's vector path (backend/src/kernels/healthsimd.h), float32, bfloat16 and float16,
+// best of 5.
 //   build/bench/bench_health_kernels [MEGA_ELEMENTS]   (default 64)
-#include "kernels/healthsimd.h"
+#include "healthsimd.h"
 
 #include <algorithm>
 #include <chrono>

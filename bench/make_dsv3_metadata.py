@@ -8,7 +8,7 @@ The file is built from torch's own classes (``Metadata``, ``TensorStorageMetadat
 ``StorageMeta``, ``filesystem._StorageInfo``) and written exactly as ``FileSystemWriter.finish``
 does: ``pickle.dump(metadata, f)`` with the default protocol into ``.metadata.tmp``, then renamed.
 
-Content (formats.md §5.4, §6, §7.2), named as Megatron-FSDP ``fsdp_dtensor`` writes it after
+Content (docs/formats.md §5.4, §6, §7.2), named as Megatron-FSDP ``fsdp_dtensor`` writes it after
 M-6271: 61 layers (0-2 dense, 3-60 MoE with 256 routed experts as per-expert keys
 ``linear_fc1.weight<e>_w/_v`` and ``linear_fc2.weight<e>``, shared experts, router weight + fp32
 ``expert_bias`` buffer), unfused MLA keys, one MTP layer (``mtp.layers.0.transformer_layer``),
@@ -70,7 +70,7 @@ try:
 except ImportError:  # older torch: no Metadata.version
     CURRENT_DCP_VERSION = None
 
-# DeepSeek-V3 (formats.md §7.2)
+# DeepSeek-V3 (docs/formats.md §7.2)
 H, V, F = 7168, 129280, 18432
 LAYERS, DENSE = 61, 3
 E, FM, FS = 256, 2048, 2048

@@ -4,12 +4,29 @@
 #include "formatting.h"
 #include "roles.h"
 
-#include <shardscope/checkpoint.h>
-
 namespace shardscope::model {
 
+namespace {
+
+QString effectText(Problem::Effect e)
+{
+    switch (e) {
+    case Problem::Effect::Unreadable:
+        return ProblemListModel::tr("raises");
+    case Problem::Effect::Holes:
+        return ProblemListModel::tr("leaves holes");
+    case Problem::Effect::Note:
+        return QString();
+    }
+    return {};
+}
+
+} // namespace
+
+// Top-level rows carry internal id 0; a group's children carry the group's index + 1.
+
 ProblemListModel::ProblemListModel(QObject *parent)
-    : QAbstractTableModel(parent)
+    : QAbstractItemModel(parent)
 {}
 
 ProblemListModel::~ProblemListModel() = default;
@@ -18,31 +35,93 @@ void ProblemListModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
 {
     beginResetModel();
     m_index = std::move(index);
+    m_groups = m_index ? groupProblems(m_index->problems) : std::vector<ProblemGroup>();
     endResetModel();
 }
 
 const Problem *ProblemListModel::problemAt(int row) const
 {
-    if (!m_index || row < 0 || size_t(row) >= m_index->problems.size())
+    if (row < 0 || size_t(row) >= m_groups.size() || m_groups[size_t(row)].members.size() != 1)
         return nullptr;
-    return &m_index->problems[size_t(row)];
+    return &m_index->problems[m_groups[size_t(row)].members.front()];
+}
+
+int ProblemListModel::problemCount() const
+{
+    return m_index ? int(m_index->problems.size()) : 0;
+}
+
+QModelIndex ProblemListModel::index(int row, int column, const QModelIndex &parent) const
+{
+    if (!hasIndex(row, column, parent))
+        return {};
+    return createIndex(row, column, parent.isValid() ? quintptr(parent.row() + 1) : quintptr(0));
+}
+
+QModelIndex ProblemListModel::parent(const QModelIndex &child) const
+{
+    if (!child.isValid() || child.internalId() == 0)
+        return {};
+    return createIndex(int(child.internalId() - 1), 0, quintptr(0));
 }
 
 int ProblemListModel::rowCount(const QModelIndex &parent) const
 {
-    return parent.isValid() || !m_index ? 0 : int(m_index->problems.size());
+    if (!parent.isValid())
+        return int(m_groups.size());
+    if (parent.internalId() != 0 || parent.column() != 0)
+        return 0;
+    const ProblemGroup &g = m_groups[size_t(parent.row())];
+    return g.members.size() > 1 ? int(g.members.size()) : 0;
 }
 
-int ProblemListModel::columnCount(const QModelIndex &parent) const
+int ProblemListModel::columnCount(const QModelIndex &) const
 {
-    return parent.isValid() ? 0 : ColumnCount;
+    return ColumnCount;
+}
+
+const Problem *ProblemListModel::problemOf(const QModelIndex &index) const
+{
+    if (index.internalId() != 0)
+        return &m_index->problems[m_groups[index.internalId() - 1].members[size_t(index.row())]];
+    return problemAt(index.row());
 }
 
 QVariant ProblemListModel::data(const QModelIndex &index, int role) const
 {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid))
         return {};
-    const Problem &p = m_index->problems[size_t(index.row())];
+    const Problem *one = problemOf(index);
+    if (!one) { // a group of many
+        const ProblemGroup &g = m_groups[size_t(index.row())];
+        const Problem &first = m_index->problems[g.members.front()];
+        switch (role) {
+        case Qt::DisplayRole:
+            switch (index.column()) {
+            case KeyColumn:
+                return tr("%1 keys").arg(formatCount(g.members.size()));
+            case FileColumn:
+                return QString::fromStdString(g.file);
+            case EffectColumn:
+                return effectText(g.effect);
+            case MessageColumn:
+                return QString::fromStdString(g.cause);
+            default:
+                return QString();
+            }
+        case Qt::ToolTipRole:
+            return QString::fromStdString(g.headline(m_index->problems));
+        case KeyRole: // activating a group goes to its first key
+            return QString::fromStdString(first.key);
+        case SortRole:
+            if (index.column() == OffsetColumn)
+                return qulonglong(0);
+            return data(index, Qt::DisplayRole);
+        default:
+            return {};
+        }
+    }
+    const Problem &p = *one;
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
@@ -53,15 +132,7 @@ QVariant ProblemListModel::data(const QModelIndex &index, int role) const
         case OffsetColumn:
             return p.offset ? formatCount(*p.offset) : QString();
         case EffectColumn:
-            switch (p.effect) {
-            case Problem::Effect::Unreadable:
-                return tr("raises");
-            case Problem::Effect::Holes:
-                return tr("leaves holes");
-            case Problem::Effect::Note:
-                return QString();
-            }
-            return {};
+            return effectText(p.effect);
         case MessageColumn:
             return QString::fromStdString(p.message);
         default:

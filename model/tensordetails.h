@@ -2,7 +2,7 @@
 #pragma once
 
 #include <shardscope/checkpoint.h>
-#include <shardscope/tensor.h>
+#include <shardscope/health.h>
 
 #include <QMetaType>
 #include <QString>
@@ -16,17 +16,21 @@ namespace shardscope::model {
 /** Bins of TensorDetails::histogram. */
 inline constexpr int HistogramBins = 64;
 
-/** What the runner computed for one tensor: statistics, content hash and a histogram. */
+/**
+ * What the runner computed for one tensor: its health (the backend's kernels, the numbers
+ * `inspect --stats` and `verify` print), content hash and a histogram to plot.
+ */
 struct TensorDetails
 {
     QString key;
     /** Empty when the tensor was read; otherwise one line saying why not. */
     QString error;
     bool hasStats = false;
-    shardscope::TensorStats stats;
+    shardscope::TensorHealth stats;
     QString statsError; ///< why there are no statistics (e.g. a dtype without them)
     QString sha256;     ///< of the contiguous little-endian bytes, lower-case hex
-    /** Counts of finite values in HistogramBins equal bins over [histogramMin, histogramMax]. */
+    /** Counts of finite values in HistogramBins equal bins over [histogramMin, histogramMax]
+     *  (the health's bins; a tensor of one value is shown as one bar in the middle). */
     std::vector<uint64_t> histogram;
     double histogramMin = 0;
     double histogramMax = 0;
@@ -47,6 +51,9 @@ struct ObjectDetails
 };
 
 using IndexSnapshot = std::shared_ptr<const shardscope::CheckpointIndex>;
+
+/** Fills the plotted histogram of `details` from its health's bins. */
+void setHistogram(TensorDetails &details);
 
 /** Registers the types above for queued connections and QSignalSpy. Idempotent. */
 void registerMetaTypes();

@@ -5,7 +5,7 @@ real torch (tools/make_layout_fixtures.py) and the bundled demo.
     check_diff.py --cli CLI --fixtures DIR --demo DIR CASE
 
 The expectations come from the fixture writer's MANIFEST.json (names, shapes and fusions it
-derived from formats.md §6-7 independently of the C++ code) and from torch's own metadata, never
+derived from docs/formats.md §6-7 independently of the C++ code) and from torch's own metadata, never
 from the C++ side. Exit 0 when every check of CASE holds, 1 otherwise.
 """
 from __future__ import annotations
@@ -519,7 +519,7 @@ def case_cast_and_partial(env: Env) -> None:
 
 def case_strictness(env: Env) -> None:
     """Every --dist-ckpt-strictness value on a partial load with missing model keys, as
-    validate_fsdp_dtensor_model_load treats them (formats.md §6.11)."""
+    validate_fsdp_dtensor_model_load treats them (docs/formats.md §6.11)."""
     e = env.entry("deepseek_v3/unfused")
     ckpt, lay = env.fixtures / e["path"], env.layout(env.fixtures / e["config"])
     want = {"assume_ok_unexpected": "raises", "raise_unexpected": "raises", "raise_all": "raises",

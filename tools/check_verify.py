@@ -109,7 +109,7 @@ def main() -> int:
     md = oracle.dcp_metadata(real)
     inner = "." + layout.get("mtp_inner", "mtp_model_layer") + "."
 
-    def disk(name: str) -> str:  # Megatron-FSDP's on-disk name (formats.md §6.7)
+    def disk(name: str) -> str:  # Megatron-FSDP's on-disk name (docs/formats.md §6.7)
         return "model.module." + name.replace(inner, ".transformer_layer.")
 
     mla = set()

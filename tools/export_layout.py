@@ -16,9 +16,9 @@ Every parameter and persistent buffer of ``state_dict()`` becomes a param entry,
 leading ``module.`` wrappers stripped, with torch's shape and dtype (``--dtype`` overrides the
 dtype of floating tensors, e.g. ``float32`` for fsdp_dtensor's fp32 main params). Buffers and
 frozen parameters get ``optimizer_state: false``; TE ``_extra_state`` entries are skipped (Megatron
-deletes them, formats.md §6.9).
+deletes them, docs/formats.md §6.9).
 
-Megatron facts are read by duck typing, so no Megatron import is needed (formats.md §6):
+Megatron facts are read by duck typing, so no Megatron import is needed (docs/formats.md §6):
 
 * a module with ``linear_qkv_down_proj`` and a ``config`` with ``q_lora_rank``, ``kv_lora_rank``,
   ``qk_pos_emb_head_dim`` (FusedMLASelfAttention): the fused linear's ``weight`` (and any other

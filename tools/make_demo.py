@@ -11,7 +11,7 @@ Layout written::
     dsv3-mini/iter_0000020/.metadata              DCP metadata (rank 0)
     dsv3-mini/iter_0000020/__0_0.distcp, __1_0.distcp
 
-What is reproduced (see /work/shared/docs/formats.md §5.4, §6, §7.2):
+What is reproduced (see docs/formats.md §5.4, §6, §7.2):
 
 * The *live* model is the fused Megatron/TE one: ``self_attention.linear_qkv_down_proj``
   (``[q_lora + kv_lora + rope, H]`` with the absorbed input norm as ``layer_norm_weight``),

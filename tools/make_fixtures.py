@@ -393,7 +393,7 @@ def megatron_torch_dist_state(rank: int, tp: int = 2, layers: int = 2) -> dict:
 def megatron_torch_dist_moe_state(rank: int, tp: int = 2) -> dict:
     """A small MoE GPT as Megatron saves it with `moe_layer_freq` given as a list: that forces
     non_homogeneous_layers, so every layer has its own key `decoder.layers.<global idx>.…` with no
-    layer axis (formats.md §5.3.2). Layer 0 is dense, layers 1-2 are MoE (4 routed experts with a
+    layer axis (docs/formats.md §5.3.2). Layer 0 is dense, layers 1-2 are MoE (4 routed experts with a
     prepended expert axis, one shared expert). EP = 1: every TP rank holds every expert, and like
     Megatron's per-expert ShardedTensors each expert is its own chunk (size 1 on the expert axis)."""
     h, qkv, ffn, vocab = 16, 48, 32, 64
@@ -905,7 +905,7 @@ def write_bad(bad: Path, src_dcp: Path, good_pt: Path) -> None:
 
 def write_mcore_metadata(src: Path, dst: Path) -> None:
     """dcp_1rank's checkpoint with its .metadata re-pickled as Megatron-Core 0.15's
-    MCoreMetadata (a Metadata subclass with an `mcore_data` field, formats.md §5.3.4). The class
+    MCoreMetadata (a Metadata subclass with an `mcore_data` field, docs/formats.md §5.3.4). The class
     is registered under Megatron's module path only in this process, as Megatron would have it."""
     import pickle
     import types
@@ -951,7 +951,7 @@ def build(tmp: Path) -> None:
 
     write_mcore_metadata(tmp / "dcp_1rank", tmp / "megatron_mcore_metadata")
     finish_megatron_torch_dist(tmp / "megatron_torch_dist", 100)
-    # moe_layer_freq as a list forces per-layer keys (non_homogeneous_layers, formats.md §5.3.2).
+    # moe_layer_freq as a list forces per-layer keys (non_homogeneous_layers, docs/formats.md §5.3.2).
     finish_megatron_torch_dist(tmp / "megatron_torch_dist_moe", 100, make_namespace(
         num_layers=3, hidden_size=16, num_attention_heads=4, kv_channels=4, group_query_attention=False,
         num_query_groups=4, ffn_hidden_size=32, padded_vocab_size=64,

@@ -17,7 +17,7 @@ Layout written::
 
 Every checkpoint is written by real torch (``torch.distributed.checkpoint.save`` with
 ``no_dist=True``, so one rank and one data file) from the state dict Megatron's
-``generate_state_dict`` hands to DCP (see /work/shared/docs/formats.md §5.4, §6, §7)::
+``generate_state_dict`` hands to DCP (see docs/formats.md §5.4, §6, §7)::
 
     {"model": {"module.<FQN>": tensor, ...},
      "optimizer": {"state": {"module.module.module.<FQN>": {"exp_avg", "exp_avg_sq", "step"}}},
@@ -49,7 +49,7 @@ the input norm absorbed as ``layer_norm_weight``, TE grouped experts ``weight<e>
   Its MANIFEST entry lists the live ``in_proj.weight`` / ``conv1d.weight`` with their TP-local
   shapes and the fusions with the full (TP-unsharded) section sizes, plus ``"tp": 2`` and
   ``"gdn_tp_local": true``.
-* ``qwen3_next/gdn_fused``: what training at Megatron-LM head writes (formats.md §6.1:
+* ``qwen3_next/gdn_fused``: what training at Megatron-LM head writes (docs/formats.md §6.1:
   ``handle_gdn_in_state_dict`` is not wired): SwiGLU split into ``_w`` / ``_v``, MTP spelled as in
   ``unfused``, but GDN ``in_proj.weight`` / ``conv1d.weight`` fused under their live names (full
   shapes, TP = 1, so each is ``torch.cat`` of the ``unfused`` sections), optimizer state under the
@@ -62,7 +62,7 @@ of a family hold the same numbers and a verification can compare bits across the
 are float32 (fp32 main params); ``step`` is a 0-d float32 tensor; the router ``expert_bias`` is a
 persistent buffer (model section only, no optimizer state).
 
-Names and shapes are computed here from the config (formats.md §7), independently of the C++
+Names and shapes are computed here from the config (docs/formats.md §7), independently of the C++
 layout generator, so the two can be checked against each other. After writing, every directory is
 read back (metadata keys and shapes, full load compared bit for bit, fused == cat(unfused),
 gdn_fused GDN == cat(unfused sections) and every other tensor == unfused, bridge_tp2 GDN sections ==

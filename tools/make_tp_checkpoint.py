@@ -2,7 +2,7 @@
 """Write the demo model as Megatron-FSDP saves it under tensor and expert parallelism: a real
 torch DCP checkpoint from TP × DP gloo ranks, every rank writing the chunks that
 ``uneven_dtensor.gather_and_compute_chunk_metadata`` gives its flat, row-aligned shard of each
-TP-local parameter (formats.md §6.2, §6.3).
+TP-local parameter (docs/formats.md §6.2, §6.3).
 
     make_tp_checkpoint.py --out DIR [--tp 2] [--dp 2] [--ep 2]
 
@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_demo as demo  # noqa: E402
 import torch  # noqa: E402
 
-# Megatron's TP partition dims for the demo's parameters (formats.md §7.4): column-parallel = 0,
+# Megatron's TP partition dims for the demo's parameters (docs/formats.md §7.4): column-parallel = 0,
 # row-parallel = 1, anything else whole on every TP rank.
 COLUMN = [r"word_embeddings\.weight$", r"output_layer\.weight$", r"linear_qkv_down_proj\.weight$",
           r"linear_q_up_proj\.weight$", r"linear_kv_up_proj\.weight$", r"linear_fc1\.weight\d*$",

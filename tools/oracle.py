@@ -78,10 +78,11 @@ def stats(t: torch.Tensor) -> dict:
         out.update(min=float(finite.min()), max=float(finite.max()),
                    mean=float(finite.mean()), std=float(finite.std()))  # std: ddof=0
     out["l2"] = float(np.sqrt(np.sum(finite * finite))) if finite.size else 0.0
-    if not t.is_complex():
-        out["denormal"] = denormal_count(t)
-        out["histogram"] = histogram(finite, out["min"], out["max"], HISTOGRAM_BINS)
-        out["fingerprint"] = fingerprint(tensor_bytes(t))
+    # Complex: the real and imaginary parts are the elements, as everywhere above.
+    parts = torch.view_as_real(t.detach()) if t.is_complex() else t
+    out["denormal"] = denormal_count(parts)
+    out["histogram"] = histogram(finite, out["min"], out["max"], HISTOGRAM_BINS)
+    out["fingerprint"] = fingerprint(tensor_bytes(t))
     return out
 
 

@@ -3,7 +3,7 @@
 
     python tools/test_export_layout.py        # exit 0 = pass, 1 = failures (listed)
 
-The model has the attribute names Megatron's fsdp_dtensor handlers look for (formats.md §6): a
+The model has the attribute names Megatron's fsdp_dtensor handlers look for (docs/formats.md §6): a
 TransformerLayer-like class with ``config.gated_linear_unit`` (GLU and GELU layers), a fused MLA
 attention with ``linear_qkv_down_proj`` (TE layer-norm linear), TE-grouped and sequential experts,
 shared experts with a gate, a router with a persistent ``expert_bias`` and a non-persistent buffer,

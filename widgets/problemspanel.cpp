@@ -29,7 +29,7 @@ ProblemsPanel::ProblemsPanel(QWidget *parent)
 
     m_proxy->setSortRole(model::SortRole);
     m_view->setModel(m_proxy);
-    m_view->setRootIsDecorated(false);
+    m_view->setRootIsDecorated(true); // a group of many keys expands to its keys
     m_view->setUniformRowHeights(true);
     m_view->setAlternatingRowColors(true);
     m_view->setSortingEnabled(true);
@@ -64,10 +64,12 @@ void ProblemsPanel::setModel(model::ProblemListModel *model)
 
 void ProblemsPanel::updateTitle()
 {
-    const int n = m_model ? m_model->rowCount() : 0;
-    m_title->setText(n == 0   ? tr("Problems: none found")
-                     : n == 1 ? tr("Problems: 1")
-                              : tr("Problems: %1").arg(n));
+    const int n = m_model ? m_model->problemCount() : 0;
+    const int groups = m_model ? m_model->rowCount() : 0;
+    m_title->setText(n == 0        ? tr("Problems: none found")
+                     : n == 1      ? tr("Problems: 1")
+                     : groups == n ? tr("Problems: %1").arg(n)
+                                   : tr("Problems: %1 in %2 groups").arg(n).arg(groups));
 }
 
 } // namespace shardscope::widgets

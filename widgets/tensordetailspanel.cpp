@@ -285,7 +285,7 @@ void TensorDetailsPanel::setTensorDetails(const TensorDetails &details)
         return;
     }
     if (details.hasStats) {
-        const TensorStats &s = details.stats;
+        const TensorHealth &s = details.stats;
         m_min->setText(formatReal(s.min));
         m_max->setText(formatReal(s.max));
         m_mean->setText(formatReal(s.mean));

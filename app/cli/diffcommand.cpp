@@ -2,9 +2,7 @@
 #include "diffcommand.h"
 #include "inspectcommand.h"
 
-#include <shardscope/checkpoint.h>
-#include <shardscope/diff.h>
-#include <shardscope/report.h>
+#include <shardscope/session.h>
 
 #include <fstream>
 #include <iostream>
@@ -107,33 +105,39 @@ int runDiff(const DiffCommandOptions &o)
                                                "' (see Megatron's --dist-ckpt-strictness)"));
     options.strictness = *strictness;
 
-    auto checkpoint = openCheckpoint(o.checkpoint);
-    if (!checkpoint)
-        return fail(checkpoint.error());
-
-    std::optional<ReportFormat> reportFormat;
     if (o.reportPath) {
-        reportFormat = reportFormatForPath(*o.reportPath);
-        if (!reportFormat)
+        ReportRequest request;
+        auto format = reportFormatForPath(*o.reportPath);
+        if (!format)
             return fail(makeError(Error::Code::Format, "report must end in .md, .html or .json")
                             .inFile(*o.reportPath));
+        request.format = *format;
+        request.context = {o.commandLine, {}};
+        if (o.against)
+            request.against =
+                CheckpointDiffRequest{o.checkpoint, *o.against, options, nullptr, nullptr};
+        else
+            request.diff = DiffRequest{o.checkpoint, *o.layout, options, nullptr};
+        auto report = runReport(request);
+        if (!report)
+            return fail(report.error());
+        if (!writeFile(*o.reportPath, report->text))
+            return fail(makeError(Error::Code::Io, "cannot write").inFile(*o.reportPath));
+        if (!o.against)
+            std::cerr << "wrote " << *o.reportPath << "\n";
+        return report->clean ? ExitHealthy : ExitProblems;
     }
-    ReportContext ctx{o.commandLine, {}};
 
     if (o.against) {
-        auto other = openCheckpoint(*o.against);
-        if (!other)
-            return fail(other.error());
-        CheckpointDiff d = diffCheckpoints(*checkpoint, *other, options);
-        if (reportFormat) {
-            if (!writeFile(*o.reportPath, renderCheckpointDiffReport(d, *reportFormat, ctx)))
-                return fail(makeError(Error::Code::Io, "cannot write").inFile(*o.reportPath));
-        } else if (o.json) {
-            std::cout << checkpointDiffToJson(d);
+        auto d = runCheckpointDiff({o.checkpoint, *o.against, options, nullptr, nullptr});
+        if (!d)
+            return fail(d.error());
+        if (o.json) {
+            std::cout << checkpointDiffToJson(*d);
         } else {
-            std::cout << d.first << " against " << d.second << ": " << d.same << " same, "
-                      << d.changes.size() << " changes\n";
-            for (const KeyChange &c : d.changes) {
+            std::cout << d->first << " against " << d->second << ": " << d->same << " same, "
+                      << d->changes.size() << " changes\n";
+            for (const KeyChange &c : d->changes) {
                 std::cout << "  " << changeName(c.kind) << "  " << c.key;
                 if (!c.otherKey.empty())
                     std::cout << " -> " << c.otherKey;
@@ -144,28 +148,16 @@ int runDiff(const DiffCommandOptions &o)
                 std::cout << "\n";
             }
         }
-        bool problems = false;
-        for (const KeyChange &c : d.changes)
-            problems = problems || c.kind != KeyChange::Kind::Renamed;
-        return problems ? ExitProblems : ExitHealthy;
+        return d->clean() ? ExitHealthy : ExitProblems;
     }
 
-    auto layout = readLayout(*o.layout);
-    if (!layout)
-        return fail(layout.error());
-    auto diff = diffAgainstLayout(*checkpoint, *layout, options);
+    auto diff = shardscope::runDiff({o.checkpoint, *o.layout, options, nullptr});
     if (!diff)
         return fail(diff.error());
-    diff->against = *o.layout;
-    if (reportFormat) {
-        if (!writeFile(*o.reportPath, renderReport(*diff, *reportFormat, ctx)))
-            return fail(makeError(Error::Code::Io, "cannot write").inFile(*o.reportPath));
-        std::cerr << "wrote " << *o.reportPath << "\n";
-    } else if (o.json) {
+    if (o.json)
         std::cout << diffToJson(*diff);
-    } else {
+    else
         printDiff(*diff);
-    }
     return diff->clean() ? ExitHealthy : ExitProblems;
 }
 

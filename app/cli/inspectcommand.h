@@ -1,25 +1,20 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <optional>
-#include <string>
-#include <vector>
+#include <shardscope/session.h>
 
 namespace shardscope::cli {
 
 /** Exit codes shared by every command. */
 enum ExitCode { ExitHealthy = 0, ExitProblems = 1, ExitUnreadable = 2 };
 
+/** The flags of `inspect`: the front door's request, and how to print its result. */
 struct InspectOptions
 {
-    std::string path;
-    std::vector<std::string> filters; ///< glob patterns on keys; any may match
-    std::optional<std::string> tensor;
-    bool stats = false;
-    bool hash = false;
+    InspectRequest request;
     bool json = false;
-    bool objects = false; ///< decode and show non-tensor entries
     bool collapse = true;
+    bool allProblems = false; ///< one line per broken key, not per cause and file
 };
 
 int runInspect(const InspectOptions &options);

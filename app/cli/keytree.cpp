@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "keytree.h"
 
+#include <shardscope/keyfold.h>
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -9,18 +11,16 @@ namespace shardscope::cli {
 
 namespace {
 
-// Splits at the first digit run: "weight12_w" → ("weight", 12, "_w").
-bool splitNumber(const std::string &s, std::string &pre, long long &num, std::string &post)
+// A name's one numeric field, as every fold of ShardScope defines it (shardscope/keyfold.h): a
+// number ("3") or a weight/bias index ("weight12_w"). "linear_fc1" has none: fc1 and fc2 differ.
+bool splitNumber(const std::string &s, std::string &pre, int64_t &num, std::string &post)
 {
-    auto b = std::find_if(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
-    if (b == s.end())
+    const SplitName split = splitName(s);
+    if (split.values.size() != 1)
         return false;
-    auto e = std::find_if(b, s.end(), [](unsigned char c) { return !std::isdigit(c); });
-    if (e - b > 12 || (*b == '0' && e - b > 1))
-        return false;
-    pre.assign(s.begin(), b);
-    num = std::stoll(std::string(b, e));
-    post.assign(e, s.end());
+    pre = split.pieces[0];
+    num = split.values[0];
+    post = split.pieces[1];
     return true;
 }
 
@@ -32,22 +32,6 @@ std::string signature(const KeyNode &n)
     return s + "}";
 }
 
-std::string rangeText(const std::vector<long long> &nums)
-{
-    std::string s;
-    for (size_t i = 0; i < nums.size();) {
-        size_t j = i;
-        while (j + 1 < nums.size() && nums[j + 1] == nums[j] + 1)
-            ++j;
-        if (!s.empty())
-            s += ",";
-        s += j == i ? std::to_string(nums[i])
-                    : std::to_string(nums[i]) + ".." + std::to_string(nums[j]);
-        i = j + 1;
-    }
-    return "{" + s + "}";
-}
-
 void collapseNode(KeyNode &n)
 {
     for (auto &c : n.children)
@@ -56,7 +40,7 @@ void collapseNode(KeyNode &n)
     struct Group
     {
         std::string pre, post;
-        std::vector<long long> nums;
+        std::vector<int64_t> nums;
         std::vector<size_t> members;
     };
     std::map<std::string, size_t> byKey;
@@ -65,7 +49,7 @@ void collapseNode(KeyNode &n)
     std::vector<int> groupOf(n.children.size(), -1);
     for (size_t i = 0; i < n.children.size(); ++i) {
         std::string pre, post;
-        long long num;
+        int64_t num = 0;
         if (!splitNumber(n.children[i]->name, pre, num, post))
             continue;
         const std::string key = pre + "#" + post + "|" + signature(*n.children[i]);
@@ -89,7 +73,7 @@ void collapseNode(KeyNode &n)
         Group &gr = groups[size_t(g)];
         std::sort(gr.nums.begin(), gr.nums.end());
         auto rep = std::move(n.children[i]);
-        rep->name = gr.pre + rangeText(gr.nums) + gr.post;
+        rep->name = gr.pre + foldValues(gr.nums) + gr.post;
         rep->multiplicity *= gr.members.size();
         out.push_back(std::move(rep));
     }

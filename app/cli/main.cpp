@@ -5,33 +5,40 @@
 
 #include <CLI/CLI.hpp>
 #include <shardscope/devices.h>
+#include <shardscope/version.h>
 
 #include <iostream>
 
 using namespace shardscope::cli;
+using shardscope::kVersion;
 
 int main(int argc, char **argv)
 {
     CLI::App app{"ShardScope: inspect large-model training checkpoints"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", std::string("shardscope-cli 0.1.0"));
+    app.set_version_flag("--version", std::string("shardscope-cli ") + kVersion);
 
     InspectOptions inspect;
     CLI::App *ins = app.add_subcommand(
         "inspect", "Show a checkpoint's keys, dtypes, shapes and chunks (format is detected)");
-    ins->add_option("path", inspect.path,
+    ins->add_option("path", inspect.request.path,
                     "DCP directory, Megatron checkpoint root or iteration directory, .pt/.bin, "
                     ".safetensors or model.safetensors.index.json")
         ->required();
-    ins->add_option("--filter", inspect.filters, "Only keys matching this glob (repeatable)");
-    ins->add_option("--tensor", inspect.tensor, "Show one tensor (with --stats / --hash)");
-    ins->add_flag("--stats", inspect.stats,
+    ins->add_option("--filter", inspect.request.filters,
+                    "Only keys matching this glob (repeatable)");
+    ins->add_option("--tensor", inspect.request.tensor, "Show one tensor (with --stats / --hash)");
+    ins->add_flag("--stats", inspect.request.stats,
                   "Read tensor data: min/max/mean/std, NaN/Inf counts (all selected tensors)");
-    ins->add_flag("--hash", inspect.hash, "Read tensor data: SHA-256 of the contiguous bytes");
+    ins->add_flag("--hash", inspect.request.hash,
+                  "Read tensor data: SHA-256 of the contiguous bytes");
     ins->add_flag("--json", inspect.json, "Machine-readable output (schema shardscope.inspect/1)");
-    ins->add_flag("--objects", inspect.objects, "Decode non-tensor entries (args, RNG state, …)");
+    ins->add_flag("--objects", inspect.request.objects,
+                  "Decode non-tensor entries (args, RNG state, …)");
     bool noCollapse = false;
     ins->add_flag("--no-collapse", noCollapse, "List every key; do not fold repeated layers");
+    ins->add_flag("--all-problems", inspect.allProblems,
+                  "One stderr line per broken key (default: one per cause and file)");
 
     CLI::App *dev = app.add_subcommand("devices", "List CUDA devices this build can use");
 
@@ -92,33 +99,36 @@ int main(int argc, char **argv)
     VerifyCommandOptions verify;
     CLI::App *ver = app.add_subcommand(
         "verify", "Perform the planned load of every rank's shards and check it bit for bit");
-    ver->add_option("checkpoint", verify.checkpoint, "The checkpoint")->required();
-    ver->add_option("--layout", verify.layout, "What the model expects (layout JSON)")->required();
-    ver->add_option("--dp", verify.world,
+    ver->add_option("checkpoint", verify.request.checkpoint, "The checkpoint")->required();
+    ver->add_option("--layout", verify.request.layout, "What the model expects (layout JSON)")
+        ->required();
+    ver->add_option("--dp", verify.request.dp,
                     "DP-shard ranks to plan (default: the layout's, or under torchrun the "
                     "processes over tp × pp)");
-    ver->add_option("--tp", verify.tp, "Tensor-parallel ranks (default: the layout's)");
-    ver->add_option("--pp", verify.pp, "Pipeline stages (default: the layout's)");
-    ver->add_option("--ep", verify.ep, "Expert-parallel ranks (default: the layout's)");
-    ver->add_option("--etp", verify.etp, "Expert tensor-parallel ranks (default: the layout's)");
-    ver->add_option("--pp-first-layers", verify.firstStageLayers,
+    ver->add_option("--tp", verify.request.tp, "Tensor-parallel ranks (default: the layout's)");
+    ver->add_option("--pp", verify.request.pp, "Pipeline stages (default: the layout's)");
+    ver->add_option("--ep", verify.request.ep, "Expert-parallel ranks (default: the layout's)");
+    ver->add_option("--etp", verify.request.etp,
+                    "Expert tensor-parallel ranks (default: the layout's)");
+    ver->add_option("--pp-first-layers", verify.request.firstStageLayers,
                     "Decoder layers on the first pipeline stage (Megatron's "
                     "--decoder-first-pipeline-num-layers; default: the layout's, or even)");
     ver->add_option(
-        "--pp-last-layers", verify.lastStageLayers,
+        "--pp-last-layers", verify.request.lastStageLayers,
         "Decoder layers on the last pipeline stage (--decoder-last-pipeline-num-layers)");
-    ver->add_option("--disable-rule", verify.disabledRules, "Switch a rule off (repeatable)");
-    ver->add_option("--max-memory", verify.maxMemory,
+    ver->add_option("--disable-rule", verify.request.disabledRules,
+                    "Switch a rule off (repeatable)");
+    ver->add_option("--max-memory", verify.request.maxMemory,
                     "Bytes to hold at once (default: a quarter of RAM); bigger parameters stream "
                     "through windows of rows");
-    ver->add_option("--threads", verify.threads,
+    ver->add_option("--threads", verify.request.threads,
                     "Threads checking parameters side by side in one process (default: one per "
                     "core; fewer when the largest parameter would not fit its share of "
                     "--max-memory)")
         ->check(CLI::Range(0, 4096));
     ver->add_flag("--json", verify.json, "Machine-readable output (schema shardscope.verify/1)");
     ver->add_flag("--quiet", verify.quiet, "No progress bar");
-    ver->add_flag("--hash", verify.hash, "SHA-256 of every gathered parameter (JSON)");
+    ver->add_flag("--hash", verify.request.hash, "SHA-256 of every gathered parameter (JSON)");
     ver->add_option("--backend", verify.backend,
                     "Collectives when launched by torchrun or srun: gloo (CPU), nccl (GPU) or "
                     "auto")

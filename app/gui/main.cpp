@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "mainwindow.h"
+#include "screenshotdriver.h"
+
+#include <shardscope/version.h>
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -44,14 +47,15 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    shardscope::gui::MainWindow window;
+    using namespace shardscope::gui;
+    MainWindow window;
     const QStringList wh = parser.value(size).split(QLatin1Char('x'));
     if (wh.size() == 2 && wh[0].toInt() > 0 && wh[1].toInt() > 0)
         window.resize(wh[0].toInt(), wh[1].toInt());
     if (parser.isSet(select))
         window.setInitialSelection(parser.value(select));
     if (parser.isSet(screenshot))
-        window.setScreenshotFile(parser.value(screenshot));
+        new ScreenshotDriver(&window, parser.value(screenshot)); // owned by the window
     window.show();
     if (!args.isEmpty())
         window.openPath(args.first());

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "mainwindow.h"
 
-#include "model/backendrunner.h"
 #include "model/checkpointfilterproxy.h"
+#include "model/checkpointsession.h"
 #include "model/checkpointtreemodel.h"
 #include "model/formatting.h"
 #include "model/problemlistmodel.h"
@@ -27,10 +27,8 @@
 #include <QProgressBar>
 #include <QSplitter>
 #include <QStatusBar>
-#include <QTimer>
+#include <QToolButton>
 #include <QVBoxLayout>
-
-#include <cstdio>
 
 using namespace shardscope::model;
 using namespace shardscope::widgets;
@@ -64,7 +62,7 @@ QString formatDisplayName(Format f)
 
 MainWindow::MainWindow(QWidget *parent)
     : QMainWindow(parent)
-    , m_runner(new BackendRunner(this))
+    , m_session(new CheckpointSession(this))
     , m_treeModel(new CheckpointTreeModel(this))
     , m_proxy(new CheckpointFilterProxy(this))
     , m_problemModel(new ProblemListModel(this))
@@ -120,6 +118,20 @@ MainWindow::MainWindow(QWidget *parent)
     statusBar()->addPermanentWidget(m_countsLabel);
     statusBar()->addPermanentWidget(m_problemsLabel);
     statusBar()->addPermanentWidget(m_progress);
+    // A long job (diff, verify, compare): its stage, progress with the time left, and a cancel.
+    m_jobLabel = new QLabel(this);
+    m_jobProgress = new QProgressBar(this);
+    m_jobProgress->setMaximumWidth(160);
+    m_jobProgress->setMaximumHeight(16);
+    m_cancelJob = new QToolButton(this);
+    m_cancelJob->setText(tr("Cancel"));
+    m_cancelJob->setAutoRaise(true);
+    connect(m_cancelJob, &QToolButton::clicked, m_session, &CheckpointSession::cancel);
+    for (QWidget *w : {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
+                       static_cast<QWidget *>(m_cancelJob)}) {
+        statusBar()->addPermanentWidget(w);
+        w->hide();
+    }
     statusBar()->setSizeGripEnabled(false);
 
     createActions();
@@ -141,15 +153,23 @@ MainWindow::MainWindow(QWidget *parent)
             &MainWindow::onCurrentItemChanged);
     connect(m_problems, &ProblemsPanel::problemActivated, this, &MainWindow::onProblemActivated);
 
-    connect(m_runner, &BackendRunner::checkpointOpened, this, &MainWindow::onCheckpointOpened);
-    connect(m_runner, &BackendRunner::openFailed, this, &MainWindow::onOpenFailed);
-    connect(m_runner, &BackendRunner::progress, this, &MainWindow::onProgress);
-    connect(m_runner, &BackendRunner::tensorDetailsReady, this, &MainWindow::onTensorDetails);
-    connect(m_runner, &BackendRunner::objectReady, m_details,
-            [this](const QString &key, const ObjectDetails &details) {
+    connect(m_session, &CheckpointSession::opening, this, [this](const QString &path) {
+        setWindowTitle(tr("%1 — ShardScope").arg(QFileInfo(path).fileName()));
+    });
+    connect(m_session, &CheckpointSession::opened, this, &MainWindow::onCheckpointOpened);
+    connect(m_session, &CheckpointSession::openFailed, this, &MainWindow::onOpenFailed);
+    connect(m_session, &CheckpointSession::jobStarted, this, [this](const QString &title) {
+        m_jobLabel->setText(title);
+        onJobProgress({}, -1, -1);
+    });
+    connect(m_session, &CheckpointSession::jobProgress, this, &MainWindow::onJobProgress);
+    connect(m_session, &CheckpointSession::jobEnded, this, &MainWindow::onJobEnded);
+    BackendRunner *runner = m_session->runner();
+    connect(runner, &BackendRunner::progress, this, &MainWindow::onProgress);
+    connect(runner, &BackendRunner::tensorDetailsReady, this, &MainWindow::onTensorDetails);
+    connect(runner, &BackendRunner::objectReady, m_details,
+            [this](const QString &, const ObjectDetails &details) {
                 m_details->setObjectDetails(details);
-                if (m_screenshotPending && key == m_details->currentKey())
-                    QTimer::singleShot(250, this, &MainWindow::takeScreenshot);
             });
 
     updateStatusBar();
@@ -202,8 +222,8 @@ void MainWindow::createActions()
 
 void MainWindow::openDirectoryDialog()
 {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open Checkpoint Directory"),
-                                                          QFileInfo(m_path).absolutePath());
+    const QString dir = QFileDialog::getExistingDirectory(
+        this, tr("Open Checkpoint Directory"), QFileInfo(m_session->path()).absolutePath());
     if (!dir.isEmpty())
         openPath(dir);
 }
@@ -211,7 +231,7 @@ void MainWindow::openDirectoryDialog()
 void MainWindow::openFileDialog()
 {
     const QString file = QFileDialog::getOpenFileName(
-        this, tr("Open Checkpoint File"), QFileInfo(m_path).absolutePath(),
+        this, tr("Open Checkpoint File"), QFileInfo(m_session->path()).absolutePath(),
         tr("Checkpoints (*.pt *.pth *.bin *.safetensors *.index.json .metadata *.metadata);;"
            "All files (*)"));
     if (!file.isEmpty())
@@ -220,15 +240,20 @@ void MainWindow::openFileDialog()
 
 void MainWindow::reload()
 {
-    if (!m_path.isEmpty())
-        openPath(m_path);
+    m_session->reload();
 }
 
 void MainWindow::openPath(const QString &path)
 {
-    m_path = path;
-    setWindowTitle(tr("%1 — ShardScope").arg(QFileInfo(path).fileName()));
-    m_runner->openCheckpoint(path);
+    m_session->open(path);
+}
+
+QString MainWindow::detailsKey() const
+{
+    const QModelIndex current = m_tree->currentIndex();
+    if (!current.isValid() || NodeKind(current.data(KindRole).toInt()) == NodeKind::Group)
+        return {};
+    return m_details->currentKey();
 }
 
 void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
@@ -246,27 +271,19 @@ void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
             statusBar()->showMessage(tr("No entry named %1").arg(m_initialKey), 6000);
         m_initialKey.clear();
     }
-    if (!select.isValid() && m_screenshotPending)
+    if (!select.isValid() && m_selectFirstTensor)
         select = m_tree->firstTensor();
     if (select.isValid()) {
         m_tree->selectIndex(select);
         m_tree->setFocus();
-    }
-    if (m_screenshotPending &&
-        (!select.isValid() || NodeKind(select.data(KindRole).toInt()) == NodeKind::Group)) {
-        // Nothing to wait for: save what there is.
-        QTimer::singleShot(250, this, &MainWindow::takeScreenshot);
     }
 }
 
 void MainWindow::onOpenFailed(const QString &error)
 {
     statusBar()->showMessage(tr("Open failed: %1").arg(error));
-    if (m_screenshotPending) {
-        std::fprintf(stderr, "shardscope: %s\n", qPrintable(error));
-        QApplication::exit(1);
+    if (!isVisible() || testAttribute(Qt::WA_DontShowOnScreen))
         return;
-    }
     auto *box = new QMessageBox(QMessageBox::Warning, tr("Cannot open checkpoint"), error,
                                 QMessageBox::Ok, this);
     box->setAttribute(Qt::WA_DeleteOnClose);
@@ -306,12 +323,12 @@ void MainWindow::onCurrentItemChanged(const QModelIndex &current)
     case NodeKind::Tensor:
         m_details->showTensor(m_treeModel->checkpointIndex(), current.data(EntryIndexRole).toInt(),
                               problems);
-        m_runner->requestTensorDetails(key);
+        m_session->runner()->requestTensorDetails(key);
         break;
     case NodeKind::Object:
         m_details->showObject(key, current.siblingAtColumn(ShapeColumn).data().toString(),
                               problems);
-        m_runner->requestObject(key);
+        m_session->runner()->requestObject(key);
         break;
     case NodeKind::Group:
         m_details->showGroup(current);
@@ -319,11 +336,36 @@ void MainWindow::onCurrentItemChanged(const QModelIndex &current)
     }
 }
 
-void MainWindow::onTensorDetails(const QString &key, const TensorDetails &details)
+void MainWindow::onTensorDetails(const QString &, const TensorDetails &details)
 {
     m_details->setTensorDetails(details);
-    if (m_screenshotPending && key == m_details->currentKey())
-        QTimer::singleShot(250, this, &MainWindow::takeScreenshot);
+}
+
+void MainWindow::onJobProgress(const QString &stage, int permille, double etaSeconds)
+{
+    if (permille < 0) {
+        m_jobProgress->setRange(0, 0);
+    } else {
+        m_jobProgress->setRange(0, 1000);
+        m_jobProgress->setValue(permille);
+    }
+    QString tip = stage;
+    if (etaSeconds >= 0)
+        tip += tr("  ·  about %1 s left").arg(qRound(etaSeconds));
+    m_jobProgress->setToolTip(tip);
+    for (QWidget *w : {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
+                       static_cast<QWidget *>(m_cancelJob)})
+        w->show();
+}
+
+void MainWindow::onJobEnded(bool ok, const QString &message)
+{
+    for (QWidget *w : {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
+                       static_cast<QWidget *>(m_cancelJob)})
+        w->hide();
+    statusBar()->showMessage(ok ? tr("%1: done").arg(m_jobLabel->text())
+                                : tr("%1: %2").arg(m_jobLabel->text(), message),
+                             6000);
 }
 
 void MainWindow::onProblemActivated(const QString &key)
@@ -361,29 +403,6 @@ void MainWindow::updateStatusBar()
     const size_t n = index->problems.size();
     m_problemsLabel->setText(n == 0 ? tr("No problems") : tr("%1 problems").arg(n));
     m_problemsLabel->setStyleSheet(n == 0 ? QString() : QStringLiteral("color: #b02a1a;"));
-}
-
-void MainWindow::setScreenshotFile(const QString &file)
-{
-    m_screenshotFile = file;
-    m_screenshotPending = !file.isEmpty();
-    if (m_screenshotPending) {
-        QTimer::singleShot(120'000, this, [] {
-            std::fprintf(stderr, "shardscope: timed out waiting for tensor details\n");
-            QApplication::exit(2);
-        });
-    }
-}
-
-void MainWindow::takeScreenshot()
-{
-    if (!m_screenshotPending)
-        return;
-    m_screenshotPending = false;
-    const bool saved = grab().save(m_screenshotFile, "PNG");
-    if (!saved)
-        std::fprintf(stderr, "shardscope: cannot write %s\n", qPrintable(m_screenshotFile));
-    QApplication::exit(saved ? 0 : 1);
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent *event)

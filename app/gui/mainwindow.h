@@ -8,9 +8,10 @@
 class QLabel;
 class QProgressBar;
 class QSplitter;
+class QToolButton;
 
 namespace shardscope::model {
-class BackendRunner;
+class CheckpointSession;
 class CheckpointFilterProxy;
 class CheckpointTreeModel;
 class ProblemListModel;
@@ -26,8 +27,9 @@ class TensorDetailsPanel;
 namespace shardscope::gui {
 
 /**
- * The composition root: creates the backend runner, the models and the widgets, and wires
- * them. All loading happens on the runner's thread; this window only reacts to its signals.
+ * The composition root: creates the session (which owns the backend runner), the models and
+ * the widgets, and wires the views to the session's staged signals. All loading happens on the
+ * runner's threads; this window only reacts.
  */
 class MainWindow : public QMainWindow
 {
@@ -37,16 +39,15 @@ public:
     explicit MainWindow(QWidget *parent = nullptr);
     ~MainWindow() override;
 
+    model::CheckpointSession *session() const { return m_session; }
     /** Opens a checkpoint directory or file (asynchronously). */
     void openPath(const QString &path);
-    /**
-     * Screenshot mode: once the checkpoint is open, select the first tensor, wait for its
-     * details, save the window to `file` (PNG) and quit (exit code 0, or 1 on failure).
-     */
-    void setScreenshotFile(const QString &file);
-    /** The key to select once the next checkpoint is open (instead of none, or the first
-     *  tensor in screenshot mode). */
+    /** The key to select once the next checkpoint is open (instead of none). */
     void setInitialSelection(const QString &key) { m_initialKey = key; }
+    /** With no initial key, select the first tensor once open (screenshots). */
+    void setSelectFirstTensor(bool on) { m_selectFirstTensor = on; }
+    /** The entry whose details the panel shows or waits for; empty for none or a group. */
+    QString detailsKey() const;
 
 protected:
     void dragEnterEvent(QDragEnterEvent *event) override;
@@ -60,13 +61,14 @@ private:
     void onCheckpointOpened(const model::IndexSnapshot &index);
     void onOpenFailed(const QString &error);
     void onProgress(int permille, const QString &message);
+    void onJobProgress(const QString &stage, int permille, double etaSeconds);
+    void onJobEnded(bool ok, const QString &message);
     void onCurrentItemChanged(const QModelIndex &current);
     void onTensorDetails(const QString &key, const model::TensorDetails &details);
     void onProblemActivated(const QString &key);
     void updateStatusBar();
-    void takeScreenshot();
 
-    model::BackendRunner *m_runner = nullptr;
+    model::CheckpointSession *m_session = nullptr;
     model::CheckpointTreeModel *m_treeModel = nullptr;
     model::CheckpointFilterProxy *m_proxy = nullptr;
     model::ProblemListModel *m_problemModel = nullptr;
@@ -82,11 +84,12 @@ private:
     QLabel *m_countsLabel = nullptr;
     QLabel *m_problemsLabel = nullptr;
     QProgressBar *m_progress = nullptr;
+    QProgressBar *m_jobProgress = nullptr;
+    QLabel *m_jobLabel = nullptr;
+    QToolButton *m_cancelJob = nullptr;
 
-    QString m_path;
     QString m_initialKey;
-    QString m_screenshotFile;
-    bool m_screenshotPending = false;
+    bool m_selectFirstTensor = false;
 };
 
 } // namespace shardscope::gui

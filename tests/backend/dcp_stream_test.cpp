@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // storage_data indexed while the decoder runs (StorageSink) must give exactly the index that
 // decoding first and indexing afterwards gives, and the records it drops must stay dropped.
-#include "pickle.h"
-#include "readers.h"
+#include "read/pickle.h"
+#include "read/readers.h"
 #include "testenv.h"
 
 #include <gtest/gtest.h>

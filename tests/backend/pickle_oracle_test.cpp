@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Every pickle Python's own pickler wrote (tools/make_pickles.py, protocols 2-5) decodes to the
 // value Python described next to it.
-#include "mappedfile.h"
-#include "pickle.h"
+#include "read/mappedfile.h"
+#include "read/pickle.h"
 
 #include "testenv.h"
 

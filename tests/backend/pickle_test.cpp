@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The safe pickle decoder against hostile and malformed streams (hand-built: these are the
 // inputs no well-behaved writer produces, so no tool can generate them for us).
-#include "pickle.h"
+#include "read/pickle.h"
 
 #include <gtest/gtest.h>
 
@@ -172,7 +172,7 @@ TEST(Pickle, Latin1BytesFromCodecsEncode)
     EXPECT_EQ(r->bytes(r->root()), "\xff\x00"s);
 }
 
-#include "mappedfile.h"
+#include "read/mappedfile.h"
 #include "testenv.h"
 
 #include <cstring>

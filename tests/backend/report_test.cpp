@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "keyfold.h"
+#include "shardscope/keyfold.h"
 
 #include <shardscope/report.h>
 
@@ -7,10 +7,6 @@
 #include <nlohmann/json.hpp>
 
 using namespace shardscope;
-using detail::foldNames;
-using detail::foldValues;
-using detail::splitName;
-using detail::splitText;
 using nlohmann::json;
 
 namespace {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Malformed zip archives (hand-built headers: no writer produces these).
-#include "ziparchive.h"
+#include "read/ziparchive.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // BackendRunner against a real torch.save file written by the pinned torch (SHARDSCOPE_PYTHON).
 #include "model/backendrunner.h"
+#include "model/checkpointsession.h"
 #include "model/checkpointtreemodel.h"
 
 #include <QAbstractItemModelTester>
@@ -9,9 +10,12 @@
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QTest>
+#include <QThread>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <numeric>
 
 using namespace shardscope;
@@ -40,6 +44,20 @@ QString runPython(const QString &script, const QString &path)
     if (!p.waitForFinished(120'000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0)
         return QStringLiteral("python failed: ") + QString::fromLocal8Bit(p.readAll());
     return {};
+}
+
+// The bundled demo's layout, written into `dir`; empty on failure.
+QString writeDemoLayout(const QTemporaryDir &dir)
+{
+    auto layout = layoutFromConfig(
+        QFile::encodeName(QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR "/config.json")).toStdString(),
+        {});
+    const QString path = dir.filePath(QStringLiteral("layout.json"));
+    QFile out(path);
+    if (!layout || !out.open(QIODevice::WriteOnly))
+        return {};
+    out.write(QByteArray::fromStdString(layoutToJson(*layout)));
+    return path;
 }
 
 class BackendRunnerTest : public ::testing::Test
@@ -200,4 +218,144 @@ TEST_F(BackendRunnerTest, ReopeningDropsResultsOfTheOldGeneration)
     }
     QCoreApplication::processEvents();
     EXPECT_EQ(ready.count(), 0);
+}
+
+// A minutes-long job on the long lane must not hold up the quick lane: the details of a tensor
+// come back while the job runs, its throttled progress reaches the owner's thread, and a cancel
+// stops it midway.
+TEST_F(BackendRunnerTest, LongJobLaneRunsBesideDetailsAndCancels)
+{
+    BackendRunner runner;
+    ASSERT_TRUE(open(runner));
+    std::atomic<bool> started{false};
+    std::atomic<int> steps{0};
+    QSignalSpy progress(&runner, &BackendRunner::jobProgress);
+    QSignalSpy finished(&runner, &BackendRunner::jobFinished);
+    QSignalSpy cancelled(&runner, &BackendRunner::jobCancelled);
+    QThread *owner = QThread::currentThread();
+    bool offThread = false;
+    QObject::connect(&runner, &BackendRunner::jobProgress, &runner,
+                     [&] { offThread = offThread || QThread::currentThread() != owner; });
+    const quint64 id = runner.startJob(
+        QStringLiteral("endless"), [&](const JobControl &control) -> BackendRunner::JobOutcome {
+            started = true;
+            for (uint64_t i = 0;; ++i) { // until cancelled, as a long verification would
+                if (!control.report({"verify", i % 1000, 1000}))
+                    return {{}, {}, true};
+                ++steps;
+                QThread::msleep(1);
+            }
+        });
+    EXPECT_TRUE(runner.isJobRunning());
+
+    QSignalSpy ready(&runner, &BackendRunner::tensorDetailsReady);
+    runner.requestTensorDetails(QStringLiteral("a"));
+    ASSERT_TRUE(ready.wait(Timeout));
+    EXPECT_TRUE(started.load());
+    EXPECT_TRUE(runner.isJobRunning()) << "the details waited for the job";
+    EXPECT_TRUE(ready.at(0).at(1).value<TensorDetails>().ok());
+
+    // Throttled: a report every millisecond reaches the owner at most ten times a second.
+    QTest::qWait(600);
+    const int reported = progress.count();
+    EXPECT_GE(reported, 2);
+    EXPECT_LE(reported, 12) << steps.load() << " steps";
+    EXPECT_FALSE(offThread);
+    EXPECT_EQ(progress.at(0).at(0).toULongLong(), id);
+    EXPECT_EQ(progress.last().at(1).toString(), QStringLiteral("verify"));
+
+    runner.cancelJobs();
+    ASSERT_TRUE(cancelled.wait(Timeout));
+    EXPECT_EQ(cancelled.at(0).at(0).toULongLong(), id);
+    EXPECT_EQ(finished.count(), 0);
+    EXPECT_FALSE(runner.isJobRunning());
+}
+
+// The front door's verification through the runner: the demo, planned over two ranks, loads bit
+// for bit; the checkpoint is the one the runner has open.
+TEST(BackendRunnerJobs, VerifiesTheOpenCheckpoint)
+{
+    const QString demo = QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR);
+    QTemporaryDir dir;
+    const QString layoutPath = writeDemoLayout(dir);
+    ASSERT_FALSE(layoutPath.isEmpty());
+
+    BackendRunner runner;
+    QSignalSpy opened(&runner, &BackendRunner::checkpointOpened);
+    runner.openCheckpoint(demo);
+    ASSERT_TRUE(opened.wait(Timeout));
+
+    QSignalSpy verified(&runner, &BackendRunner::verifyReady);
+    QSignalSpy diffed(&runner, &BackendRunner::diffReady);
+    VerifyRequest request;
+    request.layout = QFile::encodeName(layoutPath).toStdString();
+    request.dp = 2;
+    runner.startVerify(request);
+    DiffRequest diffRequest;
+    diffRequest.layout = request.layout;
+    runner.startDiff(diffRequest);
+    ASSERT_TRUE(verified.wait(Timeout));
+    const auto report = verified.at(0).at(0).value<VerifySnapshot>();
+    ASSERT_TRUE(report);
+    EXPECT_TRUE(report->result.clean());
+    EXPECT_EQ(report->result.world, 2);
+    EXPECT_GT(report->result.identical, 0u);
+    if (diffed.isEmpty()) {
+        ASSERT_TRUE(diffed.wait(Timeout));
+    }
+    const auto diff = diffed.at(0).at(0).value<DiffSnapshot>();
+    ASSERT_TRUE(diff);
+    EXPECT_TRUE(diff->clean());
+    EXPECT_EQ(diff->expectedModel, diff->loadableModel);
+}
+
+// The session announces each stage and clears what a change makes stale: a new layout clears the
+// diff and the verification, a new checkpoint everything.
+TEST(CheckpointSessionTest, StagesAndWhatClearsThem)
+{
+    const QString demo = QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR);
+    QTemporaryDir dir;
+    const QString layoutPath = writeDemoLayout(dir);
+    ASSERT_FALSE(layoutPath.isEmpty());
+
+    CheckpointSession session;
+    QSignalSpy opened(&session, &CheckpointSession::opened);
+    QSignalSpy diffs(&session, &CheckpointSession::diffChanged);
+    QSignalSpy verifications(&session, &CheckpointSession::verificationChanged);
+    QSignalSpy ended(&session, &CheckpointSession::jobEnded);
+    session.open(demo);
+    ASSERT_TRUE(opened.wait(Timeout));
+    ASSERT_TRUE(session.index());
+    session.setLayout(layoutPath);
+    session.runDiff();
+    EXPECT_TRUE(session.isJobRunning());
+    ASSERT_TRUE(diffs.wait(Timeout));
+    ASSERT_TRUE(session.diff());
+    EXPECT_TRUE(session.diff()->clean());
+    if (ended.isEmpty()) {
+        ASSERT_TRUE(ended.wait(Timeout));
+    }
+    EXPECT_TRUE(ended.last().at(0).toBool());
+    EXPECT_FALSE(session.isJobRunning());
+
+    VerifyRequest request;
+    request.dp = 2;
+    session.runVerify(request);
+    ASSERT_TRUE(verifications.wait(Timeout));
+    ASSERT_TRUE(session.verification());
+    EXPECT_TRUE(session.verification()->result.clean());
+
+    session.setLayout(layoutPath); // stale now: both cleared, each announced
+    EXPECT_FALSE(session.diff());
+    EXPECT_FALSE(session.verification());
+    EXPECT_FALSE(diffs.last().at(0).value<DiffSnapshot>());
+    EXPECT_FALSE(verifications.last().at(0).value<VerifySnapshot>());
+
+    session.runDiff();
+    ASSERT_TRUE(diffs.wait(Timeout));
+    session.open(demo);
+    EXPECT_FALSE(session.index());
+    EXPECT_FALSE(session.diff());
+    ASSERT_TRUE(opened.wait(Timeout));
+    EXPECT_TRUE(session.index());
 }

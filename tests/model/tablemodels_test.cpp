@@ -62,3 +62,39 @@ TEST(ProblemListModel, ListsProblems)
     model.clear();
     EXPECT_EQ(model.rowCount(), 0);
 }
+
+// A missing data file breaks every key it held: one row for the file, expanding to its keys.
+TEST(ProblemListModel, FoldsAFloodIntoOneExpandableRow)
+{
+    auto index = std::make_shared<CheckpointIndex>();
+    for (int i = 0; i < 300; ++i)
+        index->problems.push_back({"model.layers." + std::to_string(i) + ".weight",
+                                   "/ckpt/__3_0.distcp", std::nullopt, "data file is missing",
+                                   Problem::Effect::Unreadable});
+    index->problems.push_back({"", ".metadata", std::nullopt, "unreferenced file __9_0.distcp"});
+    ProblemListModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    model.setIndex(index);
+    ASSERT_EQ(model.rowCount(), 2);
+    EXPECT_EQ(model.problemCount(), 301);
+    const QModelIndex group = model.index(0, 0);
+    auto cell = [&](const QModelIndex &parent, int row, int col) {
+        return model.index(row, col, parent).data().toString();
+    };
+    EXPECT_EQ(cell({}, 0, ProblemListModel::KeyColumn), QStringLiteral("300 keys"));
+    EXPECT_EQ(cell({}, 0, ProblemListModel::FileColumn), QStringLiteral("/ckpt/__3_0.distcp"));
+    EXPECT_EQ(cell({}, 0, ProblemListModel::EffectColumn), QStringLiteral("raises"));
+    EXPECT_EQ(cell({}, 0, ProblemListModel::MessageColumn), QStringLiteral("data file is missing"));
+    EXPECT_EQ(model.problemAt(0), nullptr) << "a group is no one problem";
+    ASSERT_EQ(model.rowCount(group), 300);
+    EXPECT_EQ(cell(group, 299, ProblemListModel::KeyColumn),
+              QStringLiteral("model.layers.299.weight"));
+    EXPECT_EQ(model.index(299, 0, group).data(KeyRole).toString(),
+              QStringLiteral("model.layers.299.weight"));
+    EXPECT_EQ(model.parent(model.index(5, 2, group)), group);
+    // A problem of its own is a plain row, without children.
+    EXPECT_EQ(cell({}, 1, ProblemListModel::MessageColumn),
+              QStringLiteral("unreferenced file __9_0.distcp"));
+    EXPECT_EQ(model.rowCount(model.index(1, 0)), 0);
+    ASSERT_NE(model.problemAt(1), nullptr);
+}

@@ -4,6 +4,7 @@
 #include "shardscope/checkpoint.h"
 #include "shardscope/layout.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -128,8 +129,11 @@ struct DiffResult
     bool clean() const;
 };
 
-Result<DiffResult> diffAgainstLayout(const CheckpointIndex &checkpoint, const Layout &layout,
-                                     const DiffOptions &options);
+/** `progress(done, total)` now and then; returning false stops the diff (Error::Cancelled). */
+Result<DiffResult>
+diffAgainstLayout(const CheckpointIndex &checkpoint, const Layout &layout,
+                  const DiffOptions &options,
+                  const std::function<bool(uint64_t done, uint64_t total)> &progress = {});
 
 /** Checkpoint against checkpoint. */
 struct KeyChange
@@ -148,6 +152,8 @@ struct CheckpointDiff
     std::string first, second;
     size_t same = 0;
     std::vector<KeyChange> changes;
+    /** Nothing changed but names a rule maps. */
+    bool clean() const;
 };
 CheckpointDiff diffCheckpoints(const CheckpointIndex &a, const CheckpointIndex &b,
                                const DiffOptions &options);

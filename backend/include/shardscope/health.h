@@ -23,7 +23,8 @@ struct TensorHealth
 enum class ComputeDevice : uint8_t { Cpu, Cuda };
 
 /**
- * Health of a real (non-complex) tensor. CPU and CUDA run the same per-element code
+ * Health of a tensor (complex: its real and imaginary parts count as elements, as torch's
+ * view_as_real shows them; so do statistics everywhere). CPU and CUDA run the same per-element code
  * (backend/src/kernels/healthcore.h) over the same segments merged in the same order, so they
  * agree bit for bit. Cuda fails with an error when the build or the machine has no CUDA.
  */

@@ -19,7 +19,7 @@ struct ShardPiece
 };
 
 /**
- * What one rank holds of one parameter under Megatron-FSDP (formats.md §6.2): a flat,
+ * What one rank holds of one parameter under Megatron-FSDP (docs/formats.md §6.2): a flat,
  * row-aligned slice [flatBegin, flatEnd) of the parameter's flattened TP-local tensor, i.e. its
  * local rows [flatBegin / rowSize, flatEnd / rowSize). Empty when flatBegin == flatEnd. Under TP
  * the local rows are runs of the parameter's rows (`pieces`: a fused parameter's TP-local tensor

@@ -5,7 +5,7 @@
 //
 // Compile-checked only: it builds and links against the pinned CUDA wheel, but no NCCL
 // collective has run yet (the build machine has no GPU). Until a GPU run says otherwise, treat it
-// as untested. Per ../shared/docs/build-notes.md ("c10d"), NCCL refuses two ranks on one GPU, so
+// as untested. Per docs/build-notes.md ("c10d"), NCCL refuses two ranks on one GPU, so
 // a lent machine with one GPU can only run world size 1 on NCCL; multi-rank logic is tested with
 // Gloo.
 #include "c10d/nccl.h"

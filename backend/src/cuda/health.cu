@@ -2,7 +2,7 @@
 // Tensor health on the GPU: one thread per segment folds it with the shared per-element code
 // (kernels/healthcore.h); the host merges the segments in index order, as the CPU path does, so
 // both agree bit for bit. Histogram bins and fingerprint words combine by integer addition.
-#include "../kernels/healthdevice.h"
+#include "kernels/healthdevice.h"
 
 #include <cuda_runtime.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "../kernels/healthdevice.h"
+#include "kernels/healthdevice.h"
 
 namespace shardscope::kernels {
 

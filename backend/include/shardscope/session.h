@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: MIT
+// The backend's front door: one request type per job, one way to run each, value-typed results.
+// The CLI and the GUI both drive the backend through here, so neither decides a default, plans
+// a load or writes a schema of its own. See docs/architecture.md.
+#pragma once
+
+#include "shardscope/checkpoint.h"
+#include "shardscope/diff.h"
+#include "shardscope/distributed.h"
+#include "shardscope/health.h"
+#include "shardscope/layout.h"
+#include "shardscope/loadplan.h"
+#include "shardscope/report.h"
+#include "shardscope/verify.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardscope {
+
+/** Asks a running job to stop; shared between the job and whoever may cancel it. */
+class CancelToken
+{
+public:
+    CancelToken()
+        : m_flag(std::make_shared<std::atomic<bool>>(false))
+    {}
+    void cancel() const { m_flag->store(true); }
+    bool cancelled() const { return m_flag->load(); }
+
+private:
+    std::shared_ptr<std::atomic<bool>> m_flag;
+};
+
+/** Where a job is: its stage ("open", "layout", "diff", "plan", "verify", "stats") and units. */
+struct JobProgress
+{
+    std::string_view stage;
+    uint64_t done = 0, total = 0; ///< total 0: the stage's amount of work is not known
+};
+
+/**
+ * How a caller follows and stops a job. `progress` is called on the job's threads, serialised,
+ * at every stage change and as work moves (the caller throttles what it shows); returning false
+ * stops the job as a cancel does.
+ */
+struct JobControl
+{
+    std::function<bool(const JobProgress &)> progress;
+    CancelToken cancel;
+
+    /** Reports `p`; false when the job must stop. */
+    bool report(const JobProgress &p) const;
+};
+
+// ---------------------------------------------------------------- inspect
+
+struct InspectRequest
+{
+    std::string path;
+    std::vector<std::string> filters;  ///< glob patterns on keys; any may match; none: all
+    std::optional<std::string> tensor; ///< only this key
+    bool stats = false;   ///< read tensor data: health (statistics, histogram, fingerprint)
+    bool hash = false;    ///< read tensor data: SHA-256
+    bool objects = false; ///< decode non-tensor entries
+};
+
+struct InspectedTensor
+{
+    const TensorEntry *entry = nullptr; ///< into InspectResult::index
+    std::optional<TensorHealth> health; ///< with stats (our kernels; complex: parts as elements)
+    std::string sha256;
+};
+
+struct InspectedObject
+{
+    const ObjectEntry *entry = nullptr;
+    std::string summary; ///< decoded (objects, or the --tensor key), one line
+};
+
+struct InspectResult
+{
+    std::shared_ptr<const CheckpointIndex> index;
+    std::vector<InspectedTensor> tensors; ///< the selected ones, in index order
+    std::vector<InspectedObject> objects;
+    /** The index's problems, then those met reading data (each key's, with file and offset). */
+    std::vector<Problem> problems;
+    bool healthy() const { return problems.empty(); }
+};
+
+/**
+ * The one numerics path of every view: our health kernels (complex included), and libtorch's
+ * moments (no histogram) only for the dtypes the kernels lack (float8 fnuz variants, e8m0).
+ */
+Result<TensorHealth> tensorHealth(const TensorData &data);
+
+/** Opens the checkpoint and reads what the request asks for; errors only when it cannot open. */
+Result<InspectResult> runInspect(const InspectRequest &request, const JobControl &control = {});
+
+// ---------------------------------------------------------------- diff
+
+/** An index already open (the GUI keeps its checkpoints open); null: opened from the path. */
+using OpenedIndex = std::shared_ptr<const CheckpointIndex>;
+
+struct DiffRequest
+{
+    std::string checkpoint;
+    std::string layout; ///< layout JSON path (docs/layout-format.md)
+    DiffOptions options;
+    OpenedIndex opened;
+};
+
+/** Checkpoint against layout: every expected parameter's status and what the real load does. */
+Result<DiffResult> runDiff(const DiffRequest &request, const JobControl &control = {});
+
+struct CheckpointDiffRequest
+{
+    std::string first, second;
+    DiffOptions options;
+    OpenedIndex firstOpened, secondOpened;
+};
+
+/** Checkpoint against checkpoint: added, removed, renamed by a rule, shape or dtype changed. */
+Result<CheckpointDiff> runCheckpointDiff(const CheckpointDiffRequest &request,
+                                         const JobControl &control = {});
+
+// ---------------------------------------------------------------- verify
+
+struct VerifyRequest
+{
+    std::string checkpoint;
+    std::string layout;
+    /** Overrides of the layout's parallel configuration; 0 (or -1 for the stage layers): the
+     *  layout's. dp 0 under a job of several processes: the processes over tp × pp. */
+    int dp = 0, tp = 0, pp = 0, ep = 0, etp = 0;
+    int firstStageLayers = -1, lastStageLayers = -1;
+    std::vector<std::string> disabledRules;
+    uint64_t maxMemory = 0; ///< 0: a quarter of physical memory
+    int threads = 0;        ///< 0: one per core
+    bool hash = false;
+    bool useGpu = true;
+    /** The job this process is one rank of (joinJob()); null: one process plays every rank. */
+    Communicator *comm = nullptr;
+    OpenedIndex opened;
+};
+
+struct VerifyReport
+{
+    std::string checkpoint, layout;
+    ParallelConfig parallel; ///< as planned, overrides and defaults applied
+    int expertDp = 1;
+    uint64_t maxMemory = 0; ///< the budget used
+    VerifyResult result;
+    /** Where the health kernels ran: "cpu", or the GPU's name when any parameter's ran there. */
+    std::string healthDevice() const;
+};
+
+/**
+ * Diff, plan and the real load of every rank's shards, checked bit for bit. A cancel (or a
+ * progress callback returning false) ends it early with result.cancelled set.
+ */
+Result<VerifyReport> runVerify(const VerifyRequest &request, const JobControl &control = {});
+
+/**
+ * Joins the job this process was launched into (torchrun, srun), or nullptr when it was not
+ * launched as one of several processes.
+ */
+Result<std::unique_ptr<Communicator>> joinJob(CommBackend backend = CommBackend::Auto);
+
+// ---------------------------------------------------------------- report
+
+struct ReportRequest
+{
+    /** Exactly one of the two diffs. */
+    std::optional<DiffRequest> diff;
+    std::optional<CheckpointDiffRequest> against;
+    ReportFormat format = ReportFormat::Markdown;
+    ReportContext context;
+};
+
+struct ReportOutput
+{
+    std::string text;  ///< the rendered report
+    bool clean = true; ///< the diff behind it found no problem
+};
+
+Result<ReportOutput> runReport(const ReportRequest &request, const JobControl &control = {});
+
+// ---------------------------------------------------------------- problems, folded
+
+/**
+ * Problems of one cause in one file ("__3_0.distcp is missing: 7,200 keys unreadable"): the
+ * same effect, file and message but for its numbers. `cause` keeps the numbers every member
+ * shares and shows "…" where they differ.
+ */
+struct ProblemGroup
+{
+    Problem::Effect effect = Problem::Effect::Note;
+    std::string file;
+    std::string cause;
+    std::vector<size_t> members; ///< indices into the input, ascending
+    /** One line: "FILE: 7200 keys unreadable: data file is missing". */
+    std::string headline(const std::vector<Problem> &problems) const;
+};
+
+/** Groups in order of first appearance. */
+std::vector<ProblemGroup> groupProblems(const std::vector<Problem> &problems);
+
+// ---------------------------------------------------------------- the JSON schemas
+
+/** shardscope.inspect/1 */
+std::string inspectToJson(const InspectResult &result, const std::string &path);
+/** shardscope.verify/1 */
+std::string verifyToJson(const VerifyReport &report);
+// shardscope.diff/1, shardscope.checkpoint-diff/1 and shardscope.report/1: report.h.
+
+} // namespace shardscope

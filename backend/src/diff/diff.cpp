@@ -1,0 +1,740 @@
+// SPDX-License-Identifier: MIT
+// The load diff: what a model expects (a Layout) against what a checkpoint holds, through the
+// rules of Megatron's fsdp_dtensor handlers (docs/formats.md §6) and a few that only we apply.
+#include "shardscope/diff.h"
+
+#include "common/shapes.h"
+#include "diff/diskkeys.h"
+#include "diff/loadoutcome.h"
+#include "diff/rulemap.h"
+
+#include <algorithm>
+#include <optional>
+#include <regex>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace shardscope {
+
+using detail::Disk;
+using detail::DiskKey;
+using detail::handlerOf;
+using detail::kKnownStates;
+using detail::modelWrapperLength;
+using detail::Piece;
+using detail::replaceAll;
+using detail::Request;
+using detail::shapeText;
+using detail::withExpert;
+
+namespace {
+
+class Differ
+{
+    struct Expanded
+    {
+        LayoutParam param;
+        std::string localName; // EP-local name, for layouts of one EP rank
+        int epRank = 0;
+    };
+
+public:
+    Differ(const CheckpointIndex &index, const Layout &layout, const DiffOptions &options)
+        : m_index(index)
+        , m_layout(layout)
+        , m_options(options)
+    {
+        detail::sortKeys(index, enabled("wrapper_prefix"), m_disk);
+        m_torchDist = index.format == Format::MegatronTorchDist;
+        // An EP-local layout (one EP rank's names) stands for every EP rank: expand its experts
+        // to global indices, remembering each one's local name and rank.
+        const int ep = layout.parallel.ep;
+        const bool expand = !layout.expertsGlobal && ep > 1 && layout.numExperts % ep == 0;
+        const int local = expand ? layout.numExperts / ep : 0;
+        for (const LayoutParam &p : layout.params) {
+            if (!expand || p.expert < 0) {
+                m_params.push_back({p, {}, 0});
+                continue;
+            }
+            for (int r = 0; r < ep; ++r) {
+                Expanded x{p, p.name, r};
+                const int global = p.expert + r * local;
+                x.param.name = withExpert(p.name, global);
+                x.param.expert = global;
+                if (x.param.fusion)
+                    for (FusedSection &sec : x.param.fusion->sections)
+                        sec.name = withExpert(sec.name, global);
+                m_params.push_back(std::move(x));
+            }
+        }
+        for (const Expanded &x : m_params)
+            m_byName.emplace(x.param.name, &x.param);
+    }
+
+    // Progress counts parameters twice over: the model section's pass, then the optimizer's.
+    using Progress = std::function<bool(uint64_t, uint64_t)>;
+    bool keepGoing(const Progress &progress, size_t done) const
+    {
+        return !progress || done % 64 || progress(done, 2 * m_params.size());
+    }
+
+    std::optional<DiffResult> run(const Progress &progress)
+    {
+        DiffResult r;
+        r.options = m_options;
+        r.format = std::string(formatName(m_index.format));
+        r.checkpoint = m_index.inputPath;
+        for (size_t i = 0; i < m_params.size(); ++i) {
+            if (!keepGoing(progress, i))
+                return std::nullopt;
+            const Expanded &x = m_params[i];
+            const LayoutParam &p = x.param;
+            if (p.name.ends_with("._extra_state") && enabled("extra_state"))
+                continue; // dropped on save and load alike
+            r.entries.push_back(evaluate(x, {}));
+            ++r.expectedModel;
+            r.loadableModel += r.entries.back().realLoadFills;
+        }
+        const bool hasOptimizer = m_disk.optNameFirst.size() + m_disk.optStateFirst.size() > 0;
+        if (m_options.includeOptimizer && hasOptimizer) {
+            std::vector<std::string> states = m_layout.optimizerStates;
+            if (m_layout.optimizerStep && !m_torchDist) // torch_dist keeps step in param_groups
+                states.push_back("step");
+            // torch_dist's distributed optimizer also stores the fp32 main parameters.
+            if (!m_disk.mainParamState.empty() &&
+                std::find(states.begin(), states.end(), m_disk.mainParamState) == states.end())
+                states.push_back(m_disk.mainParamState);
+            for (size_t i = 0; i < m_params.size(); ++i) {
+                if (!keepGoing(progress, m_params.size() + i))
+                    return std::nullopt;
+                const Expanded &x = m_params[i];
+                const LayoutParam &p = x.param;
+                if (!p.hasOptimizerState || p.name.ends_with("._extra_state"))
+                    continue;
+                for (const std::string &s : states) {
+                    r.entries.push_back(evaluate(x, s));
+                    ++r.expectedOptimizer;
+                    r.loadableOptimizer += r.entries.back().realLoadFills;
+                }
+            }
+        }
+        if (m_options.includeOptimizer && !m_disk.groupMeta.empty())
+            paramGroups(r);
+        for (const DiskKey &k : m_disk.keys) {
+            if (k.used)
+                continue;
+            const bool inModel =
+                m_disk.findModel(k.key.substr(modelWrapperLength(k.key))) != nullptr;
+            const bool training =
+                m_disk.megatronWrapped ? modelWrapperLength(k.key) == 0 : !k.tensor;
+            if (!inModel && training && !k.key.starts_with("optimizer.state."))
+                continue; // args, iteration, rng state, param_groups: the training loop's
+            if (k.key.starts_with("optimizer.state.") && !m_options.includeOptimizer)
+                continue;
+            UnconsumedKey u;
+            u.key = std::string(k.key);
+            u.tensor = k.tensor != nullptr;
+            if (k.tensor) {
+                u.shape = k.tensor->shape;
+                u.dtype = k.tensor->dtypeName;
+            }
+            u.note = !k.key.starts_with("optimizer.state.")
+                         ? "no expected parameter consumes it; a DCP load ignores it silently"
+                     : optimizerStateOfKnownParam(k.key)
+                         ? "an optimizer state the layout does not list (layout optimizer.states)"
+                         : "optimizer state of a parameter the model does not have";
+            r.unconsumed.push_back(std::move(u));
+        }
+        r.outcome = detail::loadOutcome(r, m_index.format, m_options);
+        if (progress)
+            progress(2 * m_params.size(), 2 * m_params.size());
+        return r;
+    }
+
+private:
+    // Megatron-FSDP keeps each parameter's optimizer group (lr, weight decay, …) as
+    // optimizer.param_to_group_meta.<live name>.* items: one entry per parameter says whether its
+    // group is there. Names are the live ones (the split handlers rename only optimizer.state).
+    void paramGroups(DiffResult &r)
+    {
+        for (const Expanded &x : m_params) {
+            const LayoutParam &p = x.param;
+            if (!p.hasOptimizerState || p.name.ends_with("._extra_state"))
+                continue;
+            DiffEntry e;
+            e.section = Section::Other;
+            e.param = p.name;
+            e.state = "param_group";
+            e.name = p.name + ".param_group";
+            e.requestKeys = {"optimizer.param_to_group_meta.module.module.module." + p.name};
+            auto it = m_disk.groupMeta.find(p.name);
+            if (it == m_disk.groupMeta.end())
+                it = m_disk.groupMeta.find(
+                    replaceAll(p.name, "." + m_layout.mtpInner + ".", ".transformer_layer."));
+            if (it != m_disk.groupMeta.end()) {
+                e.sources.push_back(
+                    {std::string(m_disk.keys[it->second].key), {}, {}, 0, 0, 0, 0, {}});
+            } else {
+                e.status = LoadStatus::Unloadable;
+                e.realLoadFills = false;
+                e.reason = "no optimizer.param_to_group_meta entries for it, while the checkpoint "
+                           "has them for other parameters";
+                e.fix = "Re-save with the optimizer groups of every parameter (the model has a "
+                        "parameter the saving run's optimizer did not).";
+            }
+            r.entries.push_back(std::move(e));
+        }
+        for (DiskKey &k : m_disk.keys)
+            if (k.key.starts_with("optimizer.param_to_group_meta."))
+                k.used = true;
+    }
+
+    // Whether an optimizer key names a parameter of the layout (stacked names included).
+    bool optimizerStateOfKnownParam(std::string_view key)
+    {
+        std::string_view rest = key.substr(16);
+        const size_t first = rest.find('.');
+        if (first != std::string_view::npos &&
+            kKnownStates.count(std::string(rest.substr(0, first))))
+            rest = rest.substr(first + 1);
+        else if (const size_t last = rest.rfind('.'); last != std::string_view::npos)
+            rest = rest.substr(0, last);
+        while (rest.starts_with("module."))
+            rest = rest.substr(7);
+        if (m_byName.count(std::string(rest)))
+            return true;
+        if (m_stackedNames.empty()) { // stacked: any layer of that name (built once)
+            static const std::regex layer(R"(\.layers\.\d+\.)");
+            for (const Expanded &x : m_params)
+                m_stackedNames.insert(std::regex_replace(x.param.name, layer, ".layers."));
+        }
+        return m_stackedNames.count(std::string(rest)) > 0;
+    }
+
+    bool enabled(const std::string &rule) const
+    {
+        return std::find(m_options.disabledRules.begin(), m_options.disabledRules.end(), rule) ==
+               m_options.disabledRules.end();
+    }
+    static bool byLoader(const std::string &rule)
+    {
+        for (const RuleInfo &r : allRules())
+            if (r.name == rule)
+                return r.appliedByLoader;
+        return false;
+    }
+
+    // What the loader asks for, given which rules it has (rulemap.h).
+    Request request(const LayoutParam &p, bool allRules, bool torchDistSplit = false) const
+    {
+        return detail::loaderRequest(
+            p, m_layout, m_torchDist && !torchDistSplit,
+            [&](const std::string &rule) { return allRules || enabled(rule); });
+    }
+
+    DiskKey *find(const std::string &name, const std::string &state)
+    {
+        return state.empty() ? m_disk.findModel(name) : m_disk.findOptimizer(name, state);
+    }
+    std::string requestKey(const std::string &name, const std::string &state) const
+    {
+        if (state.empty())
+            return m_disk.modelWrapper + name;
+        return m_disk.optimizerWrapper + name + "." + state;
+    }
+
+    // Looks every piece up; fills sources. False if any is missing.
+    bool lookup(const Request &q, const std::string &state, std::vector<DiskKey *> &found)
+    {
+        found.clear();
+        m_lead.clear();
+        for (const Piece &piece : q.pieces) {
+            std::vector<int64_t> lead;
+            DiskKey *k = find(piece.name, state);
+            if ((!k || !k->tensor) && enabled("torch_dist_stacked"))
+                k = findStacked(piece.name, state, lead);
+            if (!k || !k->tensor)
+                return false;
+            found.push_back(k);
+            m_lead.push_back(std::move(lead));
+        }
+        return true;
+    }
+
+    // torch_dist stacks layers ([L, …] under `decoder.layers.x`) and experts ([E, …] under
+    // `mlp.experts.experts.linear_fcN.weight`, per layer when the block is not homogeneous); a
+    // parameter is one index of those axes.
+    DiskKey *findStacked(const std::string &name, const std::string &state,
+                         std::vector<int64_t> &lead)
+    {
+        static const std::regex layer(R"(\.layers\.(\d+)\.)");
+        static const std::regex expert(R"(\.mlp\.experts\.linear_fc([12])\.(weight|bias)(\d+)$)");
+        std::smatch m;
+        std::optional<std::pair<int64_t, std::string>> byLayer, byExpert; // index, stacked name
+        if (std::regex_search(name, m, layer))
+            byLayer = {std::stoll(m[1].str()), m.prefix().str() + ".layers." + m.suffix().str()};
+        auto expertStack =
+            [&](const std::string &n) -> std::optional<std::pair<int64_t, std::string>> {
+            std::smatch e;
+            if (!std::regex_search(n, e, expert))
+                return std::nullopt;
+            return std::pair{std::stoll(e[3].str()), e.prefix().str() +
+                                                         ".mlp.experts.experts.linear_fc" +
+                                                         e[1].str() + "." + e[2].str()};
+        };
+        byExpert = expertStack(name);
+        std::vector<std::pair<std::vector<int64_t>, std::string>> tries;
+        if (byLayer) {
+            if (auto both = expertStack(byLayer->second))
+                tries.push_back({{byLayer->first, both->first}, both->second});
+            tries.push_back({{byLayer->first}, byLayer->second});
+        }
+        if (byExpert)
+            tries.push_back({{byExpert->first}, byExpert->second});
+        for (auto &[indices, stacked] : tries) {
+            DiskKey *k = find(stacked, state);
+            if (!k || !k->tensor || k->tensor->shape.size() < indices.size())
+                continue;
+            bool inside = true;
+            for (size_t i = 0; i < indices.size(); ++i)
+                inside = inside && indices[i] < k->tensor->shape[i];
+            if (!inside)
+                continue;
+            lead = indices;
+            return k;
+        }
+        lead.clear();
+        return nullptr;
+    }
+
+    void fillSources(DiffEntry &e, const Request &q, const std::vector<DiskKey *> &found)
+    {
+        for (size_t i = 0; i < found.size(); ++i) {
+            DiskKey *k = found[i];
+            k->used = true;
+            DiffSource src{std::string(k->key),
+                           k->tensor->shape,
+                           k->tensor->dtypeName,
+                           q.pieces[i].dim,
+                           q.pieces[i].begin,
+                           q.pieces[i].end,
+                           0,
+                           {}};
+            if (i < m_lead.size())
+                src.index = m_lead[i];
+            e.sources.push_back(std::move(src));
+        }
+        if (std::any_of(m_lead.begin(), m_lead.end(), [](const auto &l) { return !l.empty(); }) &&
+            std::find(e.rules.begin(), e.rules.end(), "torch_dist_stacked") == e.rules.end())
+            e.rules.push_back("torch_dist_stacked");
+    }
+
+    // Shape, dtype and coverage of found pieces → status.
+    void judge(DiffEntry &e, const Request &q, const std::vector<DiskKey *> &found,
+               const std::string &state, LoadStatus mapped)
+    {
+        e.status = mapped;
+        for (size_t i = 0; i < found.size(); ++i) {
+            const TensorEntry &t = *found[i]->tensor;
+            const bool step = state == "step";
+            const size_t lead = i < m_lead.size() ? m_lead[i].size() : 0;
+            const std::vector<int64_t> stored(t.shape.begin() + std::ptrdiff_t(lead),
+                                              t.shape.end());
+            if (!step && stored != q.pieces[i].shape) {
+                e.status = LoadStatus::ShapeMismatch;
+                e.realLoadFills = false;
+                e.reason = "stored as " + std::string(found[i]->key) + " " + shapeText(t.shape) +
+                           ", the model expects " + shapeText(q.pieces[i].shape) +
+                           "; DCP raises \"Size mismatch between saved … and current\"";
+                e.fix = "The model config differs from the run that saved the checkpoint (hidden "
+                        "size, heads, ffn or expert sizes, vocab padding): generate the layout "
+                        "from that run's arguments.";
+                return;
+            }
+            const Problem *problem = found[i]->problem;
+            if (problem && problem->effect == Problem::Effect::Unreadable) {
+                e.status = LoadStatus::Unreadable;
+                e.realLoadFills = false;
+                // Per file, not per item, so that a report folds a file's keys into one group
+                // (inspect lists each item's offsets).
+                const auto slash = problem->file.find_last_of('/');
+                e.reason = std::string(found[i]->key) + ": its data in " +
+                           problem->file.substr(slash == std::string::npos ? 0 : slash + 1) +
+                           " cannot be read (`shardscope-cli inspect` names each broken item); "
+                           "the load raises reading it, whatever the strictness";
+                e.fix = "Restore the checkpoint's data files (a save cut short, or a copy that "
+                        "stopped early; shardscope-cli inspect lists every broken item) or load "
+                        "an earlier checkpoint.";
+                return;
+            }
+            if (problem && problem->effect == Problem::Effect::Holes) {
+                e.status = LoadStatus::Partial;
+                e.realLoadFills = false;
+                e.reason = std::string(found[i]->key) + ": " + problem->message +
+                           "; a load finishes without a word and leaves the uncovered part at "
+                           "its initial values";
+                e.fix = "The metadata's chunks do not cover the tensor (ranks that disagreed on "
+                        "the sharding, or an edited .metadata; shardscope-cli inspect lists the "
+                        "tensor's chunks): re-save the checkpoint or load an earlier one.";
+                return;
+            }
+            if (!step && !e.dtype.empty() && t.dtypeName != e.dtype &&
+                e.status != LoadStatus::ShapeMismatch) {
+                e.status = LoadStatus::Cast;
+                e.reason = "stored as " + t.dtypeName + ", loaded into " + e.dtype +
+                           " (DCP copies with a cast)";
+            }
+        }
+    }
+
+    DiffEntry evaluate(const Expanded &x, const std::string &state)
+    {
+        const LayoutParam &p = x.param;
+        // Without handle_experts_in_state_dict every EP rank asks for its local names.
+        if (!x.localName.empty() && !enabled("experts_global")) {
+            LayoutParam localParam = p;
+            localParam.name = x.localName;
+            localParam.expert = m_layout.numExperts / m_layout.parallel.ep > 0
+                                    ? p.expert % (m_layout.numExperts / m_layout.parallel.ep)
+                                    : p.expert;
+            if (localParam.fusion)
+                for (FusedSection &sec : localParam.fusion->sections)
+                    sec.name = withExpert(sec.name, localParam.expert);
+            DiffEntry e = evaluate(Expanded{localParam, {}, x.epRank}, state);
+            e.param = p.name;
+            e.name = state.empty() ? p.name : p.name + "." + state;
+            if (x.epRank > 0 && !e.sources.empty()) {
+                e.status = LoadStatus::Rename;
+                e.realLoadFills = false;
+                e.wrongSource = true;
+                e.reason = "without expert globalisation EP rank " + std::to_string(x.epRank) +
+                           " asks for " + e.sources.front().key + ", which holds expert " +
+                           std::to_string(localParam.expert) + " (EP rank 0's), not expert " +
+                           std::to_string(p.expert) + ": it loads the wrong weights silently";
+                e.fix = "Load with a Megatron-LM whose fsdp_dtensor load runs "
+                        "handle_experts_in_state_dict (--num-experts set).";
+            }
+            return e;
+        }
+        return evaluateParam(p, state);
+    }
+
+    DiffEntry evaluateParam(const LayoutParam &p, const std::string &state)
+    {
+        DiffEntry e;
+        e.section = state.empty() ? Section::Model : Section::Optimizer;
+        e.param = p.name;
+        e.state = state;
+        e.name = state.empty() ? p.name : p.name + "." + state;
+        e.shape = state == "step" ? std::vector<int64_t>{} : p.shape;
+        // Optimizer states have the optimizer's dtype (fp32, or bf16 when precision-aware).
+        e.dtype = state.empty() ? p.dtype : std::string();
+
+        Request q = request(p, false);
+        for (const Piece &piece : q.pieces)
+            e.requestKeys.push_back(requestKey(piece.name, state));
+        std::vector<DiskKey *> found;
+
+        // 1. What the real load asks for. torch_dist asks for SwiGLU's [W; V] in one key, or for
+        // `_w` / `_v` keys when the checkpoint was saved with singleton_local_shards.
+        bool hit = lookup(q, state, found);
+        if (!hit && m_torchDist && p.fusion && p.fusion->rule == "swiglu" && enabled("swiglu")) {
+            Request w = request(p, false, true);
+            if (lookup(w, state, found)) {
+                hit = true;
+                q = std::move(w);
+                e.requestKeys.clear();
+                for (const Piece &piece : q.pieces)
+                    e.requestKeys.push_back(requestKey(piece.name, state));
+            }
+        }
+        if (hit) {
+            e.rules = q.rules;
+            fillSources(e, q, found);
+            const bool stacked =
+                std::any_of(m_lead.begin(), m_lead.end(), [](const auto &l) { return !l.empty(); });
+            e.realLoadFills = std::all_of(e.rules.begin(), e.rules.end(), byLoader);
+            judge(e, q, found, state,
+                  q.split                ? LoadStatus::Split
+                  : q.renamed || stacked ? LoadStatus::Rename
+                                         : LoadStatus::Ok);
+            if (e.reason.empty() && q.split)
+                e.reason = "split by " + q.rules.front() + " into " +
+                           std::to_string(q.pieces.size()) + " stored tensors";
+            else if (e.reason.empty() && (q.renamed || stacked))
+                e.reason = "stored as " + std::string(found.front()->key) +
+                           (stacked ? " at index " + std::to_string(m_lead.front().front()) +
+                                          " of its stacked axis"
+                                    : std::string()) +
+                           " (rule " + e.rules.back() + ")";
+            return e;
+        }
+        e.realLoadFills = false;
+
+        // 2. The loader lacks a handler that would have found it.
+        const Request ideal = request(p, true);
+        if (lookup(ideal, state, found)) {
+            std::vector<std::string> off;
+            for (const std::string &r : ideal.rules)
+                if (!enabled(r))
+                    off.push_back(r);
+            e.status = LoadStatus::Unloadable;
+            e.reason = "the checkpoint stores it as " + std::string(found.front()->key) +
+                       (found.size() > 1 ? " (+" + std::to_string(found.size() - 1) + " more)"
+                                         : std::string()) +
+                       ", which only rule " + (off.empty() ? "?" : off.front()) +
+                       " maps; with the rule disabled the load asks for " + e.requestKeys.front() +
+                       ", which is not there";
+            e.fix = "Load with a Megatron-LM whose fsdp_dtensor load runs " +
+                    handlerOf(off.empty() ? std::string() : off.front()) + ".";
+            for (DiskKey *k : found)
+                k->used = true; // explained here, not unconsumed
+            return e;
+        }
+
+        // 3. Mappings only ShardScope makes: the data is there, the loader will not find it.
+        if (enabled("mtp_spelling") && mtpSpelling(e, q, state))
+            return e;
+        if (enabled("experts_form") && expertsForm(e, q, state))
+            return e;
+        if (enabled("fused_on_disk") && fusedOnDisk(e, p, q, state))
+            return e;
+
+        e.status = LoadStatus::Unloadable;
+        e.reason = "no " + e.requestKeys.front() +
+                   (e.requestKeys.size() > 1 ? " (or its other sections)" : std::string()) +
+                   " in the checkpoint";
+        e.fix = state.empty()
+                    ? "Nothing in the checkpoint provides it: compare the model config (layers, "
+                      "experts, fusion flags, MTP) with the run that saved the checkpoint."
+                    : "The checkpoint has no " + state +
+                          " for it: a partial load keeps the optimizer state at its initial "
+                          "value; use --no-load-optim or a checkpoint saved with this parameter.";
+        return e;
+    }
+
+    // The same pieces under other names, by a rule only ShardScope applies: the data is there,
+    // the real load asks for other keys.
+    template<typename Rename>
+    bool underOtherNames(DiffEntry &e, const Request &q, const std::string &state, const char *rule,
+                         Rename rename, const std::string &why, const std::string &fix)
+    {
+        Request alt = q;
+        bool changed = false;
+        for (Piece &piece : alt.pieces) {
+            std::string n = rename(piece.name);
+            changed = changed || n != piece.name;
+            piece.name = std::move(n);
+        }
+        std::vector<DiskKey *> found;
+        if (!changed || !lookup(alt, state, found))
+            return false;
+        e.rules = q.rules;
+        e.rules.push_back(rule);
+        fillSources(e, alt, found);
+        judge(e, alt, found, state, LoadStatus::Rename);
+        e.realLoadFills = false;
+        if (e.status == LoadStatus::Rename) {
+            e.reason = "stored as " + std::string(found.front()->key) + " (" + why +
+                       "); the load asks for " + e.requestKeys.front();
+            e.fix = fix;
+        }
+        return true;
+    }
+
+    // MTP checkpoints spelled mtp_model_layer (converter output, saves before #6271).
+    bool mtpSpelling(DiffEntry &e, const Request &q, const std::string &state)
+    {
+        const std::string from = ".transformer_layer.", to = "." + m_layout.mtpInner + ".";
+        return underOtherNames(
+            e, q, state, "mtp_spelling",
+            [&](const std::string &n) { return detail::mtpSpelledName(n, m_layout.mtpInner); },
+            "MTP inner layer spelled '" + m_layout.mtpInner + "'",
+            "checkpoint_inspector.py modify-state-dict IN OUT --op \"rename " +
+                replaceAll(to, ".", "\\.") + " " + from + "\"");
+    }
+
+    bool expertsForm(DiffEntry &e, const Request &q, const std::string &state)
+    {
+        return underOtherNames(
+            e, q, state, "experts_form", detail::otherExpertForm,
+            "the other expert form: grouped vs sequential",
+            "Build the model with the expert form the checkpoint was saved with "
+            "(--moe-grouped-gemm for linear_fc1.weight<e>, without it for local_experts.<e>.), "
+            "or rename the keys with checkpoint_inspector.py modify-state-dict --op \"rename "
+            "OLD NEW\".");
+    }
+
+    // Fused (unsplit) tensors on disk: a fused parameter stored whole under its own name, or an
+    // unfused parameter that is a section of a fused stored tensor.
+    bool fusedOnDisk(DiffEntry &e, const LayoutParam &p, const Request &q, const std::string &state)
+    {
+        std::vector<DiskKey *> found;
+        // a) a fused parameter, stored fused
+        if (p.fusion || !p.absorbs.empty()) {
+            for (const std::string &inner :
+                 {std::string(".transformer_layer."), "." + m_layout.mtpInner + "."}) {
+                Request whole;
+                whole.pieces.push_back(
+                    {replaceAll(p.name, "." + m_layout.mtpInner + ".", inner), p.shape, 0, 0, 0});
+                if (!lookup(whole, state, found))
+                    continue;
+                e.rules = {"fused_on_disk"};
+                fillSources(e, whole, found);
+                judge(e, whole, found, state, LoadStatus::Merge);
+                if (e.status == LoadStatus::Merge) {
+                    const std::string rule = p.fusion ? p.fusion->rule : "mla_down_proj";
+                    e.reason = "stored fused as " + std::string(found.front()->key) +
+                               " (saved without the " + rule + " split); the load asks for " +
+                               e.requestKeys.front() +
+                               (e.requestKeys.size() > 1 ? " and its other sections" : "");
+                    e.fix = "Re-save the checkpoint with a Megatron-LM whose save runs " +
+                            handlerOf(rule) +
+                            " (or convert torch_dist checkpoints with checkpoint_inspector.py "
+                            "convert-torch-dist-to-fsdp-dtensor" +
+                            (rule == "swiglu" ? std::string(" --swiglu") : std::string()) +
+                            "); ShardScope can cut the sections out of the fused tensor.";
+                }
+                return true;
+            }
+        }
+        // b) an unfused parameter that is a section of a stored fused tensor
+        struct Family
+        {
+            std::vector<std::string> parts;
+            std::string fused;
+        };
+        static const std::vector<Family> families = {
+            {{".self_attention.linear_q_down_proj.weight",
+              ".self_attention.linear_kv_down_proj.weight"},
+             ".self_attention.linear_qkv_down_proj.weight"},
+            {{".weight_w", ".weight_v"}, ".weight"},
+            {{".bias_w", ".bias_v"}, ".bias"},
+            {{".weight.query", ".weight.key", ".weight.value", ".weight.z", ".weight.beta",
+              ".weight.alpha"},
+             ".weight"},
+        };
+        const std::string name = q.pieces.size() == 1 ? q.pieces.front().name : std::string();
+        if (name.empty())
+            return false;
+        // The absorbed input norm of a fused MLA down projection.
+        if (name.ends_with(".input_layernorm.weight")) {
+            const std::string layer = name.substr(0, name.size() - 23);
+            Request alt;
+            alt.pieces.push_back({layer + ".self_attention.linear_qkv_down_proj.layer_norm_weight",
+                                  p.shape, 0, 0, 0});
+            if (lookup(alt, state, found)) {
+                e.rules = {"fused_on_disk"};
+                fillSources(e, alt, found);
+                judge(e, alt, found, state, LoadStatus::Rename);
+                e.realLoadFills = false;
+                e.reason = "stored as " + std::string(found.front()->key) +
+                           " (the norm absorbed into the fused down projection)";
+                e.fix = "Build the model with the fused MLA down projection "
+                        "(--mla-down-proj-fusion) to load this checkpoint, or re-save it with "
+                        "a Megatron-LM that runs " +
+                        handlerOf("mla_down_proj") + ".";
+                return true;
+            }
+        }
+        // SwiGLU halves of grouped experts: linear_fc1.weight<e>_w / _v ↔ linear_fc1.weight<e>.
+        static const std::regex gluHalf(R"(^(.*\.(weight|bias)\d*)_([wv])$)");
+        std::smatch glu;
+        std::vector<Family> local = families;
+        if (std::regex_match(name, glu, gluHalf) && !glu[1].str().ends_with(".weight") &&
+            !glu[1].str().ends_with(".bias")) {
+            const std::string tail = glu[1].str().substr(glu[1].str().rfind('.'));
+            local.push_back({{tail + "_w", tail + "_v"}, tail});
+        }
+        for (const Family &f : local) {
+            for (size_t i = 0; i < f.parts.size(); ++i) {
+                if (!name.ends_with(f.parts[i]))
+                    continue;
+                const std::string stem = name.substr(0, name.size() - f.parts[i].size());
+                DiskKey *k = find(stem + f.fused, state);
+                if (!k || !k->tensor || k->tensor->shape.empty())
+                    return false;
+                // Row offset: the sizes of the sections before this one, from the layout's
+                // siblings (or what is left over for the last section).
+                int64_t begin = 0;
+                bool known = true;
+                for (size_t j = 0; j < i; ++j) {
+                    auto it = m_byName.find(stem + f.parts[j]);
+                    if (it == m_byName.end() || it->second->shape.empty()) {
+                        known = false;
+                        break;
+                    }
+                    begin += it->second->shape[0];
+                }
+                if (!known && i + 1 == f.parts.size() && !p.shape.empty())
+                    begin = k->tensor->shape[0] - p.shape[0], known = true;
+                if (!known || p.shape.empty())
+                    return false;
+                const int64_t rows = state == "step" ? 0 : p.shape[0];
+                e.rules = {"fused_on_disk"};
+                k->used = true;
+                // The whole parameter (rows [0, rows)) from the stored rows [begin, …).
+                e.sources.push_back({std::string(k->key),
+                                     k->tensor->shape,
+                                     k->tensor->dtypeName,
+                                     0,
+                                     0,
+                                     rows,
+                                     begin,
+                                     {}});
+                std::vector<int64_t> rest(k->tensor->shape.begin() + 1, k->tensor->shape.end());
+                std::vector<int64_t> want(p.shape.begin() + 1, p.shape.end());
+                if (state != "step" && (begin + rows > k->tensor->shape[0] || rest != want)) {
+                    e.status = LoadStatus::ShapeMismatch;
+                    e.reason = "stored fused as " + std::string(k->key) + " " +
+                               shapeText(k->tensor->shape) + ", which has no rows " +
+                               std::to_string(begin) + ".." + std::to_string(begin + rows) +
+                               " of shape " + shapeText(p.shape);
+                    e.fix = "The model config differs from the run that saved the checkpoint.";
+                    return true;
+                }
+                e.status = LoadStatus::Merge;
+                e.reason = "stored fused with its sibling sections in " + std::string(k->key) +
+                           " rows " + std::to_string(begin) + ".." + std::to_string(begin + rows) +
+                           "; the load asks for " + e.requestKeys.front();
+                e.fix = "Build the model fused like the saving run (e.g. --mla-down-proj-fusion "
+                        "for linear_qkv_down_proj), or re-save the checkpoint with the split "
+                        "handlers; ShardScope can cut the section out.";
+                return true;
+            }
+        }
+        return false;
+    }
+
+    const CheckpointIndex &m_index;
+    const Layout &m_layout;
+    const DiffOptions &m_options;
+    Disk m_disk;
+    std::vector<Expanded> m_params;
+    std::unordered_map<std::string, const LayoutParam *> m_byName;
+    std::unordered_set<std::string> m_stackedNames; // layer index dropped, see above
+    std::vector<std::vector<int64_t>> m_lead;       // per piece of the last lookup: stacked indices
+    bool m_torchDist = false;
+};
+
+} // namespace
+
+Result<DiffResult> diffAgainstLayout(const CheckpointIndex &checkpoint, const Layout &layout,
+                                     const DiffOptions &options,
+                                     const std::function<bool(uint64_t, uint64_t)> &progress)
+{
+    for (const std::string &r : options.disabledRules) {
+        const auto &rules = allRules();
+        if (std::none_of(rules.begin(), rules.end(),
+                         [&](const RuleInfo &i) { return i.name == r; }))
+            return makeError(Error::Code::NotFound, "unknown rule '" + r + "'");
+    }
+    std::optional<DiffResult> r = Differ(checkpoint, layout, options).run(progress);
+    if (!r)
+        return makeError(Error::Code::Cancelled, "cancelled");
+    r->against = layout.source;
+    return std::move(*r);
+}
+
+} // namespace shardscope

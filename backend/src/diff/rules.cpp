@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+#include "shardscope/diff.h"
+
+#include <array>
+
+namespace shardscope {
+
+const std::vector<RuleInfo> &allRules()
+{
+    // Order matters only for listing; the diff applies them in Megatron's order (docs/formats.md
+    // §6.1).
+    static const std::vector<RuleInfo> rules = {
+        {"wrapper_prefix",
+         "model.module. / module. wrapper prefixes and optimizer.state.module.module.module. names",
+         true},
+        {"extra_state", "TE _extra_state entries are dropped on save and load", true},
+        {"swiglu", "SwiGLU linear_fc1 [W; V] <-> weight_w / weight_v (GLU layers only)", true},
+        {"mla_down_proj",
+         "MLA linear_qkv_down_proj <-> linear_q_down_proj + linear_kv_down_proj, absorbed "
+         "layer_norm_weight <-> input_layernorm.weight (Megatron-LM #6271)",
+         true},
+        {"gdn",
+         "Gated DeltaNet in_proj / conv1d <-> .query/.key/.value/.z/.beta/.alpha, TP-local "
+         "tensors included (wired by the Megatron-Bridge fix)",
+         true},
+        {"experts_global", "EP-local expert indices <-> global expert indices", true},
+        {"torch_dist_stacked",
+         "torch_dist stacked layer axes (decoder.layers.x [L, …]) and expert axes "
+         "(mlp.experts.experts.linear_fcN.weight [E, …])",
+         true},
+        {"experts_global",
+         "EP-local expert indices (an EP-local layout) <-> global indices on disk "
+         "(handle_experts_in_state_dict)",
+         true},
+        {"mtp", "MTP inner layer mtp_model_layer (live) <-> transformer_layer (on disk)", true},
+        {"mtp_spelling",
+         "MTP checkpoints spelled mtp_model_layer on disk (converter output, saves before #6271)",
+         false},
+        {"experts_form",
+         "grouped experts (linear_fc1.weight<e>) <-> sequential "
+         "(local_experts.<e>.linear_fc1.weight)",
+         false},
+        {"fused_on_disk",
+         "tensors stored fused (saved without a split handler) cut into the parameters a model "
+         "keeps apart, or taken whole by a fused parameter",
+         false},
+    };
+    return rules;
+}
+
+std::string_view strictnessName(Strictness s)
+{
+    static constexpr std::array names = {
+        "assume_ok_unexpected", "log_unexpected", "log_all",   "raise_unexpected", "raise_all",
+        "return_unexpected",    "return_all",     "ignore_all"};
+    return names[size_t(s)];
+}
+
+std::optional<Strictness> strictnessFromName(std::string_view name)
+{
+    for (int i = 0; i <= int(Strictness::IgnoreAll); ++i)
+        if (strictnessName(Strictness(i)) == name)
+            return Strictness(i);
+    return std::nullopt;
+}
+
+std::string_view statusName(LoadStatus s)
+{
+    static constexpr std::array names = {"ok",      "split",      "merge",
+                                         "rename",  "cast",       "shape_mismatch",
+                                         "partial", "unloadable", "unreadable"};
+    return names[size_t(s)];
+}
+
+std::string_view actionName(LoadOutcome::Action a)
+{
+    static constexpr std::array names = {"loads", "raises", "logs_and_continues",
+                                         "returns_and_continues", "silent"};
+    return names[size_t(a)];
+}
+
+std::string_view changeName(KeyChange::Kind k)
+{
+    static constexpr std::array names = {"added", "removed", "renamed", "shape_changed",
+                                         "dtype_changed"};
+    return names[size_t(k)];
+}
+
+bool DiffResult::clean() const
+{
+    if (outcome.action != LoadOutcome::Action::Loads)
+        return false;
+    for (const DiffEntry &e : entries)
+        if (!e.realLoadFills)
+            return false;
+    // Model tensors nobody asks for: a load ignores them silently (a layer or expert too many?).
+    for (const UnconsumedKey &u : unconsumed)
+        if (u.tensor && !u.key.starts_with("optimizer."))
+            return false;
+    return true;
+}
+
+bool CheckpointDiff::clean() const
+{
+    for (const KeyChange &c : changes)
+        if (c.kind != KeyChange::Kind::Renamed)
+            return false;
+    return true;
+}
+
+} // namespace shardscope

@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: MIT
+// Layouts generated from a model config, without building the model. Parameter names and shapes
+// follow Megatron's TE layer specs (docs/formats.md §7); fusions follow its fsdp_dtensor handlers
+// (§6).
+#include "shardscope/checkpoint.h"
+#include "shardscope/layout.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace shardscope {
+
+using nlohmann::json;
+
+namespace {
+
+// The model, in Megatron's terms, whichever config it came from.
+struct ModelSpec
+{
+    std::string family;
+    int64_t hidden = 0, layers = 0, heads = 0, groups = 0, headDim = 0, ffn = 0, vocab = 0;
+    bool tied = false, gated = true, qkvBias = false, qkNorm = false;
+    // MLA
+    bool mla = false;
+    int64_t qLora = 0, kvLora = 0, qkNope = 0, qkRope = 0, vHead = 0;
+    // MoE
+    int64_t experts = 0, moeFfn = 0, sharedFfn = 0;
+    bool sharedGate = false, expertBias = false;
+    std::vector<bool> moeLayer; // per layer
+    // MTP
+    int64_t mtpLayers = 0;
+    // Qwen3-Next: gated delta net layers and gated attention
+    std::vector<bool> gdnLayer;
+    bool attentionGate = false;
+    int64_t linKeyHeads = 0, linKeyDim = 0, linValueHeads = 0, linValueDim = 0, convKernel = 4;
+};
+
+template<typename T>
+T num(const json &j, const char *key, T fallback)
+{
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null())
+        return fallback;
+    if (it->is_boolean())
+        return T(it->get<bool>());
+    if (it->is_number())
+        return it->get<T>();
+    if (it->is_string()) { // Megatron `--flag value` text
+        const std::string s = it->get<std::string>();
+        if (s == "true" || s == "True")
+            return T(1);
+        if (s == "false" || s == "False")
+            return T(0);
+        try {
+            return T(std::stoll(s));
+        } catch (...) {
+            return fallback;
+        }
+    }
+    return fallback;
+}
+
+bool isMegatronArgs(const json &j)
+{
+    return j.contains("num_layers") || j.contains("ffn_hidden_size") || j.contains("swiglu");
+}
+
+Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
+{
+    ModelSpec m;
+    const std::string type = c.value("model_type", std::string());
+    m.family = type.empty() ? "llama" : type;
+    m.hidden = num<int64_t>(c, "hidden_size", 0);
+    m.layers = num<int64_t>(c, "num_hidden_layers", 0);
+    m.heads = num<int64_t>(c, "num_attention_heads", 0);
+    m.groups = num<int64_t>(c, "num_key_value_heads", m.heads);
+    m.headDim = num<int64_t>(c, "head_dim", m.heads ? m.hidden / m.heads : 0);
+    m.ffn = num<int64_t>(c, "intermediate_size", 0);
+    m.vocab = num<int64_t>(c, "vocab_size", 0);
+    m.tied = num<int>(c, "tie_word_embeddings", 0) != 0;
+    const std::string act = c.value("hidden_act", std::string("silu"));
+    m.gated = act == "silu" || act == "swiglu" || act == "swish";
+    m.qkvBias = num<int>(c, "attention_bias", type == "qwen2" || type == "qwen2_moe") != 0;
+    m.qkNorm = type == "qwen3" || type == "qwen3_moe" || type == "qwen3_next";
+    if (m.hidden <= 0 || m.layers <= 0 || m.vocab <= 0)
+        return makeError(Error::Code::Format,
+                         "config lacks hidden_size, num_hidden_layers or vocab_size")
+            .inFile(origin);
+    m.moeLayer.assign(size_t(m.layers), false);
+    m.gdnLayer.assign(size_t(m.layers), false);
+
+    if (type == "deepseek_v3" || type == "deepseek_v2" || c.contains("kv_lora_rank")) {
+        m.mla = true;
+        m.qLora = num<int64_t>(c, "q_lora_rank", 0);
+        m.kvLora = num<int64_t>(c, "kv_lora_rank", 0);
+        m.qkNope = num<int64_t>(c, "qk_nope_head_dim", 0);
+        m.qkRope = num<int64_t>(c, "qk_rope_head_dim", 0);
+        m.vHead = num<int64_t>(c, "v_head_dim", 0);
+        m.experts = num<int64_t>(c, "n_routed_experts", 0);
+        m.moeFfn = num<int64_t>(c, "moe_intermediate_size", 0);
+        m.sharedFfn = m.moeFfn * num<int64_t>(c, "n_shared_experts", 0);
+        m.expertBias = type == "deepseek_v3" || c.value("topk_method", "") == "noaux_tc";
+        const int64_t firstDense = num<int64_t>(c, "first_k_dense_replace", 0);
+        const int64_t freq = num<int64_t>(c, "moe_layer_freq", 1);
+        for (int64_t i = 0; i < m.layers; ++i)
+            m.moeLayer[size_t(i)] = m.experts > 0 && i >= firstDense && freq > 0 && i % freq == 0;
+        m.mtpLayers = num<int64_t>(c, "num_nextn_predict_layers", 0);
+        if (m.kvLora <= 0 || m.qkRope <= 0 || m.vHead <= 0)
+            return makeError(Error::Code::Format, "MLA config lacks kv_lora_rank/qk_rope_head_dim/"
+                                                  "v_head_dim")
+                .inFile(origin);
+    } else {
+        m.experts = num<int64_t>(c, "num_experts", num<int64_t>(c, "num_local_experts", 0));
+        m.moeFfn = num<int64_t>(c, "moe_intermediate_size", m.ffn);
+        m.sharedFfn = num<int64_t>(c, "shared_expert_intermediate_size", 0);
+        m.sharedGate = m.sharedFfn > 0 && (type == "qwen3_next" || type == "qwen2_moe");
+        const int64_t step = num<int64_t>(c, "decoder_sparse_step", 1);
+        std::vector<int64_t> mlpOnly;
+        if (c.contains("mlp_only_layers") && c["mlp_only_layers"].is_array())
+            mlpOnly = c["mlp_only_layers"].get<std::vector<int64_t>>();
+        for (int64_t i = 0; i < m.layers; ++i)
+            m.moeLayer[size_t(i)] = m.experts > 0 && step > 0 && (i + 1) % step == 0 &&
+                                    std::find(mlpOnly.begin(), mlpOnly.end(), i) == mlpOnly.end();
+    }
+    if (type == "qwen3_next" || c.contains("linear_num_value_heads")) {
+        m.attentionGate = true;
+        m.linKeyHeads = num<int64_t>(c, "linear_num_key_heads", 0);
+        m.linKeyDim = num<int64_t>(c, "linear_key_head_dim", 0);
+        m.linValueHeads = num<int64_t>(c, "linear_num_value_heads", 0);
+        m.linValueDim = num<int64_t>(c, "linear_value_head_dim", 0);
+        m.convKernel = num<int64_t>(c, "linear_conv_kernel_dim", 4);
+        if (c.contains("layer_types") && c["layer_types"].is_array()) {
+            const auto &t = c["layer_types"];
+            for (size_t i = 0; i < t.size() && i < m.gdnLayer.size(); ++i)
+                m.gdnLayer[i] = t[i].is_string() && t[i].get<std::string>() == "linear_attention";
+        } else {
+            const int64_t interval = num<int64_t>(c, "full_attention_interval", 4);
+            for (int64_t i = 0; i < m.layers; ++i)
+                m.gdnLayer[size_t(i)] = interval <= 0 || (i + 1) % interval != 0;
+        }
+        if (m.linKeyHeads <= 0 || m.linKeyDim <= 0 || m.linValueHeads <= 0 || m.linValueDim <= 0)
+            return makeError(Error::Code::Format, "Qwen3-Next config lacks linear_* head sizes")
+                .inFile(origin);
+    }
+    return m;
+}
+
+// Megatron's argparse names (megatron/training/arguments.py).
+Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
+{
+    ModelSpec m;
+    m.hidden = num<int64_t>(a, "hidden_size", 0);
+    m.layers = num<int64_t>(a, "num_layers", 0);
+    m.heads = num<int64_t>(a, "num_attention_heads", 0);
+    m.groups = num<int>(a, "group_query_attention", 0)
+                   ? num<int64_t>(a, "num_query_groups", m.heads)
+                   : m.heads;
+    m.headDim = num<int64_t>(a, "kv_channels", m.heads ? m.hidden / m.heads : 0);
+    m.ffn = num<int64_t>(a, "ffn_hidden_size", 4 * m.hidden);
+    m.vocab = num<int64_t>(a, "padded_vocab_size", num<int64_t>(a, "vocab_size", 0));
+    m.tied = num<int>(a, "untie_embeddings_and_output_weights", 0) == 0;
+    m.gated = num<int>(a, "swiglu", 0) != 0;
+    m.qkvBias = num<int>(a, "add_qkv_bias", 0) != 0;
+    m.qkNorm = num<int>(a, "qk_layernorm", 0) != 0;
+    if (m.hidden <= 0 || m.layers <= 0 || m.vocab <= 0)
+        return makeError(Error::Code::Format,
+                         "arguments lack hidden_size, num_layers or padded_vocab_size")
+            .inFile(origin);
+    m.family = "megatron";
+    m.moeLayer.assign(size_t(m.layers), false);
+    m.gdnLayer.assign(size_t(m.layers), false);
+    m.experts = num<int64_t>(a, "num_experts", 0);
+    m.moeFfn = num<int64_t>(a, "moe_ffn_hidden_size", m.ffn);
+    m.sharedFfn = num<int64_t>(a, "moe_shared_expert_intermediate_size", 0);
+    m.sharedGate = num<int>(a, "moe_shared_expert_gate", 0) != 0;
+    m.expertBias = num<int>(a, "moe_router_enable_expert_bias", 0) != 0;
+    if (m.experts > 0) {
+        auto it = a.find("moe_layer_freq");
+        if (it != a.end() && it->is_array()) {
+            for (size_t i = 0; i < it->size() && i < m.moeLayer.size(); ++i)
+                m.moeLayer[i] = (*it)[i].get<int>() != 0;
+        } else {
+            const int64_t freq = num<int64_t>(a, "moe_layer_freq", 1);
+            for (int64_t i = 0; i < m.layers; ++i)
+                m.moeLayer[size_t(i)] = freq > 0 && i % freq == 0;
+        }
+    }
+    if (num<int>(a, "multi_latent_attention", 0)) {
+        m.mla = true;
+        m.family = "megatron_mla";
+        m.qLora = num<int64_t>(a, "q_lora_rank", 0);
+        m.kvLora = num<int64_t>(a, "kv_lora_rank", 0);
+        m.qkNope = num<int64_t>(a, "qk_head_dim", 128);
+        m.qkRope = num<int64_t>(a, "qk_pos_emb_head_dim", 64);
+        m.vHead = num<int64_t>(a, "v_head_dim", 128);
+    }
+    m.mtpLayers = num<int64_t>(a, "mtp_num_layers", 0);
+    return m;
+}
+
+// Builds the parameter list of a ModelSpec.
+class Builder
+{
+public:
+    Builder(const ModelSpec &m, const LayoutOptions &o, Layout &l)
+        : m(m)
+        , o(o)
+        , l(l)
+    {}
+
+    void build()
+    {
+        add("embedding.word_embeddings.weight", {m.vocab, m.hidden}, 0);
+        for (int64_t i = 0; i < m.layers; ++i)
+            layer("decoder.layers." + std::to_string(i), size_t(i), m.moeLayer[size_t(i)]);
+        add("decoder.final_layernorm.weight", {m.hidden});
+        for (int64_t k = 0; k < m.mtpLayers; ++k) {
+            const std::string p = "mtp.layers." + std::to_string(k);
+            add(p + ".enorm.weight", {m.hidden});
+            add(p + ".hnorm.weight", {m.hidden});
+            add(p + ".eh_proj.weight", {m.hidden, 2 * m.hidden}, 0);
+            // DeepSeek's MTP layer is a MoE layer like the last decoder layer.
+            layer(p + "." + l.mtpInner, m.moeLayer.empty() ? 0 : m.moeLayer.size() - 1,
+                  m.experts > 0);
+            add(p + ".final_layernorm.weight", {m.hidden});
+        }
+        if (!m.tied)
+            add("output_layer.weight", {m.vocab, m.hidden}, 0);
+    }
+
+private:
+    LayoutParam &add(std::string name, std::vector<int64_t> shape, int tpDim = -1)
+    {
+        LayoutParam p;
+        p.name = std::move(name);
+        p.shape = std::move(shape);
+        p.dtype = o.dtype.value_or("float32");
+        p.tpDim = tpDim;
+        l.params.push_back(std::move(p));
+        return l.params.back();
+    }
+    void fuse(LayoutParam &p, const char *rule, std::vector<std::pair<std::string, int64_t>> s,
+              bool interleaved)
+    {
+        Fusion f;
+        f.rule = rule;
+        f.dim = 0;
+        f.tpInterleaved = interleaved;
+        for (auto &[name, size] : s)
+            f.sections.push_back({std::move(name), size});
+        p.fusion = std::move(f);
+    }
+    // SwiGLU fc1 ([W; V]) of a GLU layer; GELU layers keep fc1 unfused.
+    void fc1(const std::string &name, int64_t ffn, std::optional<int> expert = {})
+    {
+        LayoutParam &p = add(name, {(m.gated ? 2 : 1) * ffn, m.hidden}, 0);
+        if (expert)
+            p.expert = *expert;
+        if (m.gated)
+            fuse(p, "swiglu", {{name + "_w", ffn}, {name + "_v", ffn}}, true);
+    }
+    void fc2(const std::string &name, int64_t ffn, std::optional<int> expert = {})
+    {
+        LayoutParam &p = add(name, {m.hidden, ffn}, 1);
+        if (expert)
+            p.expert = *expert;
+    }
+
+    void layer(const std::string &p, size_t index, bool moe)
+    {
+        const std::string att = p + ".self_attention";
+        if (m.gdnLayer.size() > index && m.gdnLayer[index])
+            gdn(att);
+        else if (m.mla)
+            mla(p, att);
+        else
+            attention(att);
+        if (!moe) {
+            add(p + ".mlp.linear_fc1.layer_norm_weight", {m.hidden});
+            fc1(p + ".mlp.linear_fc1.weight", m.ffn);
+            fc2(p + ".mlp.linear_fc2.weight", m.ffn);
+            return;
+        }
+        add(p + ".pre_mlp_layernorm.weight", {m.hidden});
+        add(p + ".mlp.router.weight", {m.experts, m.hidden});
+        if (m.expertBias)
+            add(p + ".mlp.router.expert_bias", {m.experts}).hasOptimizerState = false;
+        const int experts =
+            o.localExperts && l.parallel.ep > 1 ? int(m.experts) / l.parallel.ep : int(m.experts);
+        for (int e = 0; e < experts; ++e) {
+            const std::string base =
+                o.sequentialExperts
+                    ? p + ".mlp.experts.local_experts." + std::to_string(e) + ".linear_fc1.weight"
+                    : p + ".mlp.experts.linear_fc1.weight" + std::to_string(e);
+            fc1(base, m.moeFfn, e);
+        }
+        for (int e = 0; e < experts; ++e) {
+            const std::string base =
+                o.sequentialExperts
+                    ? p + ".mlp.experts.local_experts." + std::to_string(e) + ".linear_fc2.weight"
+                    : p + ".mlp.experts.linear_fc2.weight" + std::to_string(e);
+            fc2(base, m.moeFfn, e);
+        }
+        if (m.sharedFfn > 0) {
+            fc1(p + ".mlp.shared_experts.linear_fc1.weight", m.sharedFfn);
+            fc2(p + ".mlp.shared_experts.linear_fc2.weight", m.sharedFfn);
+            if (m.sharedGate)
+                add(p + ".mlp.shared_experts.gate_weight", {1, m.hidden});
+        }
+    }
+
+    void attention(const std::string &att)
+    {
+        add(att + ".linear_qkv.layer_norm_weight", {m.hidden});
+        const int64_t perGroup = m.groups ? m.heads / m.groups : 0;
+        const int64_t rows = m.groups * ((m.attentionGate ? 2 : 1) * perGroup + 2) * m.headDim;
+        add(att + ".linear_qkv.weight", {rows, m.hidden}, 0);
+        if (m.qkvBias)
+            add(att + ".linear_qkv.bias", {rows}, 0);
+        if (m.qkNorm) {
+            add(att + ".q_layernorm.weight", {m.headDim});
+            add(att + ".k_layernorm.weight", {m.headDim});
+        }
+        add(att + ".linear_proj.weight", {m.hidden, m.heads * m.headDim}, 1);
+    }
+
+    void mla(const std::string &layerPath, const std::string &att)
+    {
+        const int64_t qHead = m.qkNope + m.qkRope;
+        const bool fused = m.qLora > 0 && o.mlaDownProjFusion.value_or(true);
+        if (fused) {
+            // TELayerNormColumnParallelLinear: the layer's input norm lives in the fused linear.
+            add(att + ".linear_qkv_down_proj.layer_norm_weight", {m.hidden}).absorbs =
+                layerPath + ".input_layernorm.weight";
+            LayoutParam &d = add(att + ".linear_qkv_down_proj.weight",
+                                 {m.qLora + m.kvLora + m.qkRope, m.hidden}, 0);
+            fuse(d, "mla_down_proj",
+                 {{att + ".linear_q_down_proj.weight", m.qLora},
+                  {att + ".linear_kv_down_proj.weight", m.kvLora + m.qkRope}},
+                 true);
+        } else {
+            add(layerPath + ".input_layernorm.weight", {m.hidden});
+            if (m.qLora > 0)
+                add(att + ".linear_q_down_proj.weight", {m.qLora, m.hidden});
+            add(att + ".linear_kv_down_proj.weight", {m.kvLora + m.qkRope, m.hidden});
+        }
+        if (m.qLora > 0) {
+            add(att + ".linear_q_up_proj.layer_norm_weight", {m.qLora});
+            add(att + ".linear_q_up_proj.weight", {m.heads * qHead, m.qLora}, 0);
+        } else {
+            add(att + ".linear_q_proj.weight", {m.heads * qHead, m.hidden}, 0);
+        }
+        add(att + ".linear_kv_up_proj.layer_norm_weight", {m.kvLora});
+        add(att + ".linear_kv_up_proj.weight", {m.heads * (m.qkNope + m.vHead), m.kvLora}, 0);
+        add(att + ".linear_proj.weight", {m.hidden, m.heads * m.vHead}, 1);
+    }
+
+    void gdn(const std::string &att)
+    {
+        const int64_t qk = m.linKeyHeads * m.linKeyDim, v = m.linValueHeads * m.linValueDim,
+                      nvh = m.linValueHeads;
+        const int64_t tp = o.gdnTpLocal ? l.parallel.tp : 1;
+        add(att + ".in_proj.layer_norm_weight", {m.hidden});
+        const std::string in = att + ".in_proj.weight";
+        LayoutParam &ip = add(in, {(2 * qk + 2 * v + 2 * nvh) / tp, m.hidden}, 0);
+        fuse(ip, "gdn",
+             {{in + ".query", qk},
+              {in + ".key", qk},
+              {in + ".value", v},
+              {in + ".z", v},
+              {in + ".beta", nvh},
+              {in + ".alpha", nvh}},
+             true);
+        ip.fusion->tpLocal = o.gdnTpLocal;
+        const std::string conv = att + ".conv1d.weight";
+        LayoutParam &cv = add(conv, {(2 * qk + v) / tp, 1, m.convKernel}, 0);
+        fuse(cv, "gdn", {{conv + ".query", qk}, {conv + ".key", qk}, {conv + ".value", v}}, true);
+        cv.fusion->tpLocal = o.gdnTpLocal;
+        add(att + ".A_log", {nvh}, 0);
+        add(att + ".dt_bias", {nvh}, 0);
+        add(att + ".out_norm.weight", {m.linValueDim});
+        add(att + ".out_proj.weight", {m.hidden, v}, 1);
+    }
+
+    const ModelSpec &m;
+    const LayoutOptions &o;
+    Layout &l;
+};
+
+// `--flag value` text (a Megatron command line or args file) → JSON of argparse names.
+json parseFlags(const std::string &text)
+{
+    json j = json::object();
+    std::istringstream in(text);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;)
+        if (w != "\\")
+            words.push_back(w);
+    for (size_t i = 0; i < words.size(); ++i) {
+        if (!words[i].starts_with("--"))
+            continue;
+        std::string name = words[i].substr(2);
+        std::replace(name.begin(), name.end(), '-', '_');
+        if (i + 1 < words.size() && !words[i + 1].starts_with("--")) {
+            std::vector<std::string> values;
+            while (i + 1 < words.size() && !words[i + 1].starts_with("--"))
+                values.push_back(words[++i]);
+            if (values.size() == 1) {
+                j[name] = values[0];
+            } else {
+                json arr = json::array();
+                for (const auto &v : values)
+                    arr.push_back(std::stoll(v));
+                j[name] = arr;
+            }
+        } else {
+            j[name] = true;
+        }
+    }
+    return j;
+}
+
+// A Megatron args Namespace (a checkpoint's `args` entry) → JSON of its plain fields.
+json argsToJson(const PyValue &args)
+{
+    json j = json::object();
+    const PyValue *state = args.kind == PyValue::Kind::Object && args.items.size() > 1
+                               ? &args.items[1]
+                               : (args.kind == PyValue::Kind::Dict ? &args : nullptr);
+    if (!state || state->kind != PyValue::Kind::Dict)
+        return j;
+    for (const auto &[k, v] : state->dict) {
+        if (k.kind != PyValue::Kind::Str)
+            continue;
+        switch (v.kind) {
+        case PyValue::Kind::Bool:
+            j[k.text] = v.boolean;
+            break;
+        case PyValue::Kind::Int:
+            j[k.text] = v.integer;
+            break;
+        case PyValue::Kind::Float:
+            j[k.text] = v.real;
+            break;
+        case PyValue::Kind::Str:
+            j[k.text] = v.text;
+            break;
+        case PyValue::Kind::List:
+        case PyValue::Kind::Tuple: {
+            json a = json::array();
+            for (const PyValue &e : v.items)
+                if (e.kind == PyValue::Kind::Int || e.kind == PyValue::Kind::Bool)
+                    a.push_back(e.kind == PyValue::Kind::Int ? e.integer : int64_t(e.boolean));
+            j[k.text] = a;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return j;
+}
+
+// The arguments a Megatron checkpoint was saved with: its `args` entry (DCP BYTE_IO, common.pt
+// or a legacy model_optim_rng.pt).
+Result<json> argsOfCheckpoint(const std::string &path)
+{
+    auto index = openCheckpoint(path);
+    if (!index)
+        return index.error();
+    for (const ObjectEntry &o : index->objects) {
+        if (o.key != "args" && !o.key.ends_with("/args"))
+            continue;
+        auto value = readObject(*index, o);
+        if (!value)
+            return value.error();
+        json j = argsToJson(*value);
+        if (j.empty())
+            return makeError(Error::Code::Format, "args is not an argparse.Namespace")
+                .inFile(path)
+                .atKey(o.key);
+        return j;
+    }
+    return makeError(Error::Code::NotFound,
+                     "the checkpoint has no args entry to generate a layout from")
+        .inFile(path);
+}
+
+} // namespace
+
+Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &options)
+{
+    std::error_code ec;
+    const bool checkpoint = std::filesystem::is_directory(path, ec) || path.ends_with(".pt");
+    if (checkpoint) {
+        auto args = argsOfCheckpoint(path);
+        if (!args)
+            return args.error();
+        auto spec = fromMegatronArgs(*args, path);
+        if (!spec)
+            return spec.error();
+        LayoutOptions o = options;
+        const bool fsdp = args->value("ckpt_format", std::string()) == "fsdp_dtensor";
+        if (!o.dtype && !fsdp)
+            o.dtype = num<int>(*args, "bf16", 0)   ? "bfloat16"
+                      : num<int>(*args, "fp16", 0) ? "float16"
+                                                   : "float32";
+        Layout l;
+        l.family = spec->family;
+        l.source = path;
+        l.parallel = options.parallel;
+        l.numExperts = int(spec->experts);
+        Builder(*spec, o, l).build();
+        return l;
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        return makeError(Error::Code::Io, "cannot open config").inFile(path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    const std::string text = s.str();
+    json c = json::parse(text, nullptr, false);
+    bool flags = false;
+    if (c.is_discarded()) {
+        try {
+            c = parseFlags(text);
+        } catch (...) {
+            return makeError(Error::Code::Format, "neither JSON nor --flag value text")
+                .inFile(path);
+        }
+        flags = true;
+    }
+    if (!c.is_object())
+        return makeError(Error::Code::Format, "config is not a JSON object").inFile(path);
+    // Megatron checkpoints keep their arguments as {"args": {...}} in some exports.
+    if (c.contains("args") && c["args"].is_object())
+        c = c["args"];
+    Result<ModelSpec> spec =
+        (flags || isMegatronArgs(c)) ? fromMegatronArgs(c, path) : fromHuggingFace(c, path);
+    if (!spec)
+        return spec.error();
+    Layout l;
+    l.family = spec->family;
+    l.source = path;
+    l.parallel = options.parallel;
+    l.numExperts = int(spec->experts);
+    l.expertsGlobal = !(options.localExperts && options.parallel.ep > 1);
+    if (options.parallel.ep > 1 && spec->experts % options.parallel.ep != 0)
+        return makeError(Error::Code::Format, "--ep " + std::to_string(options.parallel.ep) +
+                                                  " does not divide the " +
+                                                  std::to_string(spec->experts) + " experts")
+            .inFile(path);
+    if (options.parallel.tp > 1 && spec->groups % options.parallel.tp != 0 && !spec->mla &&
+        spec->groups > 0)
+        return makeError(Error::Code::Format, "--tp " + std::to_string(options.parallel.tp) +
+                                                  " does not divide the " +
+                                                  std::to_string(spec->groups) + " query groups")
+            .inFile(path);
+    Builder(*spec, options, l).build();
+    return l;
+}
+
+} // namespace shardscope

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "common/flatmap.h"
+#include "read/pickle.h"
+#include "read/readers.h"
+
+#include <deque>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace shardscope::detail {
+
+/*
+ * A DCP .metadata becomes an index in two steps: items are taken out of the decoded pickle
+ * (extract*, which read the arena) and then added to the index (commit*, which do not). Taken
+ * out, an item is views into the metadata stream and plain numbers, so the second step can run
+ * on another thread while the decoder goes on (see DcpStream), or right after, on the same one.
+ */
+
+/** One state_dict_metadata pair. */
+struct EntryItem
+{
+    NodeId keyValue = kNil; ///< the key as a pickle value (see DcpIndexer::lookup)
+    std::string_view key;
+    std::string_view dtype;
+    bool object = false; ///< a BYTE_IO object, not a tensor
+    uint32_t ndim = 0, chunks = 0;
+    size_t dims = 0; ///< where its shape, then each chunk's offsets and sizes, start in `dims`
+};
+struct EntryBatch
+{
+    std::vector<EntryItem> items;
+    std::vector<int64_t> dims;
+    void clear()
+    {
+        items.clear();
+        dims.clear();
+    }
+};
+
+/** One planner_data pair: a key and its path's components (self-contained str/int values). */
+struct PathItem
+{
+    NodeId keyValue = kNil;
+    std::string_view key;
+    uint32_t first = 0, count = 0; ///< in `parts`
+};
+struct PathBatch
+{
+    std::vector<PathItem> items;
+    std::vector<NodeId> parts;
+    void clear()
+    {
+        items.clear();
+        parts.clear();
+    }
+};
+
+/** One storage_data pair: the MetadataIndex and _StorageInfo fields (kNil: absent). */
+struct StorageItem
+{
+    NodeId fqn, index, offsets;
+    NodeId relativePath, offset, length, transforms;
+};
+
+// How commits read pickle values: self-contained words only (any thread, while the decoder
+// runs), or anything, from a finished arena.
+struct WordValues
+{
+    std::span<const uint8_t> stream;
+    bool isStr(NodeId v) const { return PickleArena::isWordStr(v); }
+    std::string_view bytes(NodeId v) const { return PickleArena::wordBytes(stream, v); }
+    // Booleans count as ints, as PickleArena::isInt has them.
+    bool isInt(NodeId v) const
+    {
+        return PickleArena::isWordInt(v) || v == PickleArena::kTrueWord ||
+               v == PickleArena::kFalseWord;
+    }
+    int64_t integer(NodeId v) const
+    {
+        return PickleArena::isWordInt(v)     ? PickleArena::wordInt(v)
+               : v == PickleArena::kTrueWord ? 1
+                                             : 0;
+    }
+    bool intTupleInto(NodeId v, std::span<int64_t> out) const
+    {
+        return PickleArena::wordIntTupleInto(v, out);
+    }
+    std::vector<std::string> strings(NodeId) const { return {}; } // chains are lists: arena
+};
+struct ArenaValues
+{
+    const PickleArena *a;
+    bool isStr(NodeId v) const { return a->isStr(v); }
+    std::string_view bytes(NodeId v) const { return a->bytes(v); }
+    bool isInt(NodeId v) const { return a->isInt(v); }
+    int64_t integer(NodeId v) const { return a->integer(v); }
+    bool intTupleInto(NodeId v, std::span<int64_t> out) const { return a->intTupleInto(v, out); }
+    std::vector<std::string> strings(NodeId v) const;
+};
+
+class DcpIndexer
+{
+public:
+    explicit DcpIndexer(CheckpointIndex &index)
+        : m_index(index)
+    {}
+
+    /** The next metadata file (rank-local metadata comes as several). */
+    void startFile(std::string path)
+    {
+        m_file = std::move(path);
+        ++m_fileNo;
+    }
+    const std::string &file() const { return m_file; }
+
+    // Extraction: reads `a`, which must not change meanwhile. Errors name the file and offset.
+    Status extractEntry(const PickleArena &a, NodeId key, NodeId value, EntryBatch &out);
+    /** False when a component is not a self-contained str or int and `wordsOnly`. */
+    bool extractPath(const PickleArena &a, NodeId key, NodeId value, PathBatch &out,
+                     bool wordsOnly) const;
+    /** The fields of a storage_data pair, whatever form its objects took. */
+    StorageItem extractStorage(const PickleArena &a, NodeId key, NodeId value);
+
+    // Commits, in state_dict_metadata order for entries; paths and storage after the entries.
+    Status commitEntry(const EntryItem &item, const int64_t *dims);
+    template<typename Values>
+    void commitPath(const Values &v, const PathItem &item, const NodeId *parts);
+    struct StorageState
+    {
+        std::unordered_map<std::string_view, uint32_t> files;
+        NodeId lastRel = kNil; // file names are memoised: mostly the same value as last time
+        uint32_t lastFile = 0;
+        size_t cursor = 0;
+        std::vector<int64_t> offsets;
+    };
+    template<typename Values>
+    Status commitStorage(const Values &v, const StorageItem &item, uint64_t offset,
+                         StorageState &state);
+
+    size_t pathCursor = 0; // commitPath's lookup hint
+
+    Error fail(const PickleArena &a, std::string msg, NodeId at, std::string_view key = {}) const;
+
+private:
+    static constexpr uint32_t kObjectBit = 0x80000000u;
+    uint32_t lookup(NodeId keyValue, std::string_view key, size_t &cursor) const;
+    void appendOrder(uint32_t entry, NodeId keyValue, std::string_view key, const XXH128_hash_t &h);
+    size_t positionOf(uint32_t e) const
+    {
+        return (e & kObjectBit) ? m_objectPos[e & ~kObjectBit] : m_tensorPos[e];
+    }
+    bool isClass(const PickleArena &a, NodeId obj, std::string_view name, NodeId &seen) const;
+
+    CheckpointIndex &m_index;
+    std::string m_file;
+    uint32_t m_fileNo = 0;
+    // Key → tensor index, or object index | kObjectBit.
+    FlatStringMap m_byKey{1 << 16};
+    // Keys in state_dict_metadata order, and how lookup() recognises them.
+    std::vector<uint32_t> m_order;
+    std::vector<XXH128_hash_t> m_orderHash;
+    std::vector<uint32_t> m_orderLength;
+    std::vector<NodeId> m_orderValue;
+    std::vector<uint32_t> m_orderFile;              // values are per arena, so per file
+    std::vector<uint32_t> m_tensorPos, m_objectPos; // entry → position in m_order
+    // Memoised classes and field names, see PickleArena::get(v, key, seen).
+    struct Seen
+    {
+        NodeId offsets = kNil, sizes = kNil, fqn = kNil, offset = kNil, index = kNil,
+               relativePath = kNil, length = kNil, transforms = kNil, properties = kNil,
+               size = kNil, chunks = kNil, tensorClass = kNil, bytesClass = kNil;
+    } m_seen;
+    std::vector<std::string_view> m_path; // commitPath's scratch
+    std::deque<std::string> m_numbers;
+};
+
+} // namespace shardscope::detail

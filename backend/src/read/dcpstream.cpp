@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: MIT
+#include "read/dcpstream.h"
+
+namespace shardscope::detail {
+
+bool DcpStream::offer(const PickleArena &arena, std::string_view name, NodeId dict,
+                      std::span<const NodeId> pairs, uint64_t offset)
+{
+    if (pairs.size() % 2 != 0)
+        return false;
+    // Set before the committing thread starts, never after: it reads m_words (one stream per
+    // decode, so the first offer's is every offer's).
+    if (!m_thread.joinable())
+        m_words.stream = arena.stream();
+    if (name == "state_dict_metadata")
+        return takeEntries(arena, dict, pairs);
+    if (name == "planner_data")
+        return takePaths(arena, dict, pairs);
+    if (name == "storage_data")
+        return takeStorage(arena, dict, pairs, offset);
+    return false;
+}
+
+bool DcpStream::takeEntries(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs)
+{
+    // Entries are committed in order and before anything is matched against them.
+    if (m_entriesStopped || m_othersTaken || (m_entriesDict != kNil && dict != m_entriesDict)) {
+        m_entriesStopped = true;
+        return false;
+    }
+    EntryBatch batch;
+    batch.items.reserve(pairs.size() / 2);
+    for (size_t i = 0; i < pairs.size(); i += 2)
+        if (!m_indexer.extractEntry(arena, pairs[i], pairs[i + 1], batch)) {
+            m_entriesStopped = true; // the caller meets the same error, in order
+            return false;
+        }
+    m_entriesDict = dict;
+    push(std::move(batch));
+    return true;
+}
+
+bool DcpStream::takePaths(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs)
+{
+    if (m_entriesDict == kNil || m_entriesStopped || (m_pathsDict != kNil && dict != m_pathsDict))
+        return false;
+    PathBatch batch;
+    batch.items.reserve(pairs.size() / 2);
+    for (size_t i = 0; i < pairs.size(); i += 2)
+        if (!m_indexer.extractPath(arena, pairs[i], pairs[i + 1], batch, true))
+            return false;
+    m_pathsDict = dict;
+    m_othersTaken = true;
+    push(std::move(batch));
+    return true;
+}
+
+bool DcpStream::takeStorage(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs,
+                            uint64_t offset)
+{
+    if (m_entriesDict == kNil || m_entriesStopped ||
+        (m_storageDict != kNil && dict != m_storageDict))
+        return false;
+    StorageBatch batch;
+    batch.offset = offset;
+    batch.items.reserve(pairs.size() / 2);
+    for (size_t i = 0; i < pairs.size(); i += 2) {
+        const StorageItem item = m_indexer.extractStorage(arena, pairs[i], pairs[i + 1]);
+        for (NodeId w : {item.fqn, item.index, item.offsets, item.relativePath, item.offset,
+                         item.length, item.transforms})
+            if (!PickleArena::isSelfContained(w))
+                return false; // a transform chain (a list), a long name, a big int: later
+        batch.items.push_back(item);
+    }
+    m_storageDict = dict;
+    m_othersTaken = true;
+    push(std::move(batch));
+    return true;
+}
+
+void DcpStream::push(Batch &&batch)
+{
+    if (!m_thread.joinable())
+        m_thread = std::thread([this] { loop(); });
+    {
+        std::lock_guard lock(m_mutex);
+        m_queue.push_back(std::move(batch));
+    }
+    m_wake.notify_one();
+}
+
+void DcpStream::loop()
+{
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+        m_wake.wait(lock, [this] { return m_closing || !m_queue.empty(); });
+        if (m_queue.empty())
+            return;
+        Batch batch = std::move(m_queue.front());
+        m_queue.pop_front();
+        lock.unlock();
+        if (m_status)
+            commit(batch);
+        batch = {}; // freed here, not under the lock
+        lock.lock();
+    }
+}
+
+void DcpStream::commit(Batch &batch)
+{
+    if (auto *entries = std::get_if<EntryBatch>(&batch)) {
+        for (const EntryItem &item : entries->items)
+            if (m_status = m_indexer.commitEntry(item, entries->dims.data() + item.dims); !m_status)
+                return;
+    } else if (auto *paths = std::get_if<PathBatch>(&batch)) {
+        for (const PathItem &item : paths->items)
+            m_indexer.commitPath(m_words, item, paths->parts.data());
+    } else if (auto *storage = std::get_if<StorageBatch>(&batch)) {
+        for (const StorageItem &item : storage->items)
+            if (m_status = m_indexer.commitStorage(m_words, item, storage->offset, m_storage);
+                !m_status)
+                return;
+    }
+}
+
+Status DcpStream::finish()
+{
+    if (m_thread.joinable()) {
+        {
+            std::lock_guard lock(m_mutex);
+            m_closing = true;
+        }
+        m_wake.notify_one();
+        m_thread.join();
+    }
+    return m_status;
+}
+
+} // namespace shardscope::detail

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "read/dcpindexer.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <variant>
+
+namespace shardscope::detail {
+
+/**
+ * Indexes a DCP .metadata while it is being decoded. The decoder offers each batch of
+ * state_dict_metadata, planner_data and storage_data items (see DictSink); this takes them out
+ * of the arena on the decoder's thread and commits them on its own, so the two cores share the
+ * work and the big dicts are never stored. What it declines stays in the dicts for the caller to
+ * index after decoding, in the same order, so the index is the same either way:
+ *  - state_dict_metadata is taken up to its first item that does not extract cleanly (the
+ *    caller then reports that item's error), and only before anything else was taken;
+ *  - planner_data and storage_data are taken only after entries were, batch by batch.
+ */
+class DcpStream final : public DictSink
+{
+public:
+    explicit DcpStream(DcpIndexer &indexer)
+        : m_indexer(indexer)
+    {}
+    ~DcpStream() override { finish(); }
+    DcpStream(const DcpStream &) = delete;
+    DcpStream &operator=(const DcpStream &) = delete;
+
+    bool offer(const PickleArena &arena, std::string_view name, NodeId dict,
+               std::span<const NodeId> pairs, uint64_t offset) override;
+
+    /** Waits until everything taken is committed; the first error among it. */
+    Status finish();
+
+    /** The dicts it took items of (kNil: none), to check against the Metadata decoded. */
+    NodeId entriesDict() const { return m_entriesDict; }
+    NodeId pathsDict() const { return m_pathsDict; }
+    NodeId storageDict() const { return m_storageDict; }
+    /** Whether planner_data or storage_data items were taken (entries must all come first). */
+    bool othersTaken() const { return m_othersTaken; }
+    /** For the storage items left to the caller, after finish(). */
+    DcpIndexer::StorageState &storageState() { return m_storage; }
+
+private:
+    struct StorageBatch
+    {
+        std::vector<StorageItem> items;
+        uint64_t offset = 0;
+    };
+    using Batch = std::variant<EntryBatch, PathBatch, StorageBatch>;
+    bool takeEntries(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs);
+    bool takePaths(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs);
+    bool takeStorage(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs,
+                     uint64_t offset);
+    void push(Batch &&batch);
+    void loop();
+    void commit(Batch &batch);
+
+    DcpIndexer &m_indexer;
+    WordValues m_words;
+    NodeId m_entriesDict = kNil, m_pathsDict = kNil, m_storageDict = kNil;
+    bool m_entriesStopped = false;
+    bool m_othersTaken = false;
+    DcpIndexer::StorageState m_storage;
+
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    std::deque<Batch> m_queue;
+    bool m_closing = false;
+    Status m_status = Ok{}; // the committing thread's, read after it ends
+    std::thread m_thread;
+};
+
+} // namespace shardscope::detail

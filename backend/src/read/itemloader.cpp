@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT
+#include "read/itemloader.h"
+
+#include "read/readers.h"
+
+#include <filesystem>
+#include <zstd.h>
+
+namespace fs = std::filesystem;
+
+namespace shardscope::detail {
+
+namespace {
+
+// Decompressed items are whole torch.save archives of one chunk; this bounds a zip bomb.
+constexpr uint64_t kMaxInflated = uint64_t(64) << 30;
+
+Result<std::vector<uint8_t>> zstdDecompress(std::span<const uint8_t> in)
+{
+    std::unique_ptr<ZSTD_DStream, size_t (*)(ZSTD_DStream *)> ds(ZSTD_createDStream(),
+                                                                 ZSTD_freeDStream);
+    if (!ds)
+        return makeError(Error::Code::Internal, "zstd: out of memory");
+    ZSTD_initDStream(ds.get());
+    std::vector<uint8_t> out;
+    // Grow as output appears; the declared content size (if any) is only a hint, never trusted.
+    const unsigned long long declared = ZSTD_getFrameContentSize(in.data(), in.size());
+    out.resize(size_t(declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
+                              declared <= in.size() * 64 + (1 << 20)
+                          ? declared
+                          : std::max<size_t>(in.size() * 4, 1 << 16)));
+    ZSTD_inBuffer ib{in.data(), in.size(), 0};
+    size_t produced = 0;
+    while (true) {
+        if (produced == out.size()) {
+            if (out.size() >= kMaxInflated)
+                return makeError(Error::Code::Limit, "zstd: item inflates beyond 64 GiB");
+            out.resize(std::min<uint64_t>(out.size() * 2, kMaxInflated));
+        }
+        ZSTD_outBuffer ob{out.data() + produced, out.size() - produced, 0};
+        const size_t r = ZSTD_decompressStream(ds.get(), &ob, &ib);
+        if (ZSTD_isError(r))
+            return makeError(Error::Code::Format, std::string("zstd: ") + ZSTD_getErrorName(r))
+                .atOffset(ib.pos);
+        produced += ob.pos;
+        if (r == 0 && ib.pos == ib.size)
+            break;
+        if (ib.pos == ib.size && ob.pos < ob.size)
+            return makeError(Error::Code::Format, "zstd: stream ends inside a frame")
+                .atOffset(ib.pos);
+    }
+    out.resize(produced);
+    return out;
+}
+
+} // namespace
+
+Result<std::shared_ptr<const MappedFile>> FileCache::get(uint32_t file)
+{
+    if (auto it = m_files.find(file); it != m_files.end())
+        return it->second;
+    if (file >= m_index.files.size())
+        return makeError(Error::Code::Internal, "file index out of range");
+    // Tensor data comes out with copyOut(): keep the descriptor (one operation's files at most).
+    auto f =
+        MappedFile::open((fs::path(m_index.dataDir) / m_index.files[file]).string(), false, true);
+    if (!f)
+        return f.error();
+    m_files.emplace(file, *f);
+    return *f;
+}
+
+Result<std::vector<uint8_t>> undoTransforms(std::span<const uint8_t> in,
+                                            const std::vector<std::string> &chain)
+{
+    std::vector<uint8_t> cur(in.begin(), in.end());
+    // Descriptors are stored in reverse application order: undo them in list order.
+    for (const std::string &d : chain) {
+        const std::string name = d.substr(0, d.find_first_of("@/"));
+        if (name == "stream.zstd") {
+            auto r = zstdDecompress(cur);
+            if (!r)
+                return r.error();
+            cur = std::move(*r);
+        } else {
+            return makeError(Error::Code::Unsupported, "unknown stream transform '" + d + "'");
+        }
+    }
+    return cur;
+}
+
+Result<LoadedItem> loadItem(const CheckpointIndex &index, const Location &loc, FileCache &files)
+{
+    if (loc.file == kUnassigned)
+        return makeError(Error::Code::Format, "item has no storage entry in the metadata");
+    auto f = files.get(loc.file);
+    if (!f)
+        return f.error();
+    auto range = (*f)->range(loc.offset, loc.length);
+    if (!range)
+        return range.error();
+    LoadedItem item;
+    item.file = *f;
+    item.path = (*f)->path();
+    const auto &chain = index.transformChains.at(loc.transforms);
+    if (chain.empty()) {
+        item.bytes = *range;
+        item.base = loc.offset;
+        return item;
+    }
+    auto out = undoTransforms(*range, chain);
+    if (!out)
+        return out.error().inFile(item.path).atOffset(loc.offset);
+    item.owned = std::move(*out);
+    item.bytes = item.owned;
+    return item;
+}
+
+} // namespace shardscope::detail

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+#include "read/mappedfile.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace shardscope::detail {
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &path, bool populate,
+                                                           bool forCopies)
+{
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return makeError(Error::Code::Io, std::strerror(errno)).inFile(path);
+    struct stat st
+    {
+    };
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return makeError(Error::Code::Io, "not a regular file").inFile(path);
+    }
+    std::shared_ptr<MappedFile> f(new MappedFile);
+    f->m_path = path;
+    f->m_size = uint64_t(st.st_size);
+    if (f->m_size > 0) {
+        void *p = ::mmap(nullptr, f->m_size, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0),
+                         fd, 0);
+        if (p == MAP_FAILED) {
+            ::close(fd);
+            return makeError(Error::Code::Io, std::string("mmap: ") + std::strerror(errno))
+                .inFile(path);
+        }
+        f->m_data = static_cast<const uint8_t *>(p);
+    }
+    if (forCopies)
+        f->m_fd = fd;
+    else
+        ::close(fd);
+    return std::shared_ptr<const MappedFile>(std::move(f));
+}
+
+MappedFile::~MappedFile()
+{
+    if (m_data)
+        ::munmap(const_cast<uint8_t *>(m_data), m_size);
+    if (m_fd >= 0)
+        ::close(m_fd);
+}
+
+Status MappedFile::copyOut(std::span<const uint8_t> from, void *to) const
+{
+    if (from.empty()) // an empty tensor's data pointer need not point into the mapping
+        return Ok{};
+    if (m_fd < 0)
+        return makeError(Error::Code::Internal, "file not opened for copies").inFile(m_path);
+    if (from.data() < m_data || from.data() + from.size() > m_data + m_size)
+        return makeError(Error::Code::Internal, "copy from outside the mapping").inFile(m_path);
+    uint64_t offset = uint64_t(from.data() - m_data);
+    auto *out = static_cast<uint8_t *>(to);
+    for (size_t left = from.size(); left > 0;) {
+        const ssize_t got = ::pread(m_fd, out, left, off_t(offset));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) // the file shrank under us, or the disk failed
+            return makeError(Error::Code::Io, got < 0 ? std::strerror(errno) : "file ends early")
+                .inFile(m_path)
+                .atOffset(offset);
+        out += got;
+        offset += uint64_t(got);
+        left -= size_t(got);
+    }
+    return Ok{};
+}
+
+Result<std::span<const uint8_t>> MappedFile::range(uint64_t offset, uint64_t length) const
+{
+    if (offset > m_size || length > m_size - offset) {
+        return makeError(Error::Code::Format, "byte range [" + std::to_string(offset) + ", +" +
+                                                  std::to_string(length) +
+                                                  ") runs past the end of the file (" +
+                                                  std::to_string(m_size) + " bytes)")
+            .inFile(m_path)
+            .atOffset(offset);
+    }
+    return std::span<const uint8_t>(m_data + offset, length);
+}
+
+Result<std::string> readTextFile(const std::string &path, uint64_t maxBytes)
+{
+    auto f = MappedFile::open(path);
+    if (!f)
+        return f.error();
+    if ((*f)->size() > maxBytes)
+        return makeError(Error::Code::Limit,
+                         "file larger than " + std::to_string(maxBytes) + " bytes")
+            .inFile(path);
+    auto b = (*f)->bytes();
+    return std::string(reinterpret_cast<const char *>(b.data()), b.size());
+}
+
+} // namespace shardscope::detail

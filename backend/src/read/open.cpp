@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+// Format detection and Megatron checkpoint roots: openCheckpoint() and checkIntegrity().
+#include "read/mappedfile.h"
+#include "read/readers.h"
+#include "read/safetensors_magic.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace shardscope {
+
+using namespace detail;
+
+namespace {
+
+bool isFsdpDtensorLayout(const CheckpointIndex &index)
+{
+    bool model = false, optim = false;
+    for (const TensorEntry &t : index.tensors) {
+        model = model || t.key.starts_with("model.module.");
+        optim = optim || t.key.starts_with("optimizer.state.");
+    }
+    for (const ObjectEntry &o : index.objects)
+        optim = optim || o.key.starts_with("optimizer.param_to_group_meta.");
+    return model && optim;
+}
+
+Status openDcpLike(const fs::path &dir, CheckpointIndex &index)
+{
+    index.dataDir = dir.string();
+    index.format = Format::Dcp;
+    const fs::path metaJson = dir / "metadata.json";
+    if (fs::exists(metaJson)) {
+        auto text = readTextFile(metaJson.string());
+        if (!text)
+            return text.error();
+        auto j = nlohmann::json::parse(*text, nullptr, false);
+        if (!j.is_discarded() && j.is_object() && j.contains("sharded_backend")) {
+            index.format = Format::MegatronTorchDist;
+            for (auto it = j.begin(); it != j.end(); ++it)
+                index.info["megatron." + it.key()] =
+                    it->is_string() ? it->get<std::string>() : it->dump();
+            if (j["sharded_backend"] != "torch_dist")
+                return makeError(Error::Code::Unsupported,
+                                 "Megatron sharded backend " + j["sharded_backend"].dump())
+                    .inFile(metaJson.string());
+        }
+    }
+    Status st = readDcp(index.dataDir, index);
+    if (!st)
+        return st;
+    if (index.format == Format::MegatronTorchDist && fs::exists(dir / "common.pt")) {
+        st = readTorchSave(index.dataDir, "common.pt", "common.pt/", index);
+        if (!st)
+            return st;
+    }
+    if (index.format == Format::Dcp && isFsdpDtensorLayout(index))
+        index.format = Format::MegatronFsdpDtensor;
+    return Ok{};
+}
+
+Status openLegacy(const fs::path &dir, CheckpointIndex &index)
+{
+    index.format = Format::MegatronLegacy;
+    index.dataDir = dir.string();
+    std::vector<std::string> ranks;
+    for (const auto &e : fs::directory_iterator(dir))
+        if (e.is_directory() && e.path().filename().string().starts_with("mp_rank_"))
+            ranks.push_back(e.path().filename().string());
+    std::sort(ranks.begin(), ranks.end());
+    for (const std::string &r : ranks) {
+        for (const char *name : {"model_optim_rng.pt", "model_rng.pt"}) {
+            if (!fs::exists(dir / r / name))
+                continue;
+            Status st = readTorchSave(index.dataDir, r + "/" + name, r + "/", index);
+            if (!st)
+                return st;
+        }
+        if (fs::exists(dir / r / "distrib_optim.pt"))
+            index.info["distrib_optim." + r] = "present (layout not decoded)";
+    }
+    index.info["tp_pp_ep_files"] = std::to_string(ranks.size());
+    return Ok{};
+}
+
+Status openDirectory(const fs::path &dir, CheckpointIndex &index)
+{
+    const fs::path tracker = dir / "latest_checkpointed_iteration.txt";
+    if (fs::exists(tracker)) {
+        auto text = readTextFile(tracker.string(), 4096);
+        if (!text)
+            return text.error();
+        std::string s = *text;
+        s.erase(std::remove_if(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); }),
+                s.end());
+        fs::path iterDir;
+        if (s == "release") {
+            iterDir = dir / "release";
+        } else if (!s.empty() && s.size() <= 12 &&
+                   std::all_of(s.begin(), s.end(),
+                               [](unsigned char c) { return std::isdigit(c); })) {
+            char name[32];
+            std::snprintf(name, sizeof name, "iter_%07llu", std::stoull(s));
+            iterDir = dir / name;
+        } else {
+            return makeError(Error::Code::Format, "tracker holds '" + s.substr(0, 40) +
+                                                      "', not an iteration or 'release'")
+                .inFile(tracker.string());
+        }
+        index.info["iteration"] = s;
+        index.info["megatron_root"] = dir.string();
+        if (!fs::is_directory(iterDir))
+            return makeError(Error::Code::NotFound, "tracker names iteration " + s + " but " +
+                                                        iterDir.string() + " does not exist")
+                .inFile(tracker.string());
+        return openDirectory(iterDir, index);
+    }
+    bool hasMpRank = false, hasMeta = false, hasStIndex = false;
+    std::vector<std::string> safetensorFiles;
+    for (const auto &e : fs::directory_iterator(dir)) {
+        const std::string n = e.path().filename().string();
+        hasMpRank = hasMpRank || n.starts_with("mp_rank_0");
+        hasMeta = hasMeta || n == ".metadata" || (n.starts_with("__") && n.ends_with(".metadata"));
+        hasStIndex = hasStIndex || n == "model.safetensors.index.json";
+        if (n.ends_with(".safetensors"))
+            safetensorFiles.push_back(n);
+    }
+    if (fs::exists(dir / "metadata.json") || hasMeta)
+        return openDcpLike(dir, index);
+    if (hasMpRank)
+        return openLegacy(dir, index);
+    if (hasStIndex) {
+        index.format = Format::SafetensorsIndex;
+        index.dataDir = dir.string();
+        return readSafetensorsIndex((dir / "model.safetensors.index.json").string(), index);
+    }
+    if (safetensorFiles.size() == 1) {
+        index.format = Format::Safetensors;
+        index.dataDir = dir.string();
+        return readSafetensors(index.dataDir, safetensorFiles.front(), index);
+    }
+    return makeError(Error::Code::NotFound,
+                     "no checkpoint here (no .metadata, metadata.json, mp_rank_*, "
+                     "latest_checkpointed_iteration.txt or safetensors)")
+        .inFile(dir.string());
+}
+
+Status openFile(const fs::path &file, CheckpointIndex &index)
+{
+    index.dataDir = file.parent_path().string();
+    if (index.dataDir.empty())
+        index.dataDir = ".";
+    const std::string name = file.filename().string();
+    if (name == ".metadata" || (name.starts_with("__") && name.ends_with(".metadata")))
+        return openDcpLike(file.parent_path().empty() ? fs::path(".") : file.parent_path(), index);
+    if (name.ends_with(".index.json")) {
+        index.format = Format::SafetensorsIndex;
+        return readSafetensorsIndex(file.string(), index);
+    }
+    auto mf = MappedFile::open(file.string());
+    if (!mf)
+        return mf.error();
+    auto head = (*mf)->bytes().first(std::min<uint64_t>((*mf)->size(), 16));
+    if (head.size() >= 4 && head[0] == 'P' && head[1] == 'K') {
+        index.format = Format::TorchSave;
+        return readTorchSave(index.dataDir, name, "", index);
+    }
+    if (head.size() >= 2 && head[0] == 0x80) {
+        index.format = Format::TorchSave;
+        return readTorchSave(index.dataDir, name, "", index);
+    }
+    if (looksLikeSafetensors((*mf)->bytes()) || name.ends_with(".safetensors")) {
+        index.format = Format::Safetensors;
+        return readSafetensors(index.dataDir, name, index);
+    }
+    return makeError(Error::Code::Format,
+                     "not a recognised checkpoint file (not a zip, pickle or safetensors)")
+        .inFile(file.string())
+        .atOffset(0);
+}
+
+} // namespace
+
+Result<CheckpointIndex> openCheckpoint(const std::string &path, const OpenOptions &options)
+{
+    CheckpointIndex index;
+    index.inputPath = path;
+    std::error_code ec;
+    const fs::file_status s = fs::status(path, ec);
+    if (ec || !fs::exists(s))
+        return makeError(Error::Code::NotFound, "no such file or directory").inFile(path);
+    Status st = Ok{};
+    try {
+        st = fs::is_directory(s) ? openDirectory(fs::path(path), index)
+                                 : openFile(fs::path(path), index);
+    } catch (const std::exception &e) {
+        // Only the file system and allocation throw here; report them like any other error.
+        return makeError(Error::Code::Io, e.what()).inFile(path);
+    }
+    if (!st)
+        return st.error();
+    statFiles(index);
+    if (options.checkIntegrity) {
+        auto more = checkIntegrity(index);
+        index.problems.insert(index.problems.end(), more.begin(), more.end());
+    }
+    return index;
+}
+
+std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
+{
+    std::vector<Problem> out;
+    auto fileSize = [&](uint32_t f) {
+        return f < index.fileSizes.size() ? index.fileSizes[f] : UINT64_MAX;
+    };
+    auto check = [&](const std::string &key, const Location &l) -> bool {
+        if (l.file == kUnassigned)
+            return true; // reported when the metadata was read
+        const std::string path = (fs::path(index.dataDir) / index.files[l.file]).string();
+        const uint64_t size = fileSize(l.file);
+        if (size == UINT64_MAX) {
+            out.push_back({key, path, {}, "data file is missing", Problem::Effect::Unreadable});
+            return false;
+        }
+        if (l.offset > size || l.length > size - l.offset) {
+            out.push_back({key, path, l.offset,
+                           "item [" + std::to_string(l.offset) + ", +" + std::to_string(l.length) +
+                               ") runs past the end of the " + std::to_string(size) + "-byte file",
+                           Problem::Effect::Unreadable});
+            return false;
+        }
+        return true;
+    };
+    for (const TensorEntry &t : index.tensors) {
+        // Chunks must lie inside the tensor and cover it exactly (by volume).
+        unsigned __int128 covered = 0;
+        bool inside = true;
+        for (size_t c = 0; c < t.chunks.size(); ++c) {
+            unsigned __int128 vol = 1;
+            for (size_t d = 0; d < t.ndim(); ++d) {
+                const int64_t o = t.chunkOffsets(c)[d], s = t.chunkSizes(c)[d];
+                if (o < 0 || s < 0 || o + s > t.shape[d])
+                    inside = false;
+                vol *= uint64_t(std::max<int64_t>(s, 0));
+            }
+            covered += vol;
+        }
+        if (!inside)
+            out.push_back({t.key,
+                           {},
+                           {},
+                           "a chunk lies outside the tensor's global shape",
+                           Problem::Effect::Holes});
+        else if (covered != (unsigned __int128)uint64_t(t.numel()) && t.numel() > 0)
+            out.push_back({t.key,
+                           {},
+                           {},
+                           "chunks cover " + std::to_string(uint64_t(covered)) + " of " +
+                               std::to_string(t.numel()) + " elements",
+                           Problem::Effect::Holes});
+        for (const Location &l : t.chunks)
+            if (!check(t.key, l))
+                break; // one line per broken key
+    }
+    for (const ObjectEntry &o : index.objects)
+        if (o.location)
+            check(o.key, *o.location);
+    return out;
+}
+
+} // namespace shardscope

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: MIT
+#include "read/torchsave.h"
+
+namespace shardscope::detail {
+
+namespace {
+
+bool isRebuild(std::string_view module, std::string_view name)
+{
+    return (module == "torch._utils" &&
+            (name == "_rebuild_tensor_v2" || name == "_rebuild_tensor_v3" ||
+             name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state" ||
+             name == "_rebuild_tensor")) ||
+           (module == "torch._tensor" && name == "_rebuild_from_type_v2");
+}
+
+} // namespace
+
+std::string keyText(const PickleArena &a, NodeId k)
+{
+    switch (a.kind(k)) {
+    case NodeKind::Str:
+        return std::string(a.bytes(k));
+    case NodeKind::Int:
+        return std::to_string(a.integer(k));
+    case NodeKind::Bool:
+        return a.integer(k) ? "True" : "False";
+    case NodeKind::None:
+        return "None";
+    default:
+        return a.toPyValue(k, 4).summary(60);
+    }
+}
+
+Result<TorchSavePayload> TorchSavePayload::open(std::span<const uint8_t> archive, uint64_t base)
+{
+    auto zip = ZipArchive::parse(archive, base);
+    if (!zip)
+        return zip.error();
+    const ZipArchive::Record *pkl = zip->find("data.pkl");
+    if (!pkl)
+        return makeError(Error::Code::Format, "torch.save archive without data.pkl").atOffset(base);
+    if (const ZipArchive::Record *bo = zip->find("byteorder")) {
+        std::string_view order(reinterpret_cast<const char *>(archive.data() + bo->offset),
+                               size_t(bo->size));
+        if (order != "little")
+            return makeError(Error::Code::Unsupported,
+                             "torch.save archive with byte order '" + std::string(order) + "'")
+                .atOffset(base + bo->offset);
+    }
+    auto arena = parsePickle(archive.subspan(pkl->offset, pkl->size), base + pkl->offset);
+    if (!arena)
+        return arena.error();
+    TorchSavePayload p;
+    p.m_zip = std::move(*zip);
+    p.m_arena = std::move(*arena);
+    return p;
+}
+
+NodeId TorchSavePayload::unwrapTensor(NodeId n, int depth) const
+{
+    const PickleArena &a = m_arena;
+    if (n == kNil || depth > 8 || a.kind(n) != NodeKind::Object)
+        return kNil;
+    NodeId c = a.objClass(n);
+    if (c == kNil || a.kind(c) != NodeKind::Global ||
+        !isRebuild(a.globalModule(c), a.globalName(c)))
+        return kNil;
+    std::string_view name = a.globalName(c);
+    NodeId args = a.objArgs(n);
+    if (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state")
+        return unwrapTensor(a.item(args, 0), depth + 1);
+    if (name == "_rebuild_from_type_v2") {
+        // (func, type, args, state): the real rebuild is func(*args).
+        NodeId func = a.item(args, 0);
+        NodeId inner = a.item(args, 2);
+        if (func == kNil || inner == kNil || a.kind(func) != NodeKind::Global)
+            return kNil;
+        if (a.globalName(func) == "_rebuild_tensor_v2" ||
+            a.globalName(func) == "_rebuild_tensor_v3")
+            return n; // handled in tensorSpec
+        return kNil;
+    }
+    return n;
+}
+
+bool TorchSavePayload::isTensor(NodeId n) const
+{
+    return unwrapTensor(n) != kNil;
+}
+
+Result<TensorSpec> TorchSavePayload::tensorSpec(NodeId node) const
+{
+    const PickleArena &a = m_arena;
+    NodeId n = unwrapTensor(node);
+    auto bad = [&](std::string msg) {
+        return makeError(Error::Code::Format, "tensor rebuild: " + std::move(msg))
+            .atOffset(node == kNil ? a.baseOffset() : a.offsetOf(node));
+    };
+    if (n == kNil)
+        return bad("not a tensor");
+    std::string_view fn = a.globalName(a.objClass(n));
+    NodeId args = a.objArgs(n);
+    if (fn == "_rebuild_from_type_v2") {
+        fn = a.globalName(a.item(args, 0));
+        args = a.item(args, 2);
+    }
+    if (fn == "_rebuild_tensor")
+        return makeError(Error::Code::Unsupported, "legacy _rebuild_tensor layout")
+            .atOffset(a.offsetOf(n));
+    if (args == kNil || a.kind(args) != NodeKind::Tuple || a.size(args) < 4)
+        return bad("argument tuple too short");
+
+    TensorSpec spec;
+    NodeId storage = a.item(args, 0);
+    if (a.kind(storage) != NodeKind::PersId)
+        return bad("storage is not a persistent id");
+    NodeId pid = a.persId(storage);
+    if (a.kind(pid) != NodeKind::Tuple || a.size(pid) < 5 || !a.isStr(a.item(pid, 0)) ||
+        a.bytes(a.item(pid, 0)) != "storage")
+        return bad("persistent id is not ('storage', type, key, location, numel)");
+    NodeId stype = a.item(pid, 1), skey = a.item(pid, 2);
+    if (a.kind(stype) != NodeKind::Global || !a.isStr(skey))
+        return bad("storage type or key malformed");
+    spec.storageKey = std::string(a.bytes(skey));
+
+    if (fn == "_rebuild_tensor_v3") {
+        NodeId dt = a.item(args, 6);
+        if (dt == kNil || a.kind(dt) != NodeKind::Global)
+            return bad("_rebuild_tensor_v3 without a dtype");
+        spec.dtypeName = std::string(a.globalName(dt));
+        spec.dtype = dtypeFromName(spec.dtypeName).value_or(DType::Unknown);
+    } else {
+        std::string_view sc = a.globalName(stype);
+        auto dt = dtypeFromStorageClass(sc);
+        if (!dt)
+            return makeError(Error::Code::Unsupported,
+                             "storage class '" + std::string(sc) + "' (quantized or unknown)")
+                .atOffset(a.offsetOf(stype));
+        spec.dtype = *dt;
+        spec.dtypeName = std::string(dtypeName(*dt));
+    }
+    NodeId off = a.item(args, 1);
+    if (!a.isInt(off))
+        return bad("storage offset is not an int");
+    spec.storageOffset = a.integer(off);
+    auto shape = a.intTuple(a.item(args, 2));
+    auto strides = a.intTuple(a.item(args, 3));
+    if (!shape || !strides || shape->size() != strides->size())
+        return bad("size/stride malformed");
+    spec.shape = std::move(*shape);
+    spec.strides = std::move(*strides);
+
+    const ZipArchive::Record *rec = m_zip.find("data/" + spec.storageKey);
+    if (!rec)
+        return bad("storage record 'data/" + spec.storageKey + "' missing from the archive");
+    spec.recordOffset = rec->offset;
+    spec.recordSize = rec->size;
+
+    // Bounds: every element the view can reach lies inside the record.
+    if (spec.storageOffset < 0)
+        return bad("negative storage offset");
+    const int es = elementSize(spec.dtype);
+    bool empty = false;
+    unsigned __int128 last = uint64_t(spec.storageOffset);
+    for (size_t i = 0; i < spec.shape.size(); ++i) {
+        if (spec.shape[i] < 0 || spec.strides[i] < 0)
+            return bad("negative size or stride");
+        if (spec.shape[i] == 0)
+            empty = true;
+        else
+            last += (unsigned __int128)(spec.shape[i] - 1) * uint64_t(spec.strides[i]);
+    }
+    if (es > 0 && !empty && (last + 1) * unsigned(es) > rec->size)
+        return makeError(Error::Code::Format,
+                         "tensor view needs " +
+                             std::to_string(uint64_t((last + 1) * unsigned(es))) +
+                             " bytes but storage record 'data/" + spec.storageKey + "' has " +
+                             std::to_string(rec->size))
+            .atOffset(m_zip.base() + rec->offset);
+    return spec;
+}
+
+namespace {
+
+void simplifyTensors(PyValue &v, int depth)
+{
+    if (depth > 256)
+        return;
+    if (v.kind == PyValue::Kind::Object &&
+        (v.text == "torch._utils" || v.text == "torch._tensor") && isRebuild(v.text, v.name) &&
+        !v.items.empty()) {
+        PyValue *args = &v.items[0];
+        if ((v.name == "_rebuild_parameter" || v.name == "_rebuild_parameter_with_state") &&
+            !args->items.empty()) {
+            PyValue inner = std::move(args->items[0]);
+            simplifyTensors(inner, depth + 1);
+            v = std::move(inner);
+            return;
+        }
+        if (v.name == "_rebuild_from_type_v2" && args->items.size() > 2)
+            args = &args->items[2];
+        if (args->items.size() >= 4) {
+            PyValue t;
+            t.kind = PyValue::Kind::Tensor;
+            const PyValue &pid = args->items[0];
+            if (v.name == "_rebuild_tensor_v3" && args->items.size() > 6)
+                t.text = args->items[6].name;
+            else if (!pid.items.empty() && pid.items[0].items.size() > 1)
+                t.text = std::string(dtypeName(
+                    dtypeFromStorageClass(pid.items[0].items[1].name).value_or(DType::Unknown)));
+            for (const PyValue &d : args->items[2].items)
+                t.ints.push_back(d.integer);
+            v = std::move(t);
+            return;
+        }
+    }
+    for (PyValue &c : v.items)
+        simplifyTensors(c, depth + 1);
+    for (auto &[k, c] : v.dict) {
+        simplifyTensors(k, depth + 1);
+        simplifyTensors(c, depth + 1);
+    }
+}
+
+} // namespace
+
+PyValue TorchSavePayload::toValue(NodeId n, int maxDepth) const
+{
+    PyValue v = m_arena.toPyValue(n, maxDepth);
+    simplifyTensors(v, 0);
+    return v;
+}
+
+bool TorchSavePayload::holdsTensorOrDict(NodeId n, int depth) const
+{
+    if (depth > 64)
+        return false; // bounded recursion; deeper lists are shown as leaves
+    if (!m_arena.isNode(n))
+        return false; // ints, strings, None, the empty tuple
+    if (m_holds.size() != m_arena.nodeCount())
+        m_holds.assign(m_arena.nodeCount(), 0);
+    uint8_t &memo = m_holds[m_arena.nodeIndex(n)];
+    if (memo != 0)
+        return memo == 3;
+    bool found = isTensor(n) || m_arena.kind(n) == NodeKind::Dict;
+    const NodeKind k = m_arena.kind(n);
+    if (!found && (k == NodeKind::List || k == NodeKind::Tuple)) {
+        memo = 1; // a cycle back to here counts as "no"
+        m_arena.forEachItem(n, [&](NodeId c) {
+            if (!found)
+                found = holdsTensorOrDict(c, depth + 1);
+        });
+    }
+    m_holds[m_arena.nodeIndex(n)] = found ? 3 : 2;
+    return found;
+}
+
+void TorchSavePayload::flatten(
+    const std::function<void(const std::vector<std::string> &, NodeId)> &leaf, int maxDepth) const
+{
+    std::vector<std::string> path;
+    std::vector<uint8_t> visited(m_arena.nodeCount(), 0);
+    flattenImpl(root(), path, maxDepth, visited, leaf);
+}
+
+void TorchSavePayload::flattenImpl(
+    NodeId n, std::vector<std::string> &path, int depth, std::vector<uint8_t> &visited,
+    const std::function<void(const std::vector<std::string> &, NodeId)> &leaf) const
+{
+    const PickleArena &a = m_arena;
+    const NodeKind k = a.kind(n);
+    // A container reached twice (shared or cyclic) is shown once; later references are leaves.
+    if (depth <= 0 || isTensor(n) || (a.isNode(n) && visited[a.nodeIndex(n)])) {
+        leaf(path, n);
+        return;
+    }
+    if (k == NodeKind::Dict && a.size(n) > 0) {
+        visited[a.nodeIndex(n)] = 1;
+        a.forEachPair(n, [&](NodeId key, NodeId value) {
+            path.push_back(keyText(a, key));
+            flattenImpl(value, path, depth - 1, visited, leaf);
+            path.pop_back();
+        });
+        return;
+    }
+    if ((k == NodeKind::List || k == NodeKind::Tuple) && a.size(n) > 0 && holdsTensorOrDict(n, 0)) {
+        visited[a.nodeIndex(n)] = 1;
+        int64_t i = 0;
+        a.forEachItem(n, [&](NodeId value) {
+            path.push_back(std::to_string(i++));
+            flattenImpl(value, path, depth - 1, visited, leaf);
+            path.pop_back();
+        });
+        return;
+    }
+    leaf(path, n);
+}
+
+} // namespace shardscope::detail

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "read/pickle.h"
+#include "read/ziparchive.h"
+#include "shardscope/dtype.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace shardscope::detail {
+
+/** A tensor as data.pkl describes it: where its storage record is and how to view it. */
+struct TensorSpec
+{
+    DType dtype = DType::Unknown;
+    std::string dtypeName;
+    std::vector<int64_t> shape;
+    std::vector<int64_t> strides;
+    int64_t storageOffset = 0;
+    std::string storageKey;
+    uint64_t recordOffset = 0; ///< storage record data, relative to the archive start
+    uint64_t recordSize = 0;
+};
+
+/**
+ * One torch.save archive: its records and its decoded data.pkl. References the bytes it was
+ * opened over; keep them alive.
+ */
+class TorchSavePayload
+{
+public:
+    static Result<TorchSavePayload> open(std::span<const uint8_t> archive, uint64_t base = 0);
+
+    const ZipArchive &zip() const { return m_zip; }
+    const PickleArena &arena() const { return m_arena; }
+    NodeId root() const { return m_arena.root(); }
+
+    /** True when the node is a tensor rebuild (plain, v3, Parameter, typed subclass). */
+    bool isTensor(NodeId n) const;
+    Result<TensorSpec> tensorSpec(NodeId n) const;
+    /** An inert value with tensors shown as PyValue::Kind::Tensor. */
+    PyValue toValue(NodeId n, int maxDepth = 64) const;
+
+    /**
+     * Walks nested dicts (and lists or tuples that hold tensors or dicts) as torch's flattening
+     * does, calling leaf(path, node) for tensors and for every other leaf.
+     */
+    void flatten(const std::function<void(const std::vector<std::string> &, NodeId)> &leaf,
+                 int maxDepth = 64) const;
+
+private:
+    NodeId unwrapTensor(NodeId n, int depth = 0) const;
+    bool holdsTensorOrDict(NodeId n, int depth = 0) const;
+    void
+    flattenImpl(NodeId n, std::vector<std::string> &path, int depth, std::vector<uint8_t> &visited,
+                const std::function<void(const std::vector<std::string> &, NodeId)> &leaf) const;
+
+    ZipArchive m_zip;
+    PickleArena m_arena;
+    // Per node: 0 unknown, 1 in progress, 2 no, 3 yes. Memoised so shared or cyclic
+    // containers cost one visit.
+    mutable std::vector<uint8_t> m_holds;
+};
+
+/** Key text for a dict key or list index node, as str() would give it. */
+std::string keyText(const PickleArena &a, NodeId k);
+
+} // namespace shardscope::detail

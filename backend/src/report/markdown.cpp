@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+// Reports as Markdown (CommonMark, GitHub tables).
+#include "report/reportparts.h"
+
+namespace shardscope::report {
+
+std::string mdFix(std::string_view fix)
+{
+    return isCommand(fix) ? "\n\n" + mdBlock(fix) : " " + mdProse(fix) + "\n";
+}
+
+std::string mdKeyList(const KeyList &keys, size_t limit = kShownKeys)
+{
+    std::string out;
+    size_t shown = 0, covered = 0;
+    for (const PatternCount &p : keys.patterns) {
+        if (shown == limit)
+            break;
+        out += (shown ? ", " : "") + mdCode(p.pattern);
+        if (p.count > 1)
+            out += " (" + std::to_string(p.count) + ")";
+        ++shown;
+        covered += p.count;
+    }
+    if (covered < keys.total)
+        out += ", … and " + std::to_string(keys.total - covered) + " more";
+    return out;
+}
+
+// One bullet per pattern; prefix "> " puts them in a block quote.
+std::string mdPatternBullets(const KeyList &keys, std::string_view prefix)
+{
+    std::string out;
+    for (const PatternCount &p : keys.patterns) {
+        out += std::string(prefix) + "- " + mdCode(p.pattern);
+        if (p.count > 1)
+            out += " (" + std::to_string(p.count) + ")";
+        out += "\n";
+    }
+    return out;
+}
+
+std::string mdReproduce(const ReportContext &ctx)
+{
+    std::string out = "## Reproduce\n\n";
+    if (ctx.command.empty())
+        return out + "The command was not recorded.\n";
+    return out + mdBlock(ctx.command, "sh");
+}
+
+std::string markdownReport(const DiffResult &diff, const ReportContext &ctx)
+{
+    const DiffModel model = buildModel(diff);
+    const DiffOptions &opt = diff.options;
+    std::string md = "# ShardScope load report\n\n";
+    md += "| | |\n|---|---|\n";
+    md += "| Checkpoint | " + mdCode(diff.checkpoint, true) +
+          (diff.format.empty() ? "" : " (" + mdCode(diff.format, true) + ")") + " |\n";
+    md += "| Against | " + mdCode(diff.against, true) + " |\n";
+    md += "| Strictness | " + mdCode(strictnessName(opt.strictness), true) + ", strict load " +
+          (opt.strictLoad ? "on" : "off") + " |\n";
+    md += std::string("| Optimizer | ") + (opt.includeOptimizer ? "included" : "not compared") +
+          " |\n";
+    if (!opt.disabledRules.empty()) {
+        md += "| Disabled rules |";
+        for (size_t i = 0; i < opt.disabledRules.size(); ++i)
+            md += (i ? ", " : " ") + mdCode(opt.disabledRules[i], true);
+        md += " |\n";
+    }
+    if (!ctx.generatedAt.empty())
+        md += "| Generated | " + mdEscape(ctx.generatedAt) + " |\n";
+
+    md += "\n## Summary\n\n";
+    if (!model.keptAtInit.patterns.empty()) {
+        md += "> [!CAUTION]\n> **" + keptHeadline(model.keptAtInit.total, diff.outcome.action) +
+              ".** " + keptExplanation(diff.outcome.action) + "\n>\n";
+        md += mdPatternBullets(model.keptAtInit, "> ");
+        md += "\n";
+    }
+    if (!model.optimizerKeptAtInit.patterns.empty()) {
+        md += "> [!WARNING]\n> **" + optimizerKeptHeadline(model.optimizerKeptAtInit.total) +
+              ".**\n>\n";
+        md += mdPatternBullets(model.optimizerKeptAtInit, "> ");
+        md += "\n";
+    }
+    if (!diff.outcome.loadedWrong.empty()) {
+        md += "> [!CAUTION]\n> **A load would silently fill " +
+              plural(diff.outcome.loadedWrong.size(), "tensor", "tensors") +
+              " from the wrong key** (another EP rank's experts).\n>\n";
+        md += mdPatternBullets(foldKeys(diff.outcome.loadedWrong), "> ");
+        md += "\n";
+    }
+    md += "- **Model:** " + std::to_string(diff.loadableModel) + " of " +
+          plural(diff.expectedModel, "parameter", "parameters") + " loadable by a real load (" +
+          percent(diff.loadableModel, diff.expectedModel) + ")\n";
+    if (opt.includeOptimizer)
+        md += "- **Optimizer:** " + std::to_string(diff.loadableOptimizer) + " of " +
+              plural(diff.expectedOptimizer, "state", "states") + " loadable by a real load (" +
+              percent(diff.loadableOptimizer, diff.expectedOptimizer) + ")\n";
+    md += "- **Real load** (" + mdCode(strictnessFlag(opt)) +
+          "): " + mdCode(actionName(diff.outcome.action)) + "\n";
+    md += "- **Problems:** " + plural(model.problemEntries, "entry", "entries") + " in " +
+          plural(model.groups.size(), "group", "groups") + "; " +
+          plural(diff.unconsumed.size(), "checkpoint key", "checkpoint keys") + " unconsumed\n";
+    md += std::string("- **Verdict:** ") + (diff.clean() ? "clean" : "not clean") + "\n";
+    if (model.keptAtInit.patterns.empty() && diff.outcome.action != LoadOutcome::Action::Raises)
+        md += "\nNo parameter would be left at its initial value.\n";
+    if (diff.outcome.action == LoadOutcome::Action::Raises)
+        md += "\n> [!WARNING]\n> **A real load would stop with an exception.**\n";
+    if (!diff.outcome.message.empty())
+        md += "\nWhat the load would report:\n\n" + mdBlock(diff.outcome.message);
+    if (!model.namedKeys.patterns.empty())
+        md += "\nKeys it names: " + mdKeyList(model.namedKeys, 20) + "\n";
+
+    md += "\n## Problems\n\n";
+    if (model.groups.empty())
+        md += "None: every expected parameter loads as is.\n";
+    else
+        md += plural(model.problemEntries, "entry", "entries") +
+              " that are not loadable as is, in " + plural(model.groups.size(), "group", "groups") +
+              ".\n";
+    for (size_t gi = 0; gi < model.groups.size(); ++gi) {
+        const ProblemGroup &g = model.groups[gi];
+        md += "\n### " + std::to_string(gi + 1) + ". " + mdCode(g.pattern) + "\n\n";
+        md += mdCode(statusName(g.status)) + " · " +
+              (g.fills ? "filled by a real load" : "**not filled by a real load**") + " · " +
+              plural(g.entries.size(), std::string(sectionName(g.section)) + " entry",
+                     std::string(sectionName(g.section)) + " entries");
+        if (!g.shape.empty() || !g.dtype.empty())
+            md +=
+                " · expected " + (g.shape.empty() ? "" : mdCode(g.shape) + " ") + mdEscape(g.dtype);
+        md += "\n\n";
+        if (!g.reason.empty())
+            md += "**Cause:** " + mdProse(g.reason) + "\n\n";
+        if (!g.fix.empty()) {
+            md += "**Fix:**" + mdFix(g.fix) + "\n";
+            if (!g.fixExample.empty())
+                md += "For " + mdCode(g.exampleName) + ":" + mdFix(g.fixExample) + "\n";
+        }
+        if (g.keys.total)
+            md += "**On-disk keys:** " + mdKeyList(g.keys) + "\n\n";
+        if (g.requested.total && !g.fills)
+            md += "**Requested by a real load:** " + mdKeyList(g.requested) + "\n\n";
+        while (md.size() > 1 && md[md.size() - 1] == '\n' && md[md.size() - 2] == '\n')
+            md.pop_back();
+    }
+
+    md += "\n## Unconsumed checkpoint keys\n\n";
+    if (model.unconsumed.empty()) {
+        md += "None: every checkpoint key is used.\n";
+    } else {
+        md += plural(diff.unconsumed.size(), "key", "keys") +
+              " that no expected parameter consumes (a plain DCP load ignores them silently).\n\n";
+        for (const UnconsumedGroup &u : model.unconsumed) {
+            md += "- " + mdCode(u.pattern);
+            if (u.count > 1)
+                md += " (" + std::to_string(u.count) + ")";
+            if (!u.tensor)
+                md += " — object";
+            else if (!u.shape.empty() || !u.dtype.empty())
+                md += " — " + (u.shape.empty() ? "" : mdCode(u.shape) + " ") + mdEscape(u.dtype);
+            if (!u.note.empty())
+                md += ": " + mdProse(u.note);
+            md += "\n";
+        }
+    }
+    md += "\n" + mdReproduce(ctx);
+    return md;
+}
+
+std::string markdownCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx)
+{
+    const auto groups = changeGroups(diff);
+    std::string md = "# ShardScope checkpoint comparison\n\n| | |\n|---|---|\n";
+    md += "| First | " + mdCode(diff.first, true) + " |\n";
+    md += "| Second | " + mdCode(diff.second, true) + " |\n";
+    if (!ctx.generatedAt.empty())
+        md += "| Generated | " + mdEscape(ctx.generatedAt) + " |\n";
+    md += "\n## Summary\n\n| Change | Keys |\n|---|---:|\n";
+    md += "| same | " + std::to_string(diff.same) + " |\n";
+    for (KeyChange::Kind k : kKinds)
+        md +=
+            "| " + mdCode(changeName(k), true) + " | " + std::to_string(countOf(diff, k)) + " |\n";
+    md += "\n## Changes\n\n";
+    if (groups.empty())
+        md += "None: the checkpoints hold the same keys, shapes and dtypes.\n";
+    else
+        md += plural(diff.changes.size(), "change", "changes") + " in " +
+              plural(groups.size(), "group", "groups") + ".\n\n";
+    for (const ChangeGroup &g : groups) {
+        md += "- " + mdCode(changeName(g.kind)) + " " + mdCode(g.pattern);
+        if (!g.otherPattern.empty() && g.otherPattern != g.pattern)
+            md += " → " + mdCode(g.otherPattern);
+        if (g.count > 1)
+            md += " (" + std::to_string(g.count) + ")";
+        if (!g.rule.empty())
+            md += ", rule " + mdCode(g.rule);
+        if (!g.detail.empty())
+            md += ": " + mdProse(g.detail);
+        md += "\n";
+    }
+    return md + "\n" + mdReproduce(ctx);
+}
+} // namespace shardscope::report

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: MIT
+// Text for reports: valid UTF-8, Markdown and HTML escaping, prose with key-like words as code.
+#include "report/reportparts.h"
+
+namespace shardscope::report {
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD"; // U+FFFD
+
+// Names come from checkpoints: invalid UTF-8 and control characters (which HTML forbids in
+// text) become U+FFFD so every report stays valid.
+std::string validUtf8(std::string_view s)
+{
+    std::string out;
+    out.reserve(s.size());
+    size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c < 0x80) {
+            const bool control = (c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f;
+            if (control)
+                out += kReplacement;
+            else
+                out += char(c);
+            ++i;
+            continue;
+        }
+        size_t n = 0;
+        unsigned char lo = 0x80, hi = 0xbf; // allowed range of the second byte
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 2;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 3;
+            if (c == 0xe0)
+                lo = 0xa0; // overlong
+            if (c == 0xed)
+                hi = 0x9f; // surrogates
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 4;
+            if (c == 0xf0)
+                lo = 0x90;
+            if (c == 0xf4)
+                hi = 0x8f;
+        }
+        bool ok = n > 0 && i + n <= s.size();
+        for (size_t k = 1; ok && k < n; ++k) {
+            const auto b = static_cast<unsigned char>(s[i + k]);
+            ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xbf);
+        }
+        // C1 controls (U+0080..U+009F) are as unwelcome in HTML as C0 ones.
+        if (ok && n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0)
+            ok = false;
+        if (ok) {
+            out.append(s.substr(i, n));
+            i += n;
+        } else {
+            out += kReplacement;
+            ++i;
+        }
+    }
+    return out;
+}
+
+std::string htmlEscape(std::string_view s)
+{
+    std::string out;
+    out.reserve(s.size());
+    for (char c : validUtf8(s)) {
+        switch (c) {
+        case '&':
+            out += "&amp;";
+            break;
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '"':
+            out += "&quot;";
+            break;
+        case '\'':
+            out += "&#39;";
+            break;
+        default:
+            out += c;
+        }
+    }
+    return out;
+}
+
+std::string oneLine(std::string_view s)
+{
+    std::string out = validUtf8(s);
+    for (char &c : out)
+        if (c == '\n' || c == '\r' || c == '\t')
+            c = ' ';
+    return out;
+}
+
+namespace {
+
+size_t longestRun(std::string_view s, char c)
+{
+    size_t best = 0, run = 0;
+    for (char x : s) {
+        run = x == c ? run + 1 : 0;
+        best = std::max(best, run);
+    }
+    return best;
+}
+
+} // namespace
+
+// An inline code span that no backtick in the text can close early (CommonMark).
+std::string mdCode(std::string_view s, bool inTable)
+{
+    std::string text = oneLine(s);
+    if (text.empty())
+        return "*(empty)*";
+    if (inTable) { // GFM splits table cells at '|' even inside code spans
+        std::string t;
+        for (char c : text) {
+            if (c == '|')
+                t += '\\';
+            t += c;
+        }
+        text = std::move(t);
+    }
+    const std::string fence(longestRun(text, '`') + 1, '`');
+    const bool pad =
+        text.front() == '`' || text.back() == '`' || (text.front() == ' ' && text.back() == ' ');
+    return fence + (pad ? " " : "") + text + (pad ? " " : "") + fence;
+}
+
+std::string mdBlock(std::string_view s, std::string_view lang)
+{
+    std::string text = validUtf8(s);
+    if (text.empty() || text.back() != '\n')
+        text += '\n';
+    const std::string fence(std::max<size_t>(3, longestRun(text, '`') + 1), '`');
+    return fence + std::string(lang) + "\n" + text + fence + "\n";
+}
+
+// Prose is inline (never at a line start), so only emphasis, code, HTML, entities, tables and
+// inline links can misfire; "[x]" alone stays readable and literal.
+std::string mdEscape(std::string_view s)
+{
+    const std::string text = oneLine(s);
+    std::string out;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (std::string_view("\\`*_<>|~&").find(c) != std::string_view::npos ||
+            (c == ']' && i + 1 < text.size() && text[i + 1] == '('))
+            out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+namespace {
+
+bool isAlnum(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+// A word of prose that names a key, a pattern, a file or a flag: shown as code.
+bool looksLikeKey(std::string_view t)
+{
+    if (t.size() < 3)
+        return false;
+    if (t.substr(0, 2) == "--" && isAlnum(t[2]))
+        return true;
+    bool letter = false, marker = false;
+    for (size_t i = 0; i < t.size(); ++i) {
+        const char c = t[i];
+        const bool high = static_cast<unsigned char>(c) >= 0x80;
+        if (!(isAlnum(c) || high || std::string_view("_.{},/-").find(c) != std::string_view::npos))
+            return false;
+        letter = letter || (isAlnum(c) && !(c >= '0' && c <= '9'));
+        if (c == '_' || c == '{')
+            marker = true;
+        // "a.b" with a word on each side of the dot; "e.g" is prose
+        if (c == '.' && i >= 2 && i + 2 < t.size() && isAlnum(t[i - 1]) && isAlnum(t[i - 2]) &&
+            isAlnum(t[i + 1]) && isAlnum(t[i + 2]))
+            marker = true;
+    }
+    return letter && marker;
+}
+
+struct Segment
+{
+    std::string text;
+    bool code = false;
+};
+
+// Prose cut into plain text and the key-like words in it.
+std::vector<Segment> proseSegments(std::string_view s)
+{
+    std::vector<Segment> out;
+    auto add = [&](std::string_view t, bool code) {
+        if (t.empty())
+            return;
+        if (!out.empty() && out.back().code == code && !code)
+            out.back().text += t;
+        else
+            out.push_back({std::string(t), code});
+    };
+    size_t i = 0;
+    while (i < s.size()) {
+        if (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r') {
+            add(s.substr(i, 1), false);
+            ++i;
+            continue;
+        }
+        size_t end = i;
+        while (end < s.size() &&
+               !(s[end] == ' ' || s[end] == '\n' || s[end] == '\t' || s[end] == '\r'))
+            ++end;
+        std::string_view word = s.substr(i, end - i);
+        size_t b = 0, e = word.size();
+        while (b < e && std::string_view("(\"'").find(word[b]) != std::string_view::npos)
+            ++b;
+        while (e > b && std::string_view(".,;:)\"'").find(word[e - 1]) != std::string_view::npos)
+            --e;
+        const std::string_view core = word.substr(b, e - b);
+        if (looksLikeKey(core)) {
+            add(word.substr(0, b), false);
+            add(core, true);
+            add(word.substr(e), false);
+        } else {
+            add(word, false);
+        }
+        i = end;
+    }
+    return out;
+}
+
+} // namespace
+
+std::string mdProse(std::string_view s)
+{
+    std::string out;
+    for (const Segment &seg : proseSegments(s))
+        out += seg.code ? mdCode(seg.text) : mdEscape(seg.text);
+    return out;
+}
+
+std::string htmlProse(std::string_view s)
+{
+    std::string out;
+    for (const Segment &seg : proseSegments(s))
+        out += seg.code ? "<code>" + htmlEscape(seg.text) + "</code>" : htmlEscape(seg.text);
+    return out;
+}
+
+std::string percent(size_t part, size_t whole)
+{
+    if (whole == 0)
+        return "n/a";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * double(part) / double(whole));
+    return buf;
+}
+
+std::string plural(size_t n, std::string_view one, std::string_view many)
+{
+    return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
+std::string_view sectionName(Section s)
+{
+    switch (s) {
+    case Section::Model:
+        return "model";
+    case Section::Optimizer:
+        return "optimizer";
+    case Section::Other:
+        return "other";
+    }
+    return "other";
+}
+} // namespace shardscope::report

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+// inspect: open, select, and read the selected tensors' data for their health and hash.
+#include "shardscope/session.h"
+#include "shardscope/tensor.h"
+
+#include <fnmatch.h>
+
+namespace shardscope {
+
+namespace {
+
+bool selected(const InspectRequest &r, const std::string &key)
+{
+    if (r.tensor)
+        return key == *r.tensor;
+    if (r.filters.empty())
+        return true;
+    for (const std::string &f : r.filters)
+        if (fnmatch(f.c_str(), key.c_str(), 0) == 0)
+            return true;
+    return false;
+}
+
+Problem unreadable(Error e, const std::string &key)
+{
+    e.atKey(key);
+    return {e.key, e.file, e.offset, e.message, Problem::Effect::Unreadable};
+}
+
+} // namespace
+
+Result<TensorHealth> tensorHealth(const TensorData &data)
+{
+    if (auto h = computeHealth(data))
+        return h;
+    // A dtype our kernels lack (float8 fnuz variants, e8m0): libtorch's moments, no histogram.
+    auto s = computeStats(data);
+    if (!s)
+        return s.error();
+    TensorHealth h;
+    h.count = s->count;
+    h.finite = s->finite;
+    h.nanCount = s->nanCount;
+    h.posInfCount = s->posInfCount;
+    h.negInfCount = s->negInfCount;
+    h.min = s->min;
+    h.max = s->max;
+    h.mean = s->mean;
+    h.std = s->std;
+    h.l2 = s->l2;
+    h.device = "cpu";
+    return h;
+}
+
+Result<InspectResult> runInspect(const InspectRequest &request, const JobControl &control)
+{
+    if (!control.report({"open", 0, 0}))
+        return makeError(Error::Code::Cancelled, "cancelled");
+    auto opened = openCheckpoint(request.path);
+    if (!opened)
+        return opened.error();
+    InspectResult r;
+    r.index = std::make_shared<const CheckpointIndex>(std::move(opened).value());
+    const CheckpointIndex &index = *r.index;
+    r.problems = index.problems;
+
+    for (const TensorEntry &t : index.tensors)
+        if (selected(request, t.key))
+            r.tensors.push_back({&t, std::nullopt, {}});
+    if (request.tensor && r.tensors.empty() && !index.findObject(*request.tensor)) {
+        Error e = makeError(Error::Code::NotFound, "no such tensor");
+        e.file = request.path;
+        e.key = *request.tensor;
+        return e;
+    }
+    if (request.stats || request.hash) {
+        uint64_t total = 0, done = 0;
+        for (const InspectedTensor &t : r.tensors)
+            total += t.entry->nbytes();
+        for (InspectedTensor &t : r.tensors) {
+            if (!control.report({"read", done, total}))
+                return makeError(Error::Code::Cancelled, "cancelled");
+            done += t.entry->nbytes();
+            auto data = readTensor(index, *t.entry);
+            if (!data) {
+                r.problems.push_back(unreadable(data.error(), t.entry->key));
+                continue;
+            }
+            if (request.hash)
+                t.sha256 = sha256Hex(*data);
+            if (request.stats)
+                if (auto h = tensorHealth(*data))
+                    t.health = std::move(*h);
+        }
+        control.report({"read", total, total});
+    }
+    for (const ObjectEntry &ob : index.objects) {
+        if (!selected(request, ob.key))
+            continue;
+        InspectedObject o{&ob, {}};
+        if (request.objects || (request.tensor && ob.key == *request.tensor)) {
+            if (auto v = readObject(index, ob))
+                o.summary = v->summary(120);
+            else
+                r.problems.push_back(unreadable(v.error(), ob.key));
+        }
+        r.objects.push_back(std::move(o));
+    }
+    return r;
+}
+
+} // namespace shardscope

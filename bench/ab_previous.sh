@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# This build against an earlier commit's, on the same files, in one run: the runs alternate
+# (previous, current, previous, …) so that this VM's drift falls on both alike. For a change
+# that must not cost speed (a restructuring): the ratios should sit at 1 within the noise.
+#   bench/ab_previous.sh [REV] [ROUNDS]     # REV defaults to HEAD~1, ROUNDS to 5
+# Builds REV's benchmarks and CLI in build-prev/ (a git worktree in .cache/prev), makes the
+# DeepSeek-V3-scale metadata and the verify checkpoint on first use (bench/README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+REV=${1:-HEAD~1}
+ROUNDS=${2:-5}
+PY=${SHARDSCOPE_PYTHON:-$ROOT/.venv/bin/python}
+DSV3=build/bench-data/dsv3
+VERIFY=build/bench-data/verify
+TARGETS=(bench_open_metadata bench_diff shardscope-cli)
+
+prev=$ROOT/.cache/prev
+if [ ! -d "$prev" ]; then
+    git worktree add --detach "$prev" "$REV" >/dev/null
+else
+    git -C "$prev" checkout -q --detach "$REV"
+fi
+prefix=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+cmake -S "$prev" -B build-prev -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_PREFIX_PATH="$prefix" -DSHARDSCOPE_BUILD_GUI=OFF -DSHARDSCOPE_BUILD_TESTS=OFF \
+    -DSHARDSCOPE_PYTHON="$PY" >/dev/null
+cmake --build build-prev --target "${TARGETS[@]}" >/dev/null
+cmake --build build --target "${TARGETS[@]}" >/dev/null
+
+[ -f "$DSV3/.metadata" ] || "$PY" bench/make_dsv3_metadata.py --out "$DSV3"
+[ -f "$VERIFY/ckpt/.metadata" ] || "$PY" bench/make_verify_checkpoint.py --out "$VERIFY"
+build/app/cli/shardscope-cli layout --from-config bench/deepseek_v3_config.json \
+    -o build/bench-data/dsv3-layout.json 2>/dev/null
+build/app/cli/shardscope-cli layout --from-config "$VERIFY/config.json" --dp 2 \
+    -o "$VERIFY/layout.json" 2>/dev/null
+cat "$DSV3/.metadata" "$VERIFY"/ckpt/*.distcp >/dev/null # page cache warm for both
+
+seconds() { # command…: wall seconds of one run
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$@" >/dev/null
+    t1=$(date +%s.%N)
+    echo "$t1 - $t0" | bc -l
+}
+out=$(mktemp)
+for ((i = 0; i < ROUNDS; i++)); do
+    for side in prev cur; do
+        b=build
+        [ $side = prev ] && b=build-prev
+        echo "$side open $("$b/bench/bench_open_metadata" "$DSV3" 1 | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')" >>"$out"
+        echo "$side diff $("$b/bench/bench_diff" "$DSV3" build/bench-data/dsv3-layout.json 1 | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["diff_seconds"])')" >>"$out"
+        echo "$side verify $(seconds "$b/app/cli/shardscope-cli" verify "$VERIFY/ckpt" --layout "$VERIFY/layout.json" --quiet)" >>"$out"
+    done
+done
+"$PY" - "$out" "$REV" <<'PY'
+import json, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    side, what, s = line.split()
+    runs.setdefault(what, {}).setdefault(side, []).append(float(s))
+res = {"previous": sys.argv[2]}
+for what, sides in runs.items():
+    p, c = statistics.median(sides["prev"]), statistics.median(sides["cur"])
+    res[what] = {"previous_median_s": round(p, 3), "current_median_s": round(c, 3),
+                 "current_over_previous": round(c / p, 3),
+                 "previous_runs": [round(x, 3) for x in sides["prev"]],
+                 "current_runs": [round(x, 3) for x in sides["cur"]]}
+print(json.dumps(res, indent=1))
+PY
+rm -f "$out"

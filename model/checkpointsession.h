@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "backendrunner.h"
+
+#include <QObject>
+#include <QString>
+
+namespace shardscope::model {
+
+/**
+ * What the window is looking at: the open checkpoint (and a second one to compare it with), the
+ * layout it is checked against, and the results of each stage (index → diff → verification;
+ * comparison), each a read-only snapshot. It owns the BackendRunner and announces each stage
+ * with a signal of its own, so that the window composes views that listen, instead of wiring
+ * every result itself. A stage's result is cleared (its signal carries null) when what it was
+ * computed from changes: a new checkpoint clears everything, a new layout the diff and the
+ * verification.
+ */
+class CheckpointSession : public QObject
+{
+    Q_OBJECT
+
+public:
+    explicit CheckpointSession(QObject *parent = nullptr);
+    ~CheckpointSession() override;
+
+    BackendRunner *runner() const { return m_runner; }
+    QString path() const { return m_path; }
+    QString comparePath() const { return m_comparePath; }
+    QString layoutPath() const { return m_layoutPath; }
+    IndexSnapshot index() const { return m_index; }
+    IndexSnapshot compareIndex() const { return m_compareIndex; }
+    DiffSnapshot diff() const { return m_diff; }
+    VerifySnapshot verification() const { return m_verification; }
+    CompareSnapshot comparison() const { return m_comparison; }
+    bool isJobRunning() const { return m_job != 0; }
+
+public Q_SLOTS:
+    void open(const QString &path);
+    void reload();
+    void openCompare(const QString &path);
+    /** The layout JSON that diff and verify check against. */
+    void setLayout(const QString &path);
+    void runDiff(const shardscope::DiffOptions &options = {});
+    /** The request's parallel overrides, rules and budget are kept; paths are the session's. */
+    void runVerify(shardscope::VerifyRequest request = {});
+    void runCompare(const shardscope::DiffOptions &options = {});
+    /** Stops the running job (and the queued ones). */
+    void cancel();
+
+Q_SIGNALS:
+    void opening(const QString &path);
+    void opened(shardscope::model::IndexSnapshot index);
+    void openFailed(const QString &error);
+    void compareOpened(shardscope::model::IndexSnapshot index);
+    void layoutChanged(const QString &path);
+    void diffChanged(shardscope::model::DiffSnapshot diff);
+    void verificationChanged(shardscope::model::VerifySnapshot report);
+    void comparisonChanged(shardscope::model::CompareSnapshot diff);
+
+    void jobStarted(const QString &title);
+    /** Throttled by the runner. permille -1: unknown; etaSeconds < 0: no estimate yet. */
+    void jobProgress(const QString &stage, int permille, double etaSeconds);
+    /** ok false: failed or cancelled; message says which and why. */
+    void jobEnded(bool ok, const QString &message);
+
+private:
+    void track(quint64 job);
+    void clearResults(bool diffToo);
+
+    BackendRunner *m_runner;
+    QString m_path, m_comparePath, m_layoutPath;
+    IndexSnapshot m_index, m_compareIndex;
+    DiffSnapshot m_diff;
+    VerifySnapshot m_verification;
+    CompareSnapshot m_comparison;
+    quint64 m_job = 0; ///< the job whose progress is shown; 0: none
+};
+
+} // namespace shardscope::model
