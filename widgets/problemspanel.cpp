@@ -69,6 +69,7 @@ void ProblemsPanel::updateTitle()
     m_title->setText(n == 0        ? tr("Problems: none found")
                      : n == 1      ? tr("Problems: 1")
                      : groups == n ? tr("Problems: %1").arg(n)
+                     : groups == 1 ? tr("Problems: %1, one cause").arg(n)
                                    : tr("Problems: %1 in %2 groups").arg(n).arg(groups));
 }
 
