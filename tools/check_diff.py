@@ -624,6 +624,81 @@ def case_against(env: Env) -> None:
     check(rc == 0 and not d["changes"], "a checkpoint against itself has changes")
 
 
+def case_pp_stage_local(env: Env) -> None:
+    """NVIDIA/Megatron-LM#7452: Megatron-FSDP names decoder layers per pipeline stage, so the
+    demo (saved at pp 1) loaded at pp 2 has stage 1 ask for decoder.layers.0… for its layers
+    L/2…L-1. torch's own DCP load of those stage-local keys says what each one really gets:
+    where the key is stored with the requested shape it loads another layer's weights (the diff
+    must say wrong_source), elsewhere it is missing (unloadable; a strict load raises); the
+    stored layers past L/2 nothing asks for. verify --pp 2 reads exactly those keys."""
+    import re
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    data = next(p for p in env.demo.iterdir() if p.name.startswith("iter_"))
+    md = dcp.FileSystemReader(str(data)).read_metadata().state_dict_metadata
+    layer_of = lambda k: int(m[1]) if (m := re.search(r"\.decoder\.layers\.(\d+)\.", k)) else -1
+    layers = 1 + max(layer_of(k) for k in md if k.startswith("model."))
+    half = layers // 2  # Megatron's even split over 2 stages
+    lay = env.layout(env.demo / "config.json", "--pp", "2")
+    rc, d = env.diff(env.demo, lay)
+    entries = model_entries(d)
+
+    def local(k: str) -> str:
+        g = layer_of(k)
+        return k.replace(f".decoder.layers.{g}.", f".decoder.layers.{g - half}.", 1)
+
+    # Parameters stored under their own name (no rule needed): what torch gives the stage-local key.
+    checked, wrong_want, missing_want = 0, set(), set()
+    for name, x in entries.items():
+        key = "model.module." + name
+        if layer_of(key) < half or key not in md:
+            continue
+        lk = local(key)
+        if lk in md and tuple(md[lk].size) == tuple(md[key].size):
+            got = {lk: torch.full(tuple(md[lk].size), 1234.5, dtype=md[lk].properties.dtype)}
+            dcp.load(got, checkpoint_id=str(data), planner=DefaultLoadPlanner(allow_partial_load=True))
+            own = {key: torch.empty(tuple(md[key].size), dtype=md[key].properties.dtype)}
+            dcp.load(own, checkpoint_id=str(data))
+            if not torch.equal(got[lk], own[key]):  # it really gets another layer's weights
+                wrong_want.add(name)
+        elif lk not in md:
+            missing_want.add(name)
+        checked += 1
+    got_wrong = {n for n, x in entries.items() if x["status"] == "wrong_source"}
+    got_missing = {n for n, x in entries.items() if x["status"] == "unloadable"}
+    check(checked > 0 and wrong_want and wrong_want <= got_wrong,
+          f"wrong_source: torch loads other layers into {sorted(wrong_want - got_wrong)[:4]}")
+    check(missing_want and missing_want <= got_missing,
+          f"unloadable: torch finds no key for {sorted(missing_want - got_missing)[:4]}")
+    check(all(not entries[n]["real_load_fills"] and n in d["outcome"]["loaded_wrong"]
+              for n in got_wrong), "wrong_source entries must be reported as loaded wrong")
+    check(not any(layer_of("." + n) < half and x["status"] == "wrong_source"
+                  for n, x in entries.items()), "stage 0 has no wrong sources")
+    # What nothing reads: the stored layers past every stage's local range.
+    unread = {u["key"] for u in d["unconsumed"] if u["key"].startswith("model.")}
+    stored_past = {k for k in md if k.startswith("model.") and layer_of(k) >= half}
+    check(stored_past and stored_past <= unread and all(
+        "no stage reads it" in u["note"] for u in d["unconsumed"] if u["key"] in stored_past),
+        f"stored layers nobody reads: {sorted(stored_past - unread)[:3]}")
+    # A strict load raises on the first missing key, as torch's planner does.
+    check(rc == 1 and d["outcome"]["action"] == "raises" and
+          "Missing key in checkpoint state_dict" in d["outcome"]["message"],
+          f"strict outcome: {d['outcome']['action']}: {d['outcome']['message'][:120]}")
+    # verify --pp 2 plans the load as those names make it happen: each wrong source is read from
+    # the key the load asks for, bit for bit, and reported as such.
+    rc, out, err = run([env.cli, "verify", str(env.demo), "--layout", str(lay), "--pp", "2",
+                        "--dp", "1", "--json", "--quiet"])
+    v = json.loads(out) if out.strip() else {}
+    # Buffers (a router's expert_bias) are not FSDP parameters: verify plans parameters only.
+    buffers = {p["name"] for p in json.loads(lay.read_text())["params"]
+               if p.get("optimizer_state") is False}
+    wrong_params = got_wrong - buffers
+    got_v = {p["name"] for p in v.get("params", []) if p["outcome"] == "wrong_source"}
+    check(rc == 1 and got_v == wrong_params and v.get("wrong_source") == len(wrong_params),
+          f"verify: exit {rc}, wrong_source {sorted(got_v ^ wrong_params)[:4]} {err.strip()[:200]}")
+
+
 CASES = {
     **{f"layout_{f}": (lambda env, f=f: case_layout(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
     **{f"unfused_{f}": (lambda env, f=f: case_unfused(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
@@ -645,6 +720,7 @@ CASES = {
     "bad_layouts": case_bad_layouts,
     "reports": case_reports,
     "against": case_against,
+    "pp_stage_local": case_pp_stage_local,
     "torch_dist": lambda env: case_torch_dist(env, env.inspect_fixtures),
     "torch_dist_moe": lambda env: case_torch_dist_moe(env, env.inspect_fixtures),
 }

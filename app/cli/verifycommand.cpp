@@ -40,7 +40,11 @@ void printText(const VerifyReport &report)
               << ")\n"
               << result.identical << " of " << loadable
               << " loadable parameters bit-identical after gathering every rank's shard, "
-              << result.mismatched << " mismatches across ranks\n"
+              << result.mismatched << " mismatches across ranks"
+              << (result.wrongSource ? ", " + std::to_string(result.wrongSource) +
+                                           " of them loaded from the wrong key"
+                                     : std::string())
+              << "\n"
               << (result.checked - result.roundTripFailures) << " of " << result.checked
               << " re-split into the stored tensors bit for bit\n";
     for (const ParamCheck &c : result.params)
@@ -52,6 +56,12 @@ void printText(const VerifyReport &report)
         for (const ParamCheck &c : result.params)
             if (c.outcome == ParamCheck::Outcome::KeptInitial)
                 std::cout << "  " << c.name << "\n";
+    }
+    if (result.wrongSource) {
+        std::cout << "\nFILLED FROM THE WRONG KEY (" << result.wrongSource << "):\n";
+        for (const ParamCheck &c : result.params)
+            if (c.outcome == ParamCheck::Outcome::WrongSource)
+                std::cout << "  " << c.name << ": " << c.note << "\n";
     }
     if (result.unreadable) {
         std::cout << "\nUNREADABLE: THE LOAD RAISES READING THEM (" << result.unreadable << "):\n";

@@ -54,6 +54,9 @@ enum class LoadStatus : uint8_t {
     Partial,       ///< stored, but the chunks leave holes
     Unloadable,    ///< nothing on disk to fill it
     Unreadable,    ///< stored, but its data cannot be read: the load raises
+    /** The real load fills it silently from a key that holds another parameter's data (another
+     *  pipeline stage's layer under stage-local names, another EP rank's experts). */
+    WrongSource,
 };
 std::string_view statusName(LoadStatus s);
 

@@ -4,8 +4,10 @@
 #include "shardscope/result.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardscope {
@@ -63,8 +65,25 @@ struct Layout
     /** Optimizer states saved per parameter; the first ones are split with the parameter. */
     std::vector<std::string> optimizerStates = {"exp_avg", "exp_avg_sq"};
     bool optimizerStep = true; ///< a per-parameter `step` (copied, not split)
+    /**
+     * How each checkpoint format names decoder layers under pipeline parallelism: "global"
+     * (torch_dist: sharded_state_dict adds each stage's offset) or "stage_local" (Megatron-FSDP's
+     * fsdp_dtensor: every stage saves and asks for decoder.layers.0…n-1, NVIDIA/Megatron-LM#7452).
+     */
+    std::map<std::string, std::string> ppLayerNames = {{"fsdp_dtensor", "stage_local"},
+                                                       {"torch_dist", "global"}};
     std::vector<LayoutParam> params;
 };
+
+/** The decoder layer index a live name holds (decoder.layers.<i>.…), or -1. */
+int decoderLayerOf(const std::string &name);
+/**
+ * One past each pipeline stage's last decoder layer, as Megatron splits them: the first and last
+ * stages' counts when given, the rest evenly; an error when they do not divide.
+ */
+Result<std::vector<int>> decoderStageEnds(const Layout &layout);
+/** Whether `format` (formatName()) names decoder layers per stage under the layout's PP. */
+bool stageLocalLayerNames(const Layout &layout, std::string_view format);
 
 Result<Layout> readLayout(const std::string &path);
 Result<Layout> layoutFromJson(const std::string &text, const std::string &origin);

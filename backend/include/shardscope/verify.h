@@ -52,7 +52,10 @@ struct ParamCheck
         Mismatch,
         KeptInitial,
         Skipped,
-        Unreadable ///< its stored data cannot be read: the real load raises
+        Unreadable, ///< its stored data cannot be read: the real load raises
+        /** Loaded bit for bit, but from a key that holds another parameter's data (the diff's
+         *  wrong_source: another stage's layer under stage-local names, another EP rank's). */
+        WrongSource
     } outcome = Outcome::Identical;
     uint64_t mismatches = 0;    ///< elements that differ from the direct read
     int64_t firstMismatch = -1; ///< flat element index
@@ -73,14 +76,16 @@ struct VerifyResult
     int threads = 1;     ///< threads that checked parameters side by side in each process
     std::string backend; ///< the collectives' ("gloo", "nccl"); empty in one process
     size_t checked = 0, identical = 0, mismatched = 0, roundTripFailures = 0, keptInitial = 0;
-    size_t unreadable = 0; ///< parameters whose data cannot be read (not counted as checked)
+    size_t unreadable = 0;  ///< parameters whose data cannot be read (not counted as checked)
+    size_t wrongSource = 0; ///< checked and loaded, from a key holding another one's data
     std::vector<ParamCheck> params;
     uint64_t bytesRead = 0;
     double seconds = 0;
     bool cancelled = false;
     bool clean() const
     {
-        return mismatched == 0 && roundTripFailures == 0 && keptInitial == 0 && unreadable == 0;
+        return mismatched == 0 && roundTripFailures == 0 && keptInitial == 0 && unreadable == 0 &&
+               wrongSource == 0;
     }
 };
 

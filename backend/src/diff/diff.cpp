@@ -70,6 +70,11 @@ public:
         }
         for (const Expanded &x : m_params)
             m_byName.emplace(x.param.name, &x.param);
+        // Megatron-FSDP names decoder layers per pipeline stage (NVIDIA/Megatron-LM#7452): a
+        // model split over pp stages asks for decoder.layers.0… on every stage.
+        if (layout.parallel.pp > 1 && stageLocalLayerNames(layout, formatName(index.format)))
+            if (auto ends = decoderStageEnds(layout))
+                m_stageEnds = std::move(*ends);
     }
 
     // Progress counts parameters twice over: the model section's pass, then the optimizer's.
@@ -139,11 +144,14 @@ public:
                 u.shape = k.tensor->shape;
                 u.dtype = k.tensor->dtypeName;
             }
-            u.note = !k.key.starts_with("optimizer.state.")
-                         ? "no expected parameter consumes it; a DCP load ignores it silently"
-                     : optimizerStateOfKnownParam(k.key)
-                         ? "an optimizer state the layout does not list (layout optimizer.states)"
-                         : "optimizer state of a parameter the model does not have";
+            u.note = stageLocalNote(k.key);
+            if (u.note.empty())
+                u.note = !k.key.starts_with("optimizer.state.")
+                             ? "no expected parameter consumes it; a DCP load ignores it silently"
+                         : optimizerStateOfKnownParam(k.key)
+                             ? "an optimizer state the layout does not list (layout "
+                               "optimizer.states)"
+                             : "optimizer state of a parameter the model does not have";
             r.unconsumed.push_back(std::move(u));
         }
         r.outcome = detail::loadOutcome(r, m_index.format, m_options);
@@ -388,7 +396,56 @@ private:
         }
     }
 
+    // Under stage-local names (m_stageEnds set): the first layer of the stage that holds
+    // decoder layer `layer`, which that stage calls layer 0.
+    // Why no stage reads a stored decoder layer under stage-local names; empty otherwise.
+    std::string stageLocalNote(std::string_view key) const
+    {
+        if (m_stageEnds.empty())
+            return {};
+        std::string_view rest = key;
+        if (rest.starts_with("optimizer.state."))
+            rest = rest.substr(16);
+        while (rest.starts_with("module."))
+            rest = rest.substr(7);
+        rest = rest.substr(modelWrapperLength(rest));
+        const int layer = decoderLayerOf(std::string(rest));
+        if (layer < maxStageLayers())
+            return {};
+        return "layer " + std::to_string(layer) + ": with stage-local names (Megatron-FSDP, pp " +
+               std::to_string(m_stageEnds.size()) + ") every stage asks for decoder.layers.0-" +
+               std::to_string(maxStageLayers() - 1) + ", so no stage reads it";
+    }
+
+    int maxStageLayers() const
+    {
+        int most = 0, begin = 0;
+        for (int end : m_stageEnds) {
+            most = std::max(most, end - begin);
+            begin = end;
+        }
+        return most;
+    }
+
+    int stageOffset(int layer) const
+    {
+        if (m_stageEnds.empty() || layer < 0)
+            return 0;
+        const auto it = std::upper_bound(m_stageEnds.begin(), m_stageEnds.end(), layer);
+        return it == m_stageEnds.begin() ? 0 : *(it - 1);
+    }
+
     DiffEntry evaluate(const Expanded &x, const std::string &state)
+    {
+        const LayoutParam &p = x.param;
+        const int layer = decoderLayerOf(p.name);
+        if (const int offset = stageOffset(layer); offset > 0)
+            return evaluateStageLocal(x, state, layer, offset);
+        return evaluateNamed(x, state);
+    }
+
+    // What the load finds for the names as given (no stage-local renaming left to do).
+    DiffEntry evaluateNamed(const Expanded &x, const std::string &state)
     {
         const LayoutParam &p = x.param;
         // Without handle_experts_in_state_dict every EP rank asks for its local names.
@@ -401,11 +458,11 @@ private:
             if (localParam.fusion)
                 for (FusedSection &sec : localParam.fusion->sections)
                     sec.name = withExpert(sec.name, localParam.expert);
-            DiffEntry e = evaluate(Expanded{localParam, {}, x.epRank}, state);
+            DiffEntry e = evaluateNamed(Expanded{localParam, {}, x.epRank}, state);
             e.param = p.name;
             e.name = state.empty() ? p.name : p.name + "." + state;
             if (x.epRank > 0 && !e.sources.empty()) {
-                e.status = LoadStatus::Rename;
+                e.status = LoadStatus::WrongSource;
                 e.realLoadFills = false;
                 e.wrongSource = true;
                 e.reason = "without expert globalisation EP rank " + std::to_string(x.epRank) +
@@ -418,6 +475,50 @@ private:
             return e;
         }
         return evaluateParam(p, state);
+    }
+
+    // A decoder layer past the first stage, asked for by its stage-local name: what that key
+    // holds is another layer's data, or nothing.
+    DiffEntry evaluateStageLocal(const Expanded &x, const std::string &state, int layer, int offset)
+    {
+        const std::string from = "decoder.layers." + std::to_string(layer) + ".";
+        const std::string to = "decoder.layers." + std::to_string(layer - offset) + ".";
+        auto local = [&](const std::string &n) {
+            return n.starts_with(from) ? to + n.substr(from.size()) : n;
+        };
+        Expanded lx = x;
+        lx.param.name = local(x.param.name);
+        lx.param.absorbs = local(x.param.absorbs);
+        if (lx.param.fusion)
+            for (FusedSection &sec : lx.param.fusion->sections)
+                sec.name = local(sec.name);
+        if (!lx.localName.empty())
+            lx.localName = local(lx.localName);
+        DiffEntry e = evaluateNamed(lx, state);
+        const LayoutParam &p = x.param;
+        e.param = p.name;
+        e.name = state.empty() ? p.name : p.name + "." + state;
+        const size_t stage = size_t(
+            std::upper_bound(m_stageEnds.begin(), m_stageEnds.end(), layer) - m_stageEnds.begin());
+        const std::string asked = e.requestKeys.empty() ? to : e.requestKeys.front();
+        const std::string why = "pp " + std::to_string(m_stageEnds.size()) + ": stage " +
+                                std::to_string(stage) + " holds layers " + std::to_string(offset) +
+                                "-" + std::to_string(m_stageEnds[stage] - 1) +
+                                " and Megatron-FSDP names them from 0 (stage-local), so layer " +
+                                std::to_string(layer) + " asks for " + asked;
+        e.fix = "Resume with the pipeline-parallel size the checkpoint was saved with, or "
+                "convert it to torch_dist (global layer numbers) and load that; renaming keys "
+                "cannot serve two pipeline sizes at once.";
+        if (e.realLoadFills || e.wrongSource) {
+            e.status = LoadStatus::WrongSource;
+            e.realLoadFills = false;
+            e.wrongSource = true;
+            e.reason = why + ", which holds layer " + std::to_string(layer - offset) +
+                       "'s data: it loads the wrong weights silently";
+        } else if (e.status == LoadStatus::Unloadable) {
+            e.reason = why + ", which the checkpoint does not hold";
+        }
+        return e;
     }
 
     DiffEntry evaluateParam(const LayoutParam &p, const std::string &state)
@@ -716,6 +817,7 @@ private:
     std::unordered_set<std::string> m_stackedNames; // layer index dropped, see above
     std::vector<std::vector<int64_t>> m_lead;       // per piece of the last lookup: stacked indices
     bool m_torchDist = false;
+    std::vector<int> m_stageEnds; ///< set when the load names decoder layers per stage
 };
 
 } // namespace

@@ -66,9 +66,9 @@ std::optional<Strictness> strictnessFromName(std::string_view name)
 
 std::string_view statusName(LoadStatus s)
 {
-    static constexpr std::array names = {"ok",      "split",      "merge",
-                                         "rename",  "cast",       "shape_mismatch",
-                                         "partial", "unloadable", "unreadable"};
+    static constexpr std::array names = {"ok",         "split",          "merge",   "rename",
+                                         "cast",       "shape_mismatch", "partial", "unloadable",
+                                         "unreadable", "wrong_source"};
     return names[size_t(s)];
 }
 

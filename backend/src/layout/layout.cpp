@@ -40,6 +40,7 @@ std::string layoutToJson(const Layout &l)
         j["parallel"]["first_stage_layers"] = l.parallel.firstStageLayers;
     if (l.parallel.lastStageLayers)
         j["parallel"]["last_stage_layers"] = l.parallel.lastStageLayers;
+    j["parallel"]["layer_names"] = l.ppLayerNames;
     j["num_experts"] = l.numExperts;
     j["experts_global"] = l.expertsGlobal;
     j["mtp_inner"] = l.mtpInner;
@@ -98,6 +99,18 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
             l.parallel.lastStageLayers = p.value("last_stage_layers", 0);
             if (l.parallel.firstStageLayers < 0 || l.parallel.lastStageLayers < 0)
                 return layoutError(origin, "parallel", "stage layer counts cannot be negative");
+            if (p.contains("layer_names")) {
+                const json &names = p["layer_names"];
+                if (!names.is_object())
+                    return layoutError(origin, "parallel.layer_names",
+                                       "an object of format: \"global\" or \"stage_local\"");
+                for (auto it = names.begin(); it != names.end(); ++it) {
+                    if (!it->is_string() || (*it != "global" && *it != "stage_local"))
+                        return layoutError(origin, "parallel.layer_names." + it.key(),
+                                           "must be \"global\" or \"stage_local\"");
+                    l.ppLayerNames[it.key()] = it->get<std::string>();
+                }
+            }
         }
         for (int v :
              {l.parallel.tp, l.parallel.pp, l.parallel.ep, l.parallel.etp, l.parallel.dpShard})

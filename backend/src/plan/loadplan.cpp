@@ -204,33 +204,11 @@ Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
     plan.world = stageRanks * par.pp;
     plan.expertDp = stageRanks / (par.etp * par.ep);
 
-    int decoderLayers = 0;
-    {
-        static const std::regex decoder(R"(^decoder\.layers\.(\d+)\.)");
-        std::smatch m;
-        for (const LayoutParam &p : layout.params)
-            if (std::regex_search(p.name, m, decoder))
-                decoderLayers = std::max(decoderLayers, std::stoi(m[1].str()) + 1);
-    }
-    // Megatron's split: the first and last stages take the counts given, the stages between
-    // share the rest evenly. stageEnd[s] = one past stage s's last decoder layer.
-    std::vector<int> stageEnd(size_t(par.pp), decoderLayers);
-    if (par.pp > 1) {
-        const int first = par.firstStageLayers, last = par.lastStageLayers;
-        const int even = par.pp - (first > 0) - (last > 0), rest = decoderLayers - first - last;
-        if (rest < 0 || (even == 0 ? rest != 0 : rest % even != 0))
-            return planError(str(decoderLayers) + " decoder layers do not split over pp " +
-                             str(par.pp) +
-                             (first || last ? " with " + str(first) + " on the first stage and " +
-                                                  str(last) + " on the last"
-                                            : std::string(" evenly")));
-        const int each = even ? rest / even : 0;
-        int at = 0;
-        for (int st = 0; st < par.pp; ++st) {
-            at += st == 0 && first ? first : st == par.pp - 1 && last ? last : each;
-            stageEnd[size_t(st)] = at;
-        }
-    }
+    auto stageEnds = decoderStageEnds(layout);
+    if (!stageEnds)
+        return stageEnds.error();
+    const std::vector<int> &stageEnd = *stageEnds;
+    const int decoderLayers = stageEnd.back();
     auto stageOfLayer = [&](int layer) {
         return int(std::upper_bound(stageEnd.begin(), stageEnd.end(), layer) - stageEnd.begin());
     };
@@ -389,7 +367,8 @@ Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
                 if (a == b)
                     continue;
                 const DiffEntry *e = entryOf[pi];
-                if (!e || !e->realLoadFills) {
+                // A wrong source is planned as the load reads it (the check says it is wrong).
+                if (!e || (!e->realLoadFills && !e->wrongSource)) {
                     rp.unloadable.push_back(pi);
                     continue;
                 }

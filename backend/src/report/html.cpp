@@ -24,6 +24,7 @@ std::string_view statusClass(LoadStatus s)
     case LoadStatus::ShapeMismatch:
     case LoadStatus::Unloadable:
     case LoadStatus::Unreadable:
+    case LoadStatus::WrongSource:
         return "b-bad";
     }
     return "b-bad";

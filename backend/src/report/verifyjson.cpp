@@ -27,6 +27,7 @@ std::string verifyToJson(const VerifyReport &report)
     j["round_trip_failures"] = result.roundTripFailures;
     j["kept_initial"] = result.keptInitial;
     j["unreadable"] = result.unreadable;
+    j["wrong_source"] = result.wrongSource;
     j["bytes_read"] = result.bytesRead;
     j["seconds"] = result.seconds;
     j["cancelled"] = result.cancelled;

@@ -450,7 +450,9 @@ Result<std::optional<CheckedParam>> ParamChecker::check(uint32_t param, int owne
     const int64_t es = elementSize(dtype), numel = product(lp.shape);
     const int64_t row = lp.shape.size() > 1 ? product(lp.shape, 1) : 1;
     const int64_t rows = lp.shape.empty() ? 1 : lp.shape[0];
-    const Param p{param, lp, e, dtype, es, row, rows, row * es, e && e->realLoadFills};
+    // A wrong source is read as the load reads it: the check shows what it really fills in.
+    const Param p{
+        param, lp, e, dtype, es, row, rows, row * es, e && (e->realLoadFills || e->wrongSource)};
     check.sourced = p.loadable;
     // Decided without reading, the same way on every rank: only the owner reports it.
     auto unread = [&](ParamCheck::Outcome outcome, std::string note) {
@@ -538,9 +540,13 @@ Result<std::optional<CheckedParam>> ParamChecker::check(uint32_t param, int owne
     if (!p.loadable)
         check.outcome =
             check.note.empty() ? ParamCheck::Outcome::KeptInitial : ParamCheck::Outcome::Mismatch;
-    else
-        check.outcome =
-            check.mismatches ? ParamCheck::Outcome::Mismatch : ParamCheck::Outcome::Identical;
+    else if (check.mismatches)
+        check.outcome = ParamCheck::Outcome::Mismatch;
+    else if (e && e->wrongSource) {
+        check.outcome = ParamCheck::Outcome::WrongSource;
+        check.note = e->reason;
+    } else
+        check.outcome = ParamCheck::Outcome::Identical;
     if (!p.loadable && check.note.empty())
         check.note = e && e->status == LoadStatus::Partial
                          ? e->reason // the covered part loads; nothing here reads it

@@ -33,6 +33,8 @@ std::string_view outcomeName(ParamCheck::Outcome o)
         return "skipped";
     case ParamCheck::Outcome::Unreadable:
         return "unreadable";
+    case ParamCheck::Outcome::WrongSource:
+        return "wrong_source";
     }
     return "?";
 }
@@ -125,6 +127,9 @@ void tally(VerifyResult &r, const ParamCheck &c)
     case ParamCheck::Outcome::Unreadable:
         ++r.unreadable;
         return;
+    case ParamCheck::Outcome::WrongSource:
+        ++r.wrongSource;
+        break;
     }
     // A parameter with no source that something wrote into counts as kept-at-init gone wrong.
     if (c.outcome == ParamCheck::Outcome::Mismatch && !c.sourced)
