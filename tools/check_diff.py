@@ -699,6 +699,50 @@ def case_pp_stage_local(env: Env) -> None:
           f"verify: exit {rc}, wrong_source {sorted(got_v ^ wrong_params)[:4]} {err.strip()[:200]}")
 
 
+def case_cast_loss(env: Env) -> None:
+    """pytorch/pytorch#187138: float32 saved, bfloat16 requested. DCP's load casts silently; the
+    diff warns (exit 0), --fail-on-cast makes it a problem (exit 1), and --measure-casts reports
+    for each tensor the worst change torch's own cast makes and how many values it changes."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    e = env.entry("llama/unfused")
+    ckpt = env.fixtures / e["path"]
+    lay = env.layout(env.fixtures / e["config"], "--dtype", "bfloat16")
+    rc, d = env.diff(ckpt, lay, "--no-optimizer")
+    warned = [w for w in d["outcome"]["warnings"] if w.startswith("cast: ")]
+    check(rc == 0 and d["clean"] and d["passes"] and warned and "may change" in warned[0],
+          f"unmeasured: exit {rc}, warnings {d['outcome']['warnings']}")
+    check(d["outcome"]["lossy_casts"] == len(model_entries(d)), "every float32 -> bfloat16 narrows")
+    rc, d = env.diff(ckpt, lay, "--no-optimizer", "--fail-on-cast")
+    check(rc == 1 and d["clean"] and not d["passes"], f"--fail-on-cast: exit {rc}")
+    rc, d = env.diff(ckpt, lay, "--no-optimizer", "--measure-casts")
+    check(rc == 0 and d["options"]["measure_casts"], f"--measure-casts: exit {rc}")
+    measured = 0
+    for x in model_entries(d).values():
+        keys = {s["key"] for s in x["sources"]}
+        if len(keys) != 1 or not x.get("cast_loss"):
+            check(not x.get("narrowing") or x.get("cast_loss"), f"{x['name']}: not measured")
+            continue
+        key = keys.pop()
+        sd = {key: torch.empty(x["sources"][0]["shape"], dtype=torch.float32)}
+        dcp.load(sd, checkpoint_id=str(ckpt))
+        t = sd[key].double()
+        back = sd[key].to(torch.bfloat16).double()
+        diff = torch.where((back == t) | t.isnan(), 0.0, (back - t).abs())
+        loss = x["cast_loss"]
+        check(loss["max_abs"] == diff.max().item() and loss["changed"] == int((diff != 0).sum())
+              and loss["count"] == t.numel(),
+              f"{x['name']}: cast loss {loss}, torch {diff.max().item()}, {int((diff != 0).sum())}")
+        measured += 1
+    check(measured > 0, "no cast measured against torch")
+    worst = max(model_entries(d).values(), key=lambda x: (x.get("cast_loss") or {}).get("max_abs", -1))
+    check(any(worst["name"] in w and "worst change" in w for w in d["outcome"]["warnings"]),
+          f"the warning names the worst tensor {worst['name']}: {d['outcome']['warnings']}")
+    # Loaded as saved: nothing to warn about.
+    rc, d = env.diff(ckpt, env.layout(env.fixtures / e["config"]), "--no-optimizer", "--fail-on-cast")
+    check(rc == 0 and not d["outcome"]["warnings"], f"float32 layout: {d['outcome']['warnings']}")
+
+
 CASES = {
     **{f"layout_{f}": (lambda env, f=f: case_layout(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
     **{f"unfused_{f}": (lambda env, f=f: case_unfused(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
@@ -721,6 +765,7 @@ CASES = {
     "reports": case_reports,
     "against": case_against,
     "pp_stage_local": case_pp_stage_local,
+    "cast_loss": case_cast_loss,
     "torch_dist": lambda env: case_torch_dist(env, env.inspect_fixtures),
     "torch_dist_moe": lambda env: case_torch_dist_moe(env, env.inspect_fixtures),
 }

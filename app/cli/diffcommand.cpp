@@ -37,6 +37,8 @@ void printDiff(const DiffResult &d)
     if (!d.outcome.message.empty())
         std::cout << ": " << d.outcome.message;
     std::cout << "\n";
+    for (const std::string &w : d.outcome.warnings)
+        std::cout << "warning:    " << w << "\n";
     if (!d.outcome.keptAtInit.empty()) {
         std::cout << "\nSILENTLY KEPT AT INITIAL VALUES (" << d.outcome.keptAtInit.size() << "):\n";
         for (const std::string &k : d.outcome.keptAtInit)
@@ -98,6 +100,8 @@ int runDiff(const DiffCommandOptions &o)
     options.disabledRules = o.disabledRules;
     options.strictLoad = !o.partialLoad;
     options.includeOptimizer = !o.noOptimizer;
+    options.measureCasts = o.measureCasts;
+    options.failOnCast = o.failOnCast;
     auto strictness = strictnessFromName(o.strictness);
     if (!strictness)
         return fail(
@@ -158,7 +162,7 @@ int runDiff(const DiffCommandOptions &o)
         std::cout << diffToJson(*diff);
     else
         printDiff(*diff);
-    return diff->clean() ? ExitHealthy : ExitProblems;
+    return diff->passes() ? ExitHealthy : ExitProblems;
 }
 
 int runRules()

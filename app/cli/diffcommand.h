@@ -27,6 +27,8 @@ struct DiffCommandOptions
     bool partialLoad = false; ///< --no-strict-fsdp-dtensor-load
     std::vector<std::string> disabledRules;
     bool noOptimizer = false;
+    bool measureCasts = false;
+    bool failOnCast = false;
     bool json = false;
     std::optional<std::string> reportPath; ///< report: -o FILE.md|.html|.json
     std::string commandLine;               ///< for the report's reproduce section

@@ -85,6 +85,10 @@ int main(int argc, char **argv)
         c->add_option("--disable-rule", diff.disabledRules,
                       "Switch a rule off (repeatable; `shardscope-cli rules` lists them)");
         c->add_flag("--no-optimizer", diff.noOptimizer, "Do not diff optimizer state");
+        c->add_flag("--measure-casts", diff.measureCasts,
+                    "Read the tensors a load casts to fewer bits and measure the change");
+        c->add_flag("--fail-on-cast", diff.failOnCast,
+                    "A cast that loses precision is a problem (exit 1), not a warning");
     };
     CLI::App *dif = app.add_subcommand(
         "diff", "What a real load would fill, split, rename or leave at initial values");

@@ -3,6 +3,7 @@
 
 #include "shardscope/checkpoint.h"
 #include "shardscope/layout.h"
+#include "shardscope/tensor.h"
 
 #include <functional>
 #include <string>
@@ -42,6 +43,10 @@ struct DiffOptions
     /** fsdp_dtensor: --strict-fsdp-dtensor-load (the default; partial loads disallowed). */
     bool strictLoad = true;
     bool includeOptimizer = true;
+    /** Read the tensors a load casts to a narrower dtype and measure what the cast changes. */
+    bool measureCasts = false;
+    /** A cast that loses precision fails the verdict (exit 1), not only warns. */
+    bool failOnCast = false;
 };
 
 enum class LoadStatus : uint8_t {
@@ -93,6 +98,9 @@ struct DiffEntry
     std::vector<std::string> requestKeys; ///< what the real load asks the checkpoint for
     std::string reason;
     std::string fix;
+    /** Cast to a floating dtype with fewer exponent or mantissa bits: values may change. */
+    bool narrowing = false;
+    std::optional<CastLoss> castLoss; ///< measured (DiffOptions::measureCasts)
 };
 
 /** A checkpoint key no expected parameter consumes (a plain DCP load ignores it silently). */
@@ -115,6 +123,8 @@ struct LoadOutcome
     std::vector<std::string> keptAtInit; ///< parameters left at their initial values
     std::vector<std::string> optimizerKeptAtInit; ///< optimizer states left at init (partial load)
     std::vector<std::string> loadedWrong;         ///< filled silently from the wrong key (any mode)
+    /** What loads but changes: casts that lose precision, with the worst measured change. */
+    std::vector<std::string> warnings;
 };
 std::string_view actionName(LoadOutcome::Action a);
 
@@ -129,8 +139,16 @@ struct DiffResult
     LoadOutcome outcome;
     size_t expectedModel = 0, loadableModel = 0;
     size_t expectedOptimizer = 0, loadableOptimizer = 0;
+    /** Parameters and states a load casts with a loss (measured, or possible when not). */
+    size_t lossyCasts = 0;
+    /** Nothing a real load misses, raises on, or fills wrongly (casts are warnings). */
     bool clean() const;
+    /** clean(), and no lossy cast when options.failOnCast. */
+    bool passes() const { return clean() && !(options.failOnCast && lossyCasts); }
 };
+
+/** Fills lossyCasts and the cast warning of `diff` from its entries (measured or not). */
+void summariseCasts(DiffResult &diff);
 
 /** `progress(done, total)` now and then; returning false stops the diff (Error::Cancelled). */
 Result<DiffResult>

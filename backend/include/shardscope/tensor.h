@@ -60,6 +60,22 @@ struct TensorStats
 /** Statistics over the finite elements, accumulated in double precision. */
 Result<TensorStats> computeStats(const TensorData &data);
 
+/** What a dtype cast does to stored values (torch's own conversion, as DCP's load copies). */
+struct CastLoss
+{
+    double maxAbs = 0;       ///< worst |cast(x) - x| (infinite when a value overflows)
+    double maxRel = 0;       ///< worst |cast(x) - x| / |x| over non-zero x
+    int64_t changed = 0;     ///< elements the cast changes
+    int64_t count = 0;       ///< elements measured
+    int64_t worstIndex = -1; ///< flat index of the worst |change|
+    double worstValue = 0;   ///< the stored value there
+};
+
+/** Whether a cast between floating dtypes can change values (fewer exponent or mantissa bits). */
+bool narrowingCast(DType from, DType to);
+/** Measures the cast of every element of `stored` to `to` (floating dtypes). */
+Result<CastLoss> measureCast(const TensorData &stored, DType to);
+
 /** SHA-256 of the contiguous row-major little-endian bytes, lower-case hex. */
 std::string sha256Hex(const TensorData &data);
 std::string sha256Hex(std::span<const std::byte> bytes);

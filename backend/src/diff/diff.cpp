@@ -155,6 +155,7 @@ public:
             r.unconsumed.push_back(std::move(u));
         }
         r.outcome = detail::loadOutcome(r, m_index.format, m_options);
+        summariseCasts(r);
         if (progress)
             progress(2 * m_params.size(), 2 * m_params.size());
         return r;
@@ -392,6 +393,8 @@ private:
                 e.status = LoadStatus::Cast;
                 e.reason = "stored as " + t.dtypeName + ", loaded into " + e.dtype +
                            " (DCP copies with a cast)";
+                e.narrowing =
+                    e.narrowing || narrowingCast(t.dtype, dtypeFromName(e.dtype).value_or(t.dtype));
             }
         }
     }

@@ -4,6 +4,7 @@
 #include "diff/loadoutcome.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace shardscope::detail {
 
@@ -162,3 +163,50 @@ LoadOutcome loadOutcome(const DiffResult &r, Format format, const DiffOptions &o
 }
 
 } // namespace shardscope::detail
+
+namespace shardscope {
+
+void summariseCasts(DiffResult &diff)
+{
+    diff.lossyCasts = 0;
+    const DiffEntry *worst = nullptr;
+    std::string from, to;
+    bool measured = false;
+    for (const DiffEntry &e : diff.entries) {
+        if (!e.narrowing)
+            continue;
+        measured = measured || e.castLoss.has_value();
+        if (e.castLoss && e.castLoss->changed == 0)
+            continue; // measured: every value survives the cast
+        ++diff.lossyCasts;
+        if (!e.sources.empty() && from.empty()) {
+            from = e.sources.front().dtype;
+            to = e.dtype;
+        }
+        if (e.castLoss && (!worst || e.castLoss->maxAbs > worst->castLoss->maxAbs))
+            worst = &e;
+    }
+    std::erase_if(diff.outcome.warnings,
+                  [](const std::string &w) { return w.starts_with("cast: "); });
+    if (!diff.lossyCasts)
+        return;
+    std::string w = "cast: " + std::to_string(diff.lossyCasts) +
+                    (diff.lossyCasts == 1 ? " tensor is" : " tensors are") + " loaded as " + to +
+                    " from " + from;
+    if (worst) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf,
+                      ": the worst change is %.9g (%.3g relative), %lld of %lld values changed, "
+                      "in ",
+                      worst->castLoss->maxAbs, worst->castLoss->maxRel,
+                      static_cast<long long>(worst->castLoss->changed),
+                      static_cast<long long>(worst->castLoss->count));
+        w += buf + worst->name;
+    } else if (!measured) {
+        w += ", which has fewer bits: values may change (--measure-casts reads them and measures "
+             "the change)";
+    }
+    diff.outcome.warnings.push_back(std::move(w));
+}
+
+} // namespace shardscope

@@ -245,7 +245,8 @@ std::string htmlReport(const DiffResult &diff, const ReportContext &ctx)
         h += "<div class=\"alert\"><h3>⚠ " +
              htmlEscape("A load would silently fill " +
                         plural(outcome.loadedWrong.size(), "tensor", "tensors") +
-                        " from the wrong key (another EP rank's experts)") +
+                        " from the wrong key (another stage's layers, another EP rank's "
+                        "experts)") +
              "</h3>" + hKeyList(wrong, wrong.patterns.size()) + "</div>\n";
     }
     h += "<div class=\"cards\">\n";
@@ -263,6 +264,8 @@ std::string htmlReport(const DiffResult &diff, const ReportContext &ctx)
     h += hCard("Unconsumed keys", std::to_string(diff.unconsumed.size()),
                "<div class=\"muted\">ignored by a plain load</div>");
     h += "</div>\n";
+    for (const std::string &w : outcome.warnings)
+        h += "<div class=\"alert warn\"><p>" + htmlProse(w) + "</p></div>\n";
     if (model.keptAtInit.patterns.empty() && outcome.action != LoadOutcome::Action::Raises)
         h += "<div class=\"alert ok\"><p>No parameter would be left at its initial "
              "value.</p></div>\n";

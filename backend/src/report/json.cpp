@@ -36,19 +36,27 @@ json diffJson(const DiffResult &diff)
                                {"end", s.end},
                                {"stored_row", s.storedRow},
                                {"index", s.index}});
-        entries.push_back({{"section", sectionName(e.section)},
-                           {"name", e.name},
-                           {"param", e.param},
-                           {"state", e.state},
-                           {"shape", e.shape},
-                           {"dtype", e.dtype},
-                           {"status", statusName(e.status)},
-                           {"real_load_fills", e.realLoadFills},
-                           {"rules", e.rules},
-                           {"sources", std::move(sources)},
-                           {"request_keys", e.requestKeys},
-                           {"reason", e.reason},
-                           {"fix", e.fix}});
+        json entry = {{"section", sectionName(e.section)},
+                      {"name", e.name},
+                      {"param", e.param},
+                      {"state", e.state},
+                      {"shape", e.shape},
+                      {"dtype", e.dtype},
+                      {"status", statusName(e.status)},
+                      {"real_load_fills", e.realLoadFills},
+                      {"rules", e.rules},
+                      {"sources", std::move(sources)},
+                      {"request_keys", e.requestKeys},
+                      {"reason", e.reason},
+                      {"fix", e.fix}};
+        if (e.narrowing)
+            entry["narrowing"] = true;
+        if (e.castLoss)
+            entry["cast_loss"] = {
+                {"max_abs", e.castLoss->maxAbs},         {"max_rel", e.castLoss->maxRel},
+                {"changed", e.castLoss->changed},        {"count", e.castLoss->count},
+                {"worst_index", e.castLoss->worstIndex}, {"worst_value", e.castLoss->worstValue}};
+        entries.push_back(std::move(entry));
     }
     json unconsumed = json::array();
     for (const UnconsumedKey &u : diff.unconsumed)
@@ -67,7 +75,9 @@ json diffJson(const DiffResult &diff)
              {{"disabled_rules", opt.disabledRules},
               {"strictness", strictnessName(opt.strictness)},
               {"strict_load", opt.strictLoad},
-              {"include_optimizer", opt.includeOptimizer}}},
+              {"include_optimizer", opt.includeOptimizer},
+              {"measure_casts", opt.measureCasts},
+              {"fail_on_cast", opt.failOnCast}}},
             {"counts",
              {{"expected_model", diff.expectedModel},
               {"loadable_model", diff.loadableModel},
@@ -80,7 +90,10 @@ json diffJson(const DiffResult &diff)
               {"named_keys", o.namedKeys},
               {"kept_at_init", o.keptAtInit},
               {"optimizer_kept_at_init", o.optimizerKeptAtInit},
-              {"loaded_wrong", o.loadedWrong}}},
+              {"loaded_wrong", o.loadedWrong},
+              {"warnings", o.warnings},
+              {"lossy_casts", diff.lossyCasts}}},
+            {"passes", diff.passes()},
             {"entries", std::move(entries)},
             {"unconsumed", std::move(unconsumed)}};
 }

@@ -86,7 +86,7 @@ std::string markdownReport(const DiffResult &diff, const ReportContext &ctx)
     if (!diff.outcome.loadedWrong.empty()) {
         md += "> [!CAUTION]\n> **A load would silently fill " +
               plural(diff.outcome.loadedWrong.size(), "tensor", "tensors") +
-              " from the wrong key** (another EP rank's experts).\n>\n";
+              " from the wrong key** (another stage's layers, another EP rank's experts).\n>\n";
         md += mdPatternBullets(foldKeys(diff.outcome.loadedWrong), "> ");
         md += "\n";
     }
@@ -102,7 +102,13 @@ std::string markdownReport(const DiffResult &diff, const ReportContext &ctx)
     md += "- **Problems:** " + plural(model.problemEntries, "entry", "entries") + " in " +
           plural(model.groups.size(), "group", "groups") + "; " +
           plural(diff.unconsumed.size(), "checkpoint key", "checkpoint keys") + " unconsumed\n";
-    md += std::string("- **Verdict:** ") + (diff.clean() ? "clean" : "not clean") + "\n";
+    md += std::string("- **Verdict:** ") +
+          (!diff.passes()                  ? "not clean"
+           : diff.outcome.warnings.empty() ? "clean"
+                                           : "loads, with warnings") +
+          "\n";
+    for (const std::string &w : diff.outcome.warnings)
+        md += "\n> [!WARNING]\n> " + mdProse(w) + "\n";
     if (model.keptAtInit.patterns.empty() && diff.outcome.action != LoadOutcome::Action::Raises)
         md += "\nNo parameter would be left at its initial value.\n";
     if (diff.outcome.action == LoadOutcome::Action::Raises)

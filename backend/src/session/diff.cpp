@@ -2,6 +2,9 @@
 // diff, diff --against and report: open both sides, diff, render.
 #include "shardscope/session.h"
 
+#include <algorithm>
+#include <map>
+
 namespace shardscope {
 
 namespace {
@@ -19,6 +22,52 @@ Result<OpenedIndex> openOrReuse(const OpenedIndex &opened, const std::string &pa
     if (!index)
         return index.error();
     return OpenedIndex(std::make_shared<const CheckpointIndex>(std::move(index).value()));
+}
+
+// Reads every stored tensor a load casts to fewer bits and measures the cast, as torch does it.
+// Each stored key is read once (a stacked torch_dist key serves several parameters).
+bool measureCasts(const CheckpointIndex &index, DiffResult &diff, const JobControl &control)
+{
+    std::map<std::string, std::optional<CastLoss>> byKey;
+    uint64_t total = 0, done = 0;
+    for (const DiffEntry &e : diff.entries)
+        if (e.narrowing)
+            for (const DiffSource &s : e.sources)
+                if (const TensorEntry *t = index.findTensor(s.key); t && !byKey.count(s.key)) {
+                    byKey[s.key];
+                    total += t->nbytes();
+                }
+    for (DiffEntry &e : diff.entries) {
+        if (!e.narrowing)
+            continue;
+        const auto to = dtypeFromName(e.dtype);
+        for (const DiffSource &s : e.sources) {
+            auto &slot = byKey[s.key];
+            const TensorEntry *t = index.findTensor(s.key);
+            if (!slot && t && to) {
+                if (!control.report({"casts", done, total}))
+                    return false;
+                done += t->nbytes();
+                if (auto data = readTensor(index, *t))
+                    if (auto loss = measureCast(*data, *to))
+                        slot = *loss;
+            }
+            if (!slot)
+                continue;
+            CastLoss &m = e.castLoss ? *e.castLoss : e.castLoss.emplace();
+            if (slot->maxAbs > m.maxAbs || m.worstIndex < 0) {
+                m.maxAbs = slot->maxAbs;
+                m.worstIndex = slot->worstIndex;
+                m.worstValue = slot->worstValue;
+            }
+            m.maxRel = std::max(m.maxRel, slot->maxRel);
+            m.changed += slot->changed;
+            m.count += slot->count;
+        }
+    }
+    control.report({"casts", total, total});
+    summariseCasts(diff);
+    return true;
 }
 
 } // namespace
@@ -46,6 +95,8 @@ Result<DiffResult> runDiff(const DiffRequest &request, const JobControl &control
     if (!diff)
         return diff.error();
     diff->against = request.layout;
+    if (request.options.measureCasts && !measureCasts(**checkpoint, *diff, control))
+        return cancelled();
     return diff;
 }
 
@@ -78,7 +129,7 @@ Result<ReportOutput> runReport(const ReportRequest &request, const JobControl &c
         if (!diff)
             return diff.error();
         out.text = renderReport(*diff, request.format, request.context);
-        out.clean = diff->clean();
+        out.clean = diff->passes();
     } else {
         auto diff = runCheckpointDiff(*request.against, control);
         if (!diff)
