@@ -697,6 +697,11 @@ def case_pp_stage_local(env: Env) -> None:
     got_v = {p["name"] for p in v.get("params", []) if p["outcome"] == "wrong_source"}
     check(rc == 1 and got_v == wrong_params and v.get("wrong_source") == len(wrong_params),
           f"verify: exit {rc}, wrong_source {sorted(got_v ^ wrong_params)[:4]} {err.strip()[:200]}")
+    # The buffers a wrong source fills are named too, with the diff's verdict.
+    named = {p["name"]: p for p in v.get("params", []) if p["outcome"] == "not_checked"}
+    check(all(b in named and "the diff says wrong_source" in named[b]["note"]
+              for b in got_wrong & buffers) and got_wrong & buffers,
+          f"buffers filled from the wrong key: {sorted(got_wrong & buffers)[:3]}")
 
 
 def case_cast_loss(env: Env) -> None:

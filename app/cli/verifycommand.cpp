@@ -47,6 +47,10 @@ void printText(const VerifyReport &report)
               << "\n"
               << (result.checked - result.roundTripFailures) << " of " << result.checked
               << " re-split into the stored tensors bit for bit\n";
+    if (result.notChecked)
+        std::cout << result.notChecked
+                  << " not checked (buffers, loaded whole by every rank: --json names each, "
+                     "with the diff's verdict)\n";
     for (const ParamCheck &c : result.params)
         if (c.outcome == ParamCheck::Outcome::Mismatch || !c.roundTrip)
             std::cout << "! " << c.name << ": " << c.mismatches << " mismatches, first at "

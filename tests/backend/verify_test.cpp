@@ -171,18 +171,23 @@ TEST(VerifyLoad, ProgressComesWithEveryWindow)
     options.progress = [&](uint64_t, uint64_t) { return ++calls > 0; };
     auto r = verifyLoad(run->index, run->layout, run->diff, run->plan, options);
     ASSERT_TRUE(r.ok()) << r.error().toString();
+    // What was read (buffers are named, not checked: they report no progress).
+    std::vector<ParamCheck> read;
+    for (const ParamCheck &c : r->params)
+        if (c.outcome != ParamCheck::Outcome::NotChecked)
+            read.push_back(c);
     size_t windows = 0; // read: twice for a streamed one (its histogram's pass)
-    for (const ParamCheck &c : r->params) {
+    for (const ParamCheck &c : read) {
         const auto at = c.note.find("streamed in ");
         windows += at == std::string::npos ? 1 : 2 * std::stoul(c.note.substr(at + 12));
     }
-    ASSERT_GT(windows, r->params.size()); // something streamed
+    ASSERT_GT(windows, read.size()); // something streamed
     EXPECT_EQ(size_t(calls), windows);
 
     // Told to stop in the first streamed parameter's second window: nothing after it is read.
     calls = 0;
     size_t first = 0;
-    while (r->params[first].note.find("streamed") == std::string::npos)
+    while (read[first].note.find("streamed") == std::string::npos)
         ++first;
     const int stopAt = int(first) + 2;
     options.progress = [&](uint64_t, uint64_t) { return ++calls < stopAt; };

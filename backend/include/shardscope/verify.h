@@ -55,7 +55,10 @@ struct ParamCheck
         Unreadable, ///< its stored data cannot be read: the real load raises
         /** Loaded bit for bit, but from a key that holds another parameter's data (the diff's
          *  wrong_source: another stage's layer under stage-local names, another EP rank's). */
-        WrongSource
+        WrongSource,
+        /** Not planned, with why in the note: a buffer (loaded whole by every rank, nothing to
+         *  gather), an empty parameter. The diff's verdict on it is in the note. */
+        NotChecked
     } outcome = Outcome::Identical;
     uint64_t mismatches = 0;    ///< elements that differ from the direct read
     int64_t firstMismatch = -1; ///< flat element index
@@ -78,6 +81,7 @@ struct VerifyResult
     size_t checked = 0, identical = 0, mismatched = 0, roundTripFailures = 0, keptInitial = 0;
     size_t unreadable = 0;  ///< parameters whose data cannot be read (not counted as checked)
     size_t wrongSource = 0; ///< checked and loaded, from a key holding another one's data
+    size_t notChecked = 0;  ///< layout entries the plan leaves out (buffers, empty), named
     std::vector<ParamCheck> params;
     uint64_t bytesRead = 0;
     double seconds = 0;

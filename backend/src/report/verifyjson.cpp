@@ -28,6 +28,7 @@ std::string verifyToJson(const VerifyReport &report)
     j["kept_initial"] = result.keptInitial;
     j["unreadable"] = result.unreadable;
     j["wrong_source"] = result.wrongSource;
+    j["not_checked"] = result.notChecked;
     j["bytes_read"] = result.bytesRead;
     j["seconds"] = result.seconds;
     j["cancelled"] = result.cancelled;

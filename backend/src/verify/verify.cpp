@@ -35,6 +35,8 @@ std::string_view outcomeName(ParamCheck::Outcome o)
         return "unreadable";
     case ParamCheck::Outcome::WrongSource:
         return "wrong_source";
+    case ParamCheck::Outcome::NotChecked:
+        return "not_checked";
     }
     return "?";
 }
@@ -130,6 +132,9 @@ void tally(VerifyResult &r, const ParamCheck &c)
     case ParamCheck::Outcome::WrongSource:
         ++r.wrongSource;
         break;
+    case ParamCheck::Outcome::NotChecked:
+        ++r.notChecked;
+        return;
     }
     // A parameter with no source that something wrote into counts as kept-at-init gone wrong.
     if (c.outcome == ParamCheck::Outcome::Mismatch && !c.sourced)
@@ -318,6 +323,33 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         std::sort(checks.begin(), checks.end(),
                   [](const auto &a, const auto &b) { return a.first < b.first; });
     }
+    // What the plan leaves out is named, with why, instead of silently missing from the count:
+    // buffers (a router's expert_bias) are not in Megatron-FSDP's sharded buffers (each rank
+    // loads them whole: nothing to gather or split), and empty parameters hold nothing.
+    if (!result.cancelled)
+        for (uint32_t pi = 0; pi < run.perParam.size(); ++pi) {
+            const LayoutParam &lp = layout.params[pi];
+            if (!run.perParam[pi].empty() || lp.name.ends_with("._extra_state"))
+                continue;
+            ParamCheck c;
+            c.name = lp.name;
+            c.shape = lp.shape;
+            c.dtype = lp.dtype;
+            c.outcome = ParamCheck::Outcome::NotChecked;
+            const DiffEntry *e = run.entry(pi);
+            c.sourced = e && e->realLoadFills;
+            c.note = std::string(lp.hasOptimizerState
+                                     ? "not checked: empty, nothing to load"
+                                     : "not checked: a buffer, loaded whole by every rank, not "
+                                       "sharded (nothing to gather)") +
+                     (e ? "; the diff says " + std::string(statusName(e->status)) +
+                              (e->sources.empty() ? "" : " from " + e->sources.front().key) +
+                              (e->reason.empty() ? "" : ": " + e->reason)
+                        : std::string());
+            checks.emplace_back(pi, std::move(c));
+        }
+    std::stable_sort(checks.begin(), checks.end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
     for (auto &[pi, c] : checks) {
         tally(result, c);
         result.params.push_back(std::move(c));
