@@ -748,6 +748,43 @@ def case_cast_loss(env: Env) -> None:
     check(rc == 0 and not d["outcome"]["warnings"], f"float32 layout: {d['outcome']['warnings']}")
 
 
+def case_unconsumed_shapes(env: Env) -> None:
+    """Keys nothing consumes, explained by their shape: layer 1's routed experts saved stacked in
+    one [E, …] tensor (Megatron-LM#5844, the grouped 3-D experts of NVIDIA-NeMo/Automodel#2595)
+    where the model asks for linear_fc2.weight<e>, and a layer past the model's depth. The
+    checkpoint is the DeepSeek-V3 fixture rewritten by torch with exactly those two changes."""
+    import re
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+    e = env.entry("deepseek_v3/unfused")
+    src = env.fixtures / e["path"]
+    md = dcp.FileSystemReader(str(src)).read_metadata().state_dict_metadata
+    sd = {k: torch.empty(tuple(v.size), dtype=v.properties.dtype) for k, v in md.items()
+          if k.startswith("model.") and isinstance(v, TensorStorageMetadata)}
+    dcp.load(sd, checkpoint_id=str(src))
+    experts = json.loads((env.fixtures / e["config"]).read_text())["n_routed_experts"]
+    stem = "model.module.decoder.layers.1.mlp.experts.linear_fc2.weight"
+    per_expert = [f"{stem}{i}" for i in range(experts)]
+    sd[stem] = torch.stack([sd.pop(k) for k in per_expert])
+    layers = 1 + max(int(m[1]) for k in sd if (m := re.search(r"\.decoder\.layers\.(\d+)\.", k)))
+    extra = {k.replace(f".layers.{layers - 1}.", f".layers.{layers}.", 1): v.clone()
+             for k, v in sd.items() if f".decoder.layers.{layers - 1}." in k}
+    sd.update(extra)
+    out = env.tmp / "dsv3-reshaped"
+    dcp.save(sd, checkpoint_id=str(out))
+    rc, d = env.diff(out, env.layout(env.fixtures / e["config"]), "--no-optimizer")
+    notes = {u["key"]: u["note"] for u in d["unconsumed"]}
+    check(stem in notes and f"expert count ({experts})" in notes[stem] and "weight0" in notes[stem],
+          f"stacked experts: {notes.get(stem)}")
+    check(extra and all(k in notes and f"past the model's {layers} decoder layers" in notes[k]
+                        for k in extra), f"extra layer: {[notes.get(k) for k in list(extra)[:1]]}")
+    missing = {x["name"] for x in model_entries(d).values() if x["status"] == "unloadable"}
+    want = {k[len("model.module."):] for k in per_expert}
+    check(missing == want, f"unloadable: {sorted(missing ^ want)[:4]}")
+    check(rc == 1 and not d["clean"], f"exit {rc}")
+
+
 CASES = {
     **{f"layout_{f}": (lambda env, f=f: case_layout(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
     **{f"unfused_{f}": (lambda env, f=f: case_unfused(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
@@ -771,6 +808,7 @@ CASES = {
     "against": case_against,
     "pp_stage_local": case_pp_stage_local,
     "cast_loss": case_cast_loss,
+    "unconsumed_shapes": case_unconsumed_shapes,
     "torch_dist": lambda env: case_torch_dist(env, env.inspect_fixtures),
     "torch_dist_moe": lambda env: case_torch_dist_moe(env, env.inspect_fixtures),
 }

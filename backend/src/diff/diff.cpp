@@ -68,8 +68,10 @@ public:
                 m_params.push_back(std::move(x));
             }
         }
-        for (const Expanded &x : m_params)
+        for (const Expanded &x : m_params) {
             m_byName.emplace(x.param.name, &x.param);
+            m_decoderLayers = std::max(m_decoderLayers, decoderLayerOf(x.param.name) + 1);
+        }
         // Megatron-FSDP names decoder layers per pipeline stage (NVIDIA/Megatron-LM#7452): a
         // model split over pp stages asks for decoder.layers.0… on every stage.
         if (layout.parallel.pp > 1 && stageLocalLayerNames(layout, formatName(index.format)))
@@ -145,6 +147,8 @@ public:
                 u.dtype = k.tensor->dtypeName;
             }
             u.note = stageLocalNote(k.key);
+            if (u.note.empty() && k.tensor)
+                u.note = shapeNote(k.key, *k.tensor);
             if (u.note.empty())
                 u.note = !k.key.starts_with("optimizer.state.")
                              ? "no expected parameter consumes it; a DCP load ignores it silently"
@@ -401,6 +405,43 @@ private:
 
     // Under stage-local names (m_stageEnds set): the first layer of the stage that holds
     // decoder layer `layer`, which that stage calls layer 0.
+    // What a stored tensor nobody asks for is, when its name or shape says: a layer past the
+    // model's depth, or all experts stacked where the model asks for one key per expert
+    // (Megatron-LM#5844; NVIDIA-NeMo/Automodel#2595's grouped 3-D experts). Empty otherwise.
+    std::string shapeNote(std::string_view key, const TensorEntry &t) const
+    {
+        std::string_view rest = key.substr(modelWrapperLength(key));
+        if (key.starts_with("optimizer."))
+            return {};
+        const int layer = decoderLayerOf(std::string(rest));
+        if (layer >= 0 && m_decoderLayers > 0 && layer >= m_decoderLayers)
+            return "layer " + std::to_string(layer) + " is past the model's " +
+                   std::to_string(m_decoderLayers) +
+                   " decoder layers: a deeper model saved it (--num-layers differs), and a "
+                   "load ignores it";
+        const int experts = m_layout.numExperts;
+        if (experts > 1 && t.shape.size() >= 2 && t.shape[0] == experts) {
+            // The per-expert keys the model asks for in its place, if any.
+            std::string stem(rest);
+            if (const size_t dot = stem.rfind('.'); dot != std::string::npos)
+                stem = stem.substr(0, dot);
+            std::string asked;
+            for (const Expanded &x : m_params)
+                if (x.param.expert >= 0 && decoderLayerOf(x.param.name) == layer &&
+                    x.param.name.starts_with(stem + ".weight")) {
+                    asked = x.param.name;
+                    break;
+                }
+            return "its leading axis is the expert count (" + std::to_string(experts) +
+                   "): all experts stacked in one tensor" +
+                   (asked.empty() ? std::string()
+                                  : ", where the model asks for one key per expert (" + asked +
+                                        ", …); a load that does not unstack it leaves those "
+                                        "experts unloaded");
+        }
+        return {};
+    }
+
     // Why no stage reads a stored decoder layer under stage-local names; empty otherwise.
     std::string stageLocalNote(std::string_view key) const
     {
@@ -821,6 +862,7 @@ private:
     std::vector<std::vector<int64_t>> m_lead;       // per piece of the last lookup: stacked indices
     bool m_torchDist = false;
     std::vector<int> m_stageEnds; ///< set when the load names decoder layers per stage
+    int m_decoderLayers = 0;      ///< the model's
 };
 
 } // namespace
