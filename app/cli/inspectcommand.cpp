@@ -95,6 +95,8 @@ int runInspect(const InspectOptions &o)
                 t.chunks.size() == 1 ? std::string() : std::to_string(t.chunks.size()) + " chunks";
             if (!r.sha256.empty())
                 summary += (summary.empty() ? "" : "  ") + ("sha256 " + r.sha256.substr(0, 16));
+            if (!r.looksInitial.empty())
+                summary += (summary.empty() ? "" : "  ") + std::string("looks initial");
             tree.add(t.key, t.dtypeName + " " + shapeText(t.shape), summary);
         }
         for (const InspectedObject &ob : inspected->objects)
@@ -129,6 +131,8 @@ int runInspect(const InspectOptions &o)
                 }
                 if (!r.sha256.empty())
                     std::cout << "  sha256 " << r.sha256 << "\n";
+                if (!r.looksInitial.empty())
+                    std::cout << "  looks freshly initialised: " << r.looksInitial << "\n";
             }
         }
     }

@@ -32,6 +32,11 @@ int main(int argc, char **argv)
                   "Read tensor data: min/max/mean/std, NaN/Inf counts (all selected tensors)");
     ins->add_flag("--hash", inspect.request.hash,
                   "Read tensor data: SHA-256 of the contiguous bytes");
+    ins->add_option("--init-std", inspect.request.initStd,
+                    "With --stats: flag tensors that look like a fresh normal(0, this) draw or "
+                    "an init constant (Megatron's --init-method-std; 0: never)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     ins->add_flag("--json", inspect.json, "Machine-readable output (schema shardscope.inspect/1)");
     ins->add_flag("--objects", inspect.request.objects,
                   "Decode non-tensor entries (args, RNG state, …)");

@@ -23,6 +23,15 @@ struct TensorHealth
 enum class ComputeDevice : uint8_t { Cpu, Cuda };
 
 /**
+ * Whether a tensor's values look like a fresh initialization rather than trained weights: every
+ * value the constant a norm (1) or a bias (0) starts at, or mean and std within sampling noise
+ * of Megatron's normal init (mean 0, std `initStd`, or the output layers' initStd / sqrt(2 L)
+ * when `layers` > 0). Trained weights drift far outside that noise on any tensor of thousands of
+ * elements. Empty when they do not look initial; otherwise one line saying why.
+ */
+std::string initialLikeness(const TensorHealth &h, double initStd = 0.02, int layers = 0);
+
+/**
  * Health of a tensor (complex: its real and imaginary parts count as elements, as torch's
  * view_as_real shows them; so do statistics everywhere). CPU and CUDA run the same per-element code
  * (backend/src/kernels/healthcore.h) over the same segments merged in the same order, so they

@@ -69,6 +69,9 @@ struct InspectRequest
     bool stats = false;   ///< read tensor data: health (statistics, histogram, fingerprint)
     bool hash = false;    ///< read tensor data: SHA-256
     bool objects = false; ///< decode non-tensor entries
+    /** With stats: flag values that look like a fresh init (Megatron's init_method_std;
+     *  0: do not flag). */
+    double initStd = 0.02;
 };
 
 struct InspectedTensor
@@ -76,6 +79,7 @@ struct InspectedTensor
     const TensorEntry *entry = nullptr; ///< into InspectResult::index
     std::optional<TensorHealth> health; ///< with stats (our kernels; complex: parts as elements)
     std::string sha256;
+    std::string looksInitial; ///< with stats: why the values look freshly initialised, or empty
 };
 
 struct InspectedObject

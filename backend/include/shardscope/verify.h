@@ -39,6 +39,8 @@ struct VerifyOptions
      * whole. Across processes each process checks on one thread.
      */
     int threads = 0;
+    /** Flag loaded values that look like a fresh init (Megatron's init_method_std; 0: never). */
+    double initStd = 0.02;
 };
 
 /** One parameter, reassembled from every rank's shard. */

@@ -7,6 +7,7 @@
 #include "kernels/healthsimd.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <thread>
 
@@ -232,6 +233,36 @@ Result<TensorHealth> detail::computeHealthOn(const TensorData &data, ComputeDevi
     TensorHealth h = finish(total, std::move(histogram), fp);
     h.device = "cpu";
     return h;
+}
+
+std::string initialLikeness(const TensorHealth &h, double initStd, int layers)
+{
+    if (h.count == 0 || h.finite != h.count)
+        return {};
+    char buf[200];
+    if (h.min == h.max && (h.min == 1.0 || h.min == 0.0)) {
+        std::snprintf(buf, sizeof buf, "every value is %g: %s", h.min,
+                      h.min == 1.0 ? "a norm's initial weight" : "an initial bias (or zeroed)");
+        return buf;
+    }
+    if (h.count < 1024 || initStd <= 0)
+        return {}; // too few values to tell a draw from trained weights
+    const double n = double(h.count);
+    for (const double sigma : {initStd, layers > 0 ? initStd / std::sqrt(2.0 * layers) : 0.0}) {
+        if (sigma <= 0)
+            continue;
+        // Four standard errors of a normal sample's mean and std.
+        if (std::fabs(h.mean) <= 4 * sigma / std::sqrt(n) &&
+            std::fabs(h.std - sigma) <= 4 * sigma / std::sqrt(2 * n)) {
+            std::snprintf(buf, sizeof buf,
+                          "mean %.3g and std %.5g are a fresh normal(0, %.5g) draw's, within "
+                          "sampling noise (%s)",
+                          h.mean, h.std, sigma,
+                          sigma == initStd ? "init_method_std" : "output layers' scaled init");
+            return buf;
+        }
+    }
+    return {};
 }
 
 namespace detail {

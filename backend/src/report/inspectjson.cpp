@@ -87,6 +87,8 @@ std::string inspectToJson(const InspectResult &result, const std::string &path)
             tj["sha256"] = r.sha256;
         if (r.health)
             tj["stats"] = statsJson(*r.health);
+        if (!r.looksInitial.empty())
+            tj["looks_initial"] = r.looksInitial;
         ts.push_back(std::move(tj));
     }
     j["tensors"] = std::move(ts);

@@ -89,8 +89,11 @@ Result<InspectResult> runInspect(const InspectRequest &request, const JobControl
             if (request.hash)
                 t.sha256 = sha256Hex(*data);
             if (request.stats)
-                if (auto h = tensorHealth(*data))
+                if (auto h = tensorHealth(*data)) {
+                    if (isFloatingPoint(data->dtype))
+                        t.looksInitial = initialLikeness(*h, request.initStd);
                     t.health = std::move(*h);
+                }
         }
         control.report({"read", total, total});
     }

@@ -350,7 +350,18 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
         }
     std::stable_sort(checks.begin(), checks.end(),
                      [](const auto &a, const auto &b) { return a.first < b.first; });
+    // Loaded values that look like a fresh init: "the experts are still random" shows here too.
+    int layers = 0;
+    for (const LayoutParam &p : layout.params)
+        layers = std::max(layers, decoderLayerOf(p.name) + 1);
     for (auto &[pi, c] : checks) {
+        const bool loaded = c.outcome == ParamCheck::Outcome::Identical ||
+                            c.outcome == ParamCheck::Outcome::WrongSource;
+        if (loaded && !c.health.device.empty() && c.health.count > 0 &&
+            isFloatingPoint(dtypeFromName(c.dtype).value_or(DType::Unknown)))
+            if (const std::string why = initialLikeness(c.health, options.initStd, layers);
+                !why.empty())
+                c.note += (c.note.empty() ? "" : "; ") + ("looks freshly initialised: " + why);
         tally(result, c);
         result.params.push_back(std::move(c));
     }
