@@ -224,6 +224,9 @@ def main() -> int:
                         f"{len(elsewhere)}")
     if got.get("not_checked") != buffers:
         failures.append(f"{got.get('not_checked')} not checked, the layout has {buffers} buffers")
+    # What it did and did not prove is said plainly: chunks misplaced at save time round-trip.
+    if not got.get("proves") or not any("2769" in line for line in got.get("does_not_prove", [])):
+        failures.append(f"proves {got.get('proves')}, does not prove {got.get('does_not_prove')}")
     if got["world"] != world:
         failures.append(f"world {got['world']}, want {world}")
     par = got["parallel"]

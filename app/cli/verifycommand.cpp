@@ -75,6 +75,14 @@ void printText(const VerifyReport &report)
     }
     std::cout << double(result.bytesRead) / (1 << 20) << " MiB read in " << result.seconds << " s"
               << (result.cancelled ? " (stopped)" : "") << "\n";
+    if (result.clean()) {
+        std::cout << "\nThis proves:\n";
+        for (const std::string &line : verifyProves())
+            std::cout << "  - " << line << "\n";
+    }
+    std::cout << "It does not prove:\n";
+    for (const std::string &line : verifyDoesNotProve())
+        std::cout << "  - " << line << "\n";
 }
 
 } // namespace

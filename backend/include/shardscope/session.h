@@ -222,6 +222,10 @@ std::vector<ProblemGroup> groupProblems(const std::vector<Problem> &problems);
 std::string inspectToJson(const InspectResult &result, const std::string &path);
 /** shardscope.verify/1 */
 std::string verifyToJson(const VerifyReport &report);
+/** What a clean verification proves, one line each (verify's output says it plainly). */
+std::vector<std::string> verifyProves();
+/** What it cannot see, and what would (Megatron-LM#2769: chunks misplaced at save time). */
+std::vector<std::string> verifyDoesNotProve();
 // shardscope.diff/1, shardscope.checkpoint-diff/1 and shardscope.report/1: report.h.
 
 } // namespace shardscope

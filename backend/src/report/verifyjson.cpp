@@ -33,6 +33,8 @@ std::string verifyToJson(const VerifyReport &report)
     j["seconds"] = result.seconds;
     j["cancelled"] = result.cancelled;
     j["clean"] = result.clean();
+    j["proves"] = verifyProves();
+    j["does_not_prove"] = verifyDoesNotProve();
     auto params = nlohmann::ordered_json::array();
     for (const ParamCheck &c : result.params)
         params.push_back({{"name", c.name},

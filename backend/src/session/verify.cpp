@@ -15,6 +15,24 @@ std::string VerifyReport::healthDevice() const
     return "cpu";
 }
 
+std::vector<std::string> verifyProves()
+{
+    return {"every rank's planned reads assemble its shard, and the shards gathered are bit for "
+            "bit the stored tensors the diff names (through the split rules)",
+            "re-splitting each rank's shard the way the save path does gives the stored bytes "
+            "back (the round trip)",
+            "parameters without a source keep their initial values; unreadable data is named"};
+}
+
+std::vector<std::string> verifyDoesNotProve()
+{
+    return {"that the stored values are the right ones: rows or chunks misplaced when the "
+            "checkpoint was saved (Megatron-LM#2769) load and round-trip bit for bit; compare "
+            "against a reference checkpoint's values to see them",
+            "that the model's layout is the one that saved it: the diff checks names, shapes "
+            "and dtypes, not the training run"};
+}
+
 Result<std::unique_ptr<Communicator>> joinJob(CommBackend backend)
 {
     auto launch = launchFromEnvironment();
