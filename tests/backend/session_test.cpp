@@ -39,6 +39,18 @@ std::string demoLayout()
     return path;
 }
 
+// The demo over two DP ranks, on one thread and the CPU: the same run every time.
+VerifyRequest demoVerifyRequest()
+{
+    VerifyRequest request;
+    request.checkpoint = demoDir().string();
+    request.layout = demoLayout();
+    request.dp = 2;
+    request.threads = 1;
+    request.useGpu = false;
+    return request;
+}
+
 struct Recorder
 {
     std::mutex mutex;
@@ -118,12 +130,7 @@ TEST(FrontDoor, VerifyGoesThroughItsStagesAndDecidesItsDefaults)
     Recorder rec;
     JobControl control;
     control.progress = [&](const JobProgress &p) { return rec.record(p); };
-    VerifyRequest request;
-    request.checkpoint = demoDir().string();
-    request.layout = demoLayout();
-    request.dp = 2;
-    request.threads = 1;
-    request.useGpu = false;
+    VerifyRequest request = demoVerifyRequest();
     auto report = runVerify(request, control);
     ASSERT_TRUE(report) << report.error().toString();
     EXPECT_EQ(rec.stages, (std::vector<std::string>{"open", "diff", "plan", "verify"}));
@@ -142,12 +149,7 @@ TEST(FrontDoor, VerifyGoesThroughItsStagesAndDecidesItsDefaults)
 
 TEST(FrontDoor, VerifyCancelledMidwayStopsWithAPartialResult)
 {
-    VerifyRequest request;
-    request.checkpoint = demoDir().string();
-    request.layout = demoLayout();
-    request.dp = 2;
-    request.threads = 1;
-    request.useGpu = false;
+    VerifyRequest request = demoVerifyRequest();
     request.maxMemory = 60'000; // the biggest parameters stream: many reports
     auto whole = runVerify(request);
     ASSERT_TRUE(whole);
