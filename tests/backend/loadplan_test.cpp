@@ -331,3 +331,16 @@ TEST(LoadPlan, UnevenPipelineStages)
         EXPECT_FALSE(planLoad(demo->layout, demo->diff).ok()) << pp << " " << first << " " << last;
     }
 }
+
+// Layer numbers come from checkpoint keys too: a hostile or odd name is "no decoder layer",
+// never an exception (std::stoi on twelve digits would throw).
+TEST(Stages, DecoderLayerOfTakesAnyName)
+{
+    EXPECT_EQ(decoderLayerOf("decoder.layers.17.mlp.linear_fc1.weight"), 17);
+    EXPECT_EQ(decoderLayerOf("decoder.layers.0.x"), 0);
+    EXPECT_EQ(decoderLayerOf("decoder.layers.999999999999.x"), -1);
+    EXPECT_EQ(decoderLayerOf("decoder.layers.17"), -1);
+    EXPECT_EQ(decoderLayerOf("decoder.layers..x"), -1);
+    EXPECT_EQ(decoderLayerOf("mtp.layers.0.decoder.layers.3.x"), -1);
+    EXPECT_EQ(decoderLayerOf(""), -1);
+}

@@ -75,8 +75,12 @@ public:
         // Megatron-FSDP names decoder layers per pipeline stage (NVIDIA/Megatron-LM#7452): a
         // model split over pp stages asks for decoder.layers.0… on every stage.
         if (layout.parallel.pp > 1 && stageLocalLayerNames(layout, formatName(index.format)))
-            if (auto ends = decoderStageEnds(layout))
+            if (auto ends = decoderStageEnds(layout)) {
                 m_stageEnds = std::move(*ends);
+                for (size_t st = 0; st < m_stageEnds.size(); ++st)
+                    m_maxStageLayers = std::max(m_maxStageLayers,
+                                                m_stageEnds[st] - (st ? m_stageEnds[st - 1] : 0));
+            }
     }
 
     // Progress counts parameters twice over: the model section's pass, then the optimizer's.
@@ -454,29 +458,26 @@ private:
             rest = rest.substr(7);
         rest = rest.substr(modelWrapperLength(rest));
         const int layer = decoderLayerOf(std::string(rest));
-        if (layer < maxStageLayers())
+        if (layer < m_maxStageLayers)
             return {};
         return "layer " + std::to_string(layer) + ": with stage-local names (Megatron-FSDP, pp " +
                std::to_string(m_stageEnds.size()) + ") every stage asks for decoder.layers.0-" +
-               std::to_string(maxStageLayers() - 1) + ", so no stage reads it";
+               std::to_string(m_maxStageLayers - 1) + ", so no stage reads it";
     }
 
-    int maxStageLayers() const
+    // The stage that holds decoder layer `layer` (m_stageEnds set, layer >= 0).
+    size_t stageOf(int layer) const
     {
-        int most = 0, begin = 0;
-        for (int end : m_stageEnds) {
-            most = std::max(most, end - begin);
-            begin = end;
-        }
-        return most;
+        return size_t(std::upper_bound(m_stageEnds.begin(), m_stageEnds.end(), layer) -
+                      m_stageEnds.begin());
     }
 
     int stageOffset(int layer) const
     {
         if (m_stageEnds.empty() || layer < 0)
             return 0;
-        const auto it = std::upper_bound(m_stageEnds.begin(), m_stageEnds.end(), layer);
-        return it == m_stageEnds.begin() ? 0 : *(it - 1);
+        const size_t stage = stageOf(layer);
+        return stage == 0 ? 0 : m_stageEnds[stage - 1];
     }
 
     DiffEntry evaluate(const Expanded &x, const std::string &state)
@@ -542,8 +543,7 @@ private:
         const LayoutParam &p = x.param;
         e.param = p.name;
         e.name = state.empty() ? p.name : p.name + "." + state;
-        const size_t stage = size_t(
-            std::upper_bound(m_stageEnds.begin(), m_stageEnds.end(), layer) - m_stageEnds.begin());
+        const size_t stage = stageOf(layer);
         const std::string asked = e.requestKeys.empty() ? to : e.requestKeys.front();
         const std::string why = "pp " + std::to_string(m_stageEnds.size()) + ": stage " +
                                 std::to_string(stage) + " holds layers " + std::to_string(offset) +
@@ -862,6 +862,7 @@ private:
     std::vector<std::vector<int64_t>> m_lead;       // per piece of the last lookup: stacked indices
     bool m_torchDist = false;
     std::vector<int> m_stageEnds; ///< set when the load names decoder layers per stage
+    int m_maxStageLayers = 0;     ///< the most layers a stage holds (its local names' range)
     int m_decoderLayers = 0;      ///< the model's
 };
 

@@ -4,15 +4,21 @@
 #include "shardscope/layout.h"
 
 #include <algorithm>
-#include <regex>
+#include <string_view>
 
 namespace shardscope {
 
 int decoderLayerOf(const std::string &name)
 {
-    static const std::regex decoder(R"(^decoder\.layers\.(\d+)\.)");
-    std::smatch m;
-    return std::regex_search(name, m, decoder) ? std::stoi(m[1].str()) : -1;
+    // Asked for every entry of a diff (650,000 at DeepSeek-V3 scale): parsed by hand.
+    constexpr std::string_view prefix = "decoder.layers.";
+    if (!name.starts_with(prefix))
+        return -1;
+    int layer = 0;
+    size_t i = prefix.size();
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && i - prefix.size() < 9; ++i)
+        layer = layer * 10 + (name[i] - '0');
+    return i > prefix.size() && i < name.size() && name[i] == '.' ? layer : -1;
 }
 
 Result<std::vector<int>> decoderStageEnds(const Layout &layout)

@@ -2,26 +2,20 @@
 // diff, diff --against and report: open both sides, diff, render.
 #include "shardscope/session.h"
 
+#include "session/opened.h"
+
 #include <algorithm>
 #include <map>
 
 namespace shardscope {
+
+using detail::openOrReuse;
 
 namespace {
 
 Error cancelled()
 {
     return makeError(Error::Code::Cancelled, "cancelled");
-}
-
-Result<OpenedIndex> openOrReuse(const OpenedIndex &opened, const std::string &path)
-{
-    if (opened)
-        return opened;
-    auto index = openCheckpoint(path);
-    if (!index)
-        return index.error();
-    return OpenedIndex(std::make_shared<const CheckpointIndex>(std::move(index).value()));
 }
 
 // Reads every stored tensor a load casts to fewer bits and measures the cast, as torch does it.

@@ -2,6 +2,8 @@
 // verify: the parallel configuration and its defaults, diff, plan and the real load.
 #include "shardscope/session.h"
 
+#include "session/opened.h"
+
 #include <algorithm>
 #include <unistd.h>
 
@@ -50,13 +52,10 @@ Result<VerifyReport> runVerify(const VerifyRequest &request, const JobControl &c
     report.layout = request.layout;
     if (!control.report({"open", 0, 0}))
         return makeError(Error::Code::Cancelled, "cancelled");
-    OpenedIndex checkpoint = request.opened;
-    if (!checkpoint) {
-        auto opened = openCheckpoint(request.checkpoint);
-        if (!opened)
-            return opened.error();
-        checkpoint = std::make_shared<const CheckpointIndex>(std::move(opened).value());
-    }
+    auto opened = detail::openOrReuse(request.opened, request.checkpoint);
+    if (!opened)
+        return opened.error();
+    const OpenedIndex checkpoint = std::move(*opened);
     auto layout = readLayout(request.layout);
     if (!layout)
         return layout.error();
