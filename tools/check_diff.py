@@ -583,6 +583,9 @@ def case_bad_layouts(env: Env) -> None:
     shape = json.loads(json.dumps(good))
     shape["params"][0]["shape"] = [-1]
     bad["shape.json"] = (json.dumps(shape), f"key '{shape['params'][0]['name']}'")
+    names = json.loads(json.dumps(good))
+    names["parallel"]["layer_names"] = {"fsdp_dtensor": "per_stage"}
+    bad["layer_names.json"] = (json.dumps(names), "key 'parallel.layer_names.fsdp_dtensor'")
     for name, (text, must) in bad.items():
         path = env.tmp / name
         path.write_text(text)
