@@ -85,8 +85,10 @@ int main(int argc, char **argv)
                       "Megatron --dist-ckpt-strictness (assume_ok_unexpected, log_unexpected, "
                       "log_all, raise_unexpected, raise_all, return_unexpected, return_all, "
                       "ignore_all)");
-        c->add_flag("--no-strict-fsdp-dtensor-load", diff.partialLoad,
-                    "Partial fsdp_dtensor load (strictness decides what happens)");
+        c->add_flag("--no-strict-fsdp-dtensor-load,--no-strict", diff.partialLoad,
+                    "A non-strict load: partial fsdp_dtensor/DCP load (strictness decides what "
+                    "happens), load_state_dict(strict=False) for torch.save, safetensors and "
+                    "Megatron's legacy torch format");
         c->add_option("--disable-rule", diff.disabledRules,
                       "Switch a rule off (repeatable; `shardscope-cli rules` lists them)");
         c->add_flag("--no-optimizer", diff.noOptimizer, "Do not diff optimizer state");

@@ -9,6 +9,7 @@
 #include "diff/rulemap.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <regex>
 #include <set>
@@ -45,8 +46,11 @@ public:
         , m_layout(layout)
         , m_options(options)
     {
-        detail::sortKeys(index, enabled("wrapper_prefix"), m_disk);
+        detail::sortKeys(index, enabled("wrapper_prefix"), m_disk, literalNames());
         m_torchDist = index.format == Format::MegatronTorchDist;
+        // Only Megatron's torch_dist and fsdp_dtensor loads run the split/rename handlers; the
+        // others ask for the live names as they are.
+        m_megatronLoader = m_torchDist || detail::fsdpDtensorLoad(index);
         // An EP-local layout (one EP rank's names) stands for every EP rank: expand its experts
         // to global indices, remembering each one's local name and rank.
         const int ep = layout.parallel.ep;
@@ -72,15 +76,37 @@ public:
             m_byName.emplace(x.param.name, &x.param);
             m_decoderLayers = std::max(m_decoderLayers, decoderLayerOf(x.param.name) + 1);
         }
+        m_legacy = index.format == Format::MegatronLegacy;
+        if (m_legacy)
+            setUpLegacy();
         // Megatron-FSDP names decoder layers per pipeline stage (NVIDIA/Megatron-LM#7452): a
         // model split over pp stages asks for decoder.layers.0… on every stage.
-        if (layout.parallel.pp > 1 && stageLocalLayerNames(layout, formatName(index.format)))
+        if (!m_legacy && layout.parallel.pp > 1 &&
+            stageLocalLayerNames(layout, formatName(index.format)))
             if (auto ends = decoderStageEnds(layout)) {
                 m_stageEnds = std::move(*ends);
                 for (size_t st = 0; st < m_stageEnds.size(); ++st)
                     m_maxStageLayers = std::max(m_maxStageLayers,
                                                 m_stageEnds[st] - (st ? m_stageEnds[st - 1] : 0));
             }
+    }
+
+    // A plain DCP directory is a flat state dict when the model's names are stored as they are
+    // (torchtitan, or a state dict of Hugging Face names): `model.` is then no wrapper.
+    bool literalNames() const
+    {
+        if (m_index.format != Format::Dcp)
+            return false;
+        std::unordered_set<std::string_view> keys;
+        for (const TensorEntry &t : m_index.tensors)
+            keys.insert(t.key);
+        size_t hits = 0, tried = 0;
+        for (const LayoutParam &p : m_layout.params) {
+            hits += keys.count(p.name);
+            if (++tried == 256)
+                break;
+        }
+        return hits > 0;
     }
 
     // Progress counts parameters twice over: the model section's pass, then the optimizer's.
@@ -135,6 +161,9 @@ public:
         for (const DiskKey &k : m_disk.keys) {
             if (k.used)
                 continue;
+            std::string legacyNote;
+            if (m_legacy && !legacyUnconsumed(k.key, legacyNote))
+                continue;
             const bool inModel =
                 m_disk.findModel(k.key.substr(modelWrapperLength(k.key))) != nullptr;
             const bool training =
@@ -150,7 +179,7 @@ public:
                 u.shape = k.tensor->shape;
                 u.dtype = k.tensor->dtypeName;
             }
-            u.note = stageLocalNote(k.key);
+            u.note = legacyNote.empty() ? stageLocalNote(k.key) : legacyNote;
             if (u.note.empty() && k.tensor)
                 u.note = shapeNote(k.key, *k.tensor);
             if (u.note.empty())
@@ -162,7 +191,35 @@ public:
                              : "optimizer state of a parameter the model does not have";
             r.unconsumed.push_back(std::move(u));
         }
-        r.outcome = detail::loadOutcome(r, m_index.format, m_options);
+        std::vector<std::string> unrequested;
+        for (uint32_t i : m_disk.modelKeys) {
+            const DiskKey &k = m_disk.keys[i];
+            if (k.requested)
+                continue;
+            if (!m_legacy) {
+                unrequested.emplace_back(k.key);
+                continue;
+            }
+            // A rank's load_state_dict sees its own file's `model` entry: the files the
+            // requests read, names without the file.
+            const size_t slash = k.key.find('/');
+            if (slash != std::string_view::npos &&
+                m_legacyDirsRead.count(std::string(k.key.substr(0, slash))) &&
+                k.key.substr(slash).starts_with("/model."))
+                unrequested.emplace_back(k.key.substr(slash + 7));
+        }
+        r.outcome = detail::loadOutcome(r, m_index, m_options, unrequested);
+        if (m_legacy && !m_legacyMissingFiles.empty()) {
+            // torch.load of a rank's file that is not there raises before anything loads.
+            r.outcome = LoadOutcome{};
+            r.outcome.action = LoadOutcome::Action::Raises;
+            r.outcome.message = "FileNotFoundError: [Errno 2] No such file or directory: '" +
+                                m_index.dataDir + "/" + m_legacyMissingFiles.front() +
+                                "/model_optim_rng.pt' (the model's parallel sizes ask for " +
+                                std::to_string(m_legacyMissingFiles.size()) +
+                                " rank files the checkpoint does not have)";
+            r.outcome.namedKeys = m_legacyMissingFiles;
+        }
         summariseCasts(r);
         if (progress)
             progress(2 * m_params.size(), 2 * m_params.size());
@@ -246,8 +303,9 @@ private:
     Request request(const LayoutParam &p, bool allRules, bool torchDistSplit = false) const
     {
         return detail::loaderRequest(
-            p, m_layout, m_torchDist && !torchDistSplit,
-            [&](const std::string &rule) { return allRules || enabled(rule); });
+            p, m_layout, m_torchDist && !torchDistSplit, [&](const std::string &rule) {
+                return allRules || (enabled(rule) && (m_megatronLoader || !byLoader(rule)));
+            });
     }
 
     DiskKey *find(const std::string &name, const std::string &state)
@@ -483,6 +541,8 @@ private:
     DiffEntry evaluate(const Expanded &x, const std::string &state)
     {
         const LayoutParam &p = x.param;
+        if (m_legacy)
+            return evaluateLegacy(x, state);
         const int layer = decoderLayerOf(p.name);
         if (const int offset = stageOffset(layer); offset > 0)
             return evaluateStageLocal(x, state, layer, offset);
@@ -520,6 +580,116 @@ private:
             return e;
         }
         return evaluateParam(p, state);
+    }
+
+    // Megatron's legacy torch format: one torch.save per rank, mp_rank_<tp>[_<pp>][_<ep>]/
+    // model_optim_rng.pt, holding that rank's module state_dict (TP-local shapes, layer names
+    // local to the stage, expert indices local to the EP rank) under `model`.
+    void setUpLegacy()
+    {
+        for (const DiskKey &k : m_disk.keys)
+            if (const size_t slash = k.key.find('/'); slash != std::string_view::npos)
+                m_legacyDirs.insert(std::string(k.key.substr(0, slash)));
+        const ParallelConfig &par = m_layout.parallel;
+        if (par.pp > 1)
+            if (auto ends = decoderStageEnds(m_layout))
+                m_legacyStageEnds = std::move(*ends);
+        for (int t = 0; t < par.tp; ++t)
+            for (int st = 0; st < std::max(1, par.pp); ++st)
+                for (int e = 0; e < std::max(1, par.ep); ++e) {
+                    const std::string dir = legacyDir(t, st, e);
+                    if (!m_legacyDirs.count(dir))
+                        m_legacyMissingFiles.push_back(dir);
+                }
+    }
+
+    std::string legacyDir(int tp, int stage, int ep) const
+    {
+        char buf[64];
+        int n = std::snprintf(buf, sizeof buf, "mp_rank_%02d", tp);
+        if (m_layout.parallel.pp > 1)
+            n += std::snprintf(buf + n, sizeof buf - size_t(n), "_%03d", stage);
+        if (m_layout.parallel.ep > 1)
+            std::snprintf(buf + n, sizeof buf - size_t(n), "_%03d", ep);
+        return buf;
+    }
+
+    // Whether an unread key of a legacy checkpoint is worth listing, with its note: only the
+    // files' `model` entries, and other TP ranks' copies of what TP rank 0 was checked for
+    // are read by those ranks.
+    bool legacyUnconsumed(std::string_view key, std::string &note) const
+    {
+        const size_t slash = key.find('/');
+        if (slash == std::string_view::npos || !key.substr(slash).starts_with("/model"))
+            return false;
+        const std::string dir(key.substr(0, slash));
+        if (m_legacyDirsRead.count(dir))
+            return true;
+        int tp = 0;
+        if (std::sscanf(dir.c_str(), "mp_rank_%d", &tp) == 1 && tp < m_layout.parallel.tp) {
+            const std::string first = "mp_rank_00" + dir.substr(std::min<size_t>(10, dir.size()));
+            if (m_legacyDirsRead.count(first))
+                return false; // TP rank `tp` reads it; rank 0's copy stands for it
+        }
+        note = "in " + dir +
+               "/model_optim_rng.pt, which no rank of the model's parallel "
+               "configuration (tp " +
+               std::to_string(m_layout.parallel.tp) + ", pp " +
+               std::to_string(m_layout.parallel.pp) + ", ep " +
+               std::to_string(m_layout.parallel.ep) + ") reads";
+        return true;
+    }
+
+    DiffEntry evaluateLegacy(const Expanded &x, const std::string &state)
+    {
+        const LayoutParam &p = x.param;
+        const ParallelConfig &par = m_layout.parallel;
+        LayoutParam lp = p;
+        lp.fusion.reset(); // no handlers: the module's own names and shapes
+        lp.absorbs.clear();
+        std::string name = p.name;
+        const int layer = decoderLayerOf(p.name);
+        int stage = 0;
+        if (!m_legacyStageEnds.empty() && layer >= 0) {
+            stage =
+                int(std::upper_bound(m_legacyStageEnds.begin(), m_legacyStageEnds.end(), layer) -
+                    m_legacyStageEnds.begin());
+            const int offset = stage ? m_legacyStageEnds[size_t(stage) - 1] : 0;
+            const std::string from = "decoder.layers." + std::to_string(layer) + ".";
+            if (offset > 0 && name.starts_with(from))
+                name = "decoder.layers." + std::to_string(layer - offset) + "." +
+                       name.substr(from.size());
+        }
+        int epRank = 0;
+        const bool expert = p.expert >= 0 && par.ep > 1 && m_layout.numExperts % par.ep == 0;
+        if (expert) {
+            const int perRank = m_layout.numExperts / par.ep;
+            epRank = p.expert / perRank;
+            name = withExpert(name, p.expert % perRank);
+        }
+        const int tp = expert ? par.etp : par.tp;
+        if (p.tpDim >= 0 && size_t(p.tpDim) < lp.shape.size() && tp > 1)
+            lp.shape[size_t(p.tpDim)] /= tp;
+        const std::string dir = legacyDir(0, stage, epRank);
+        m_legacyDirsRead.insert(dir);
+        lp.name = dir + "/model." + name;
+        DiffEntry e = evaluateParam(lp, state);
+        e.param = p.name;
+        e.name = state.empty() ? p.name : p.name + "." + state;
+        if (!m_legacyDirs.count(dir)) {
+            e.reason = "the checkpoint has no " + dir +
+                       "/model_optim_rng.pt, the file this rank loads (saved with other "
+                       "parallel sizes?)";
+            e.fix = "Load with the tensor, pipeline and expert parallel sizes the checkpoint "
+                    "was saved with (legacy torch checkpoints cannot be resharded on load), or "
+                    "convert it with Megatron's tools/checkpoint/convert.py.";
+        } else if (e.status == LoadStatus::ShapeMismatch) {
+            e.reason += " (TP-local: tp " + std::to_string(tp) + ")";
+            e.fix = "Legacy torch checkpoints hold TP-local shards: load with the TP size it "
+                    "was saved with (the mp_rank_XX directories), or the model config it was "
+                    "saved with.";
+        }
+        return e;
     }
 
     // A decoder layer past the first stage, asked for by its stage-local name: what that key
@@ -597,6 +767,8 @@ private:
         if (hit) {
             e.rules = q.rules;
             fillSources(e, q, found);
+            for (DiskKey *k : found)
+                k->requested = true;
             const bool stacked =
                 std::any_of(m_lead.begin(), m_lead.end(), [](const auto &l) { return !l.empty(); });
             e.realLoadFills = std::all_of(e.rules.begin(), e.rules.end(), byLoader);
@@ -622,9 +794,23 @@ private:
         if (lookup(ideal, state, found)) {
             std::vector<std::string> off;
             for (const std::string &r : ideal.rules)
-                if (!enabled(r))
+                if (!enabled(r) || (!m_megatronLoader && byLoader(r)))
                     off.push_back(r);
+            for (DiskKey *k : found)
+                k->used = true; // explained here, not unconsumed
             e.status = LoadStatus::Unloadable;
+            if (!m_megatronLoader) {
+                e.reason = "the checkpoint stores it as " + std::string(found.front()->key) +
+                           (found.size() > 1 ? " (+" + std::to_string(found.size() - 1) + " more)"
+                                             : std::string()) +
+                           ", which rule " + (off.empty() ? "?" : off.front()) + " maps; a " +
+                           std::string(formatName(m_index.format)) +
+                           " load has no such handler and asks for " + e.requestKeys.front();
+                e.fix = "Convert the checkpoint to the model's names (the " +
+                        (off.empty() ? std::string("?") : off.front()) +
+                        " mapping), or build the model the way the checkpoint was saved.";
+                return e;
+            }
             e.reason = "the checkpoint stores it as " + std::string(found.front()->key) +
                        (found.size() > 1 ? " (+" + std::to_string(found.size() - 1) + " more)"
                                          : std::string()) +
@@ -861,6 +1047,11 @@ private:
     std::unordered_set<std::string> m_stackedNames; // layer index dropped, see above
     std::vector<std::vector<int64_t>> m_lead;       // per piece of the last lookup: stacked indices
     bool m_torchDist = false;
+    bool m_megatronLoader = false; ///< the format's loader runs Megatron's handlers
+    bool m_legacy = false;         ///< Megatron's legacy torch format: one file per rank
+    std::set<std::string> m_legacyDirs, m_legacyDirsRead; ///< rank directories there, read
+    std::vector<std::string> m_legacyMissingFiles;        ///< rank files the load needs, absent
+    std::vector<int> m_legacyStageEnds;
     std::vector<int> m_stageEnds; ///< set when the load names decoder layers per stage
     int m_maxStageLayers = 0;     ///< the most layers a stage holds (its local names' range)
     int m_decoderLayers = 0;      ///< the model's

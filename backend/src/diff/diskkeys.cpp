@@ -24,7 +24,7 @@ size_t modelWrapperLength(std::string_view k)
     return p;
 }
 
-void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
+void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d, bool literalNames)
 {
     d.keys.reserve(index.tensors.size() + index.objects.size());
     for (const TensorEntry &t : index.tensors)
@@ -45,8 +45,24 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
             if (auto it = problems.find(k.key); it != problems.end())
                 k.problem = it->second;
     }
+    // A flat state dict (safetensors, a torch.save of model.state_dict()) is loaded by its
+    // names as they are: `model.` there is part of the name (Hugging Face's `model.layers.…`
+    // beside `lm_head.weight`), not a wrapper. A torch.save of a training dict (`model`,
+    // `optimizer`, `args`, …) nests the state dict under its entries.
+    bool flat = literalNames || index.format == Format::Safetensors ||
+                index.format == Format::SafetensorsIndex;
+    if (index.format == Format::TorchSave) {
+        flat = true;
+        for (const DiskKey &k : d.keys)
+            if (k.key.starts_with("optimizer.") || k.key == "args" || k.key == "iteration" ||
+                k.key == "checkpoint_version" || k.key.starts_with("state_dict."))
+                flat = false;
+    }
+    stripWrappers = stripWrappers && !flat;
+    // torch_dist keys are Megatron's sharded keys: never under a wrapper.
+    const bool literalModel = flat || index.format == Format::MegatronTorchDist;
     for (const DiskKey &k : d.keys)
-        if (modelWrapperLength(k.key) > 0) {
+        if (!literalModel && modelWrapperLength(k.key) > 0) {
             d.megatronWrapped = true;
             break;
         }
@@ -89,12 +105,15 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d)
             continue; // the optimizer's own state
         if (!d.keys[i].tensor && !d.megatronWrapped)
             continue;
-        const size_t w = stripWrappers ? modelWrapperLength(k) : 0;
+        const size_t w = stripWrappers && !literalModel ? modelWrapperLength(k) : 0;
         if (d.megatronWrapped && stripWrappers && w == 0)
             continue; // args, rng_state, …: not model parameters
         if (d.modelWrapper.empty())
             d.modelWrapper = std::string(k.substr(0, w));
         d.model.insert(k.substr(w), i);
+        if (!k.starts_with("common.pt/") &&
+            (d.keys[i].tensor || (d.keys[i].object && d.keys[i].object->location)))
+            d.modelKeys.push_back(i);
     }
     if (d.optimizerWrapper.empty())
         d.optimizerWrapper = "optimizer.state.module.module.module.";

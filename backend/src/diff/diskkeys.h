@@ -25,6 +25,7 @@ struct DiskKey
     const TensorEntry *tensor = nullptr;
     const ObjectEntry *object = nullptr;
     bool used = false;
+    bool requested = false; // the real load asks for it by this name (present: not unexpected)
     const Problem *problem = nullptr; // what a load of it meets: holes or unreadable data
 };
 
@@ -40,6 +41,8 @@ struct Disk
     bool paramGroups = false;   // optimizer.param_groups (torch_dist common state, converter)
     std::string mainParamState; // torch_dist: "param" or "fp32_param" when stored
     bool megatronWrapped = false;
+    /** Keys of the model's state dict (tensors, and DCP objects) by index into `keys`. */
+    std::vector<uint32_t> modelKeys;
     std::string scratch;
 
     DiskKey *at(uint32_t i) { return i == FlatStringMap::kAbsent ? nullptr : &keys[i]; }
@@ -58,7 +61,10 @@ struct Disk
 
 /** `model.module.x`, `model0.module.x`, `module.x` → the wrapper's length. */
 size_t modelWrapperLength(std::string_view k);
-/** Fills `d` from the index; `stripWrappers`: the wrapper_prefix rule is on. */
-void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d);
+/**
+ * Fills `d` from the index; `stripWrappers`: the wrapper_prefix rule is on; `literalNames`: the
+ * keys are the model's names as they are (a flat state dict), whatever their prefix.
+ */
+void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d, bool literalNames = false);
 
 } // namespace shardscope::detail

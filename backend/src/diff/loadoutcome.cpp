@@ -4,130 +4,487 @@
 #include "diff/loadoutcome.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <regex>
 
 namespace shardscope::detail {
 
 namespace {
 
-LoadOutcome plannedOutcome(const DiffResult &r, Format format, const DiffOptions &options)
+std::string torchSize(const std::vector<int64_t> &shape)
 {
-    LoadOutcome o;
-    std::vector<std::string> missingModel, missingOptimizer, firstRequest;
-    bool sizeMismatch = false;
-    std::string mismatchKey;
+    std::string s = "torch.Size([";
+    for (size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "])";
+}
+
+std::string pyTuple(const std::vector<int64_t> &shape)
+{
+    std::string s = "(";
+    for (size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+// Python's repr of a list or set of names, capped so that a message stays readable.
+std::string pyNames(const std::vector<std::string> &names, char open, char close, size_t cap = 50)
+{
+    if (names.empty() && open == '{')
+        return "set()";
+    std::string s(1, open);
+    for (size_t i = 0; i < names.size() && i < cap; ++i)
+        s += (i ? ", '" : "'") + names[i] + "'";
+    if (names.size() > cap)
+        s += ", … (" + std::to_string(names.size() - cap) + " more)";
+    return s + close;
+}
+
+std::string quotedNames(const std::vector<std::string> &names, size_t cap = 50)
+{
+    std::string s;
+    for (size_t i = 0; i < names.size() && i < cap; ++i)
+        s += (i ? ", \"" : "\"") + names[i] + "\"";
+    if (names.size() > cap)
+        s += ", … (" + std::to_string(names.size() - cap) + " more)";
+    return s;
+}
+
+// The stored and the requested shape of a shape mismatch, both whole (a stacked torch_dist key's
+// leading axes included).
+std::pair<std::vector<int64_t>, std::vector<int64_t>> mismatchShapes(const DiffEntry &e)
+{
+    const DiffSource &src = e.sources.front();
+    std::vector<int64_t> want(src.shape.begin(),
+                              src.shape.begin() +
+                                  std::ptrdiff_t(std::min(src.index.size(), src.shape.size())));
+    want.insert(want.end(), e.shape.begin(), e.shape.end());
+    return {src.shape, want};
+}
+
+// A request that fails planning: its key is absent, or present with another shape.
+struct Failure
+{
+    const DiffEntry *entry;
+    bool mismatch;
+    std::string key; // what the load asks for
+};
+
+struct Findings
+{
+    std::vector<Failure> failures; // in request order
+    std::vector<std::string> missingModel, missingOptimizer;
+    std::vector<std::string> loadedWrong;
+};
+
+Findings findings(const DiffResult &r)
+{
+    Findings f;
     for (const DiffEntry &e : r.entries) {
-        if (e.realLoadFills)
-            continue;
-        if (e.section == Section::Other)
+        if (e.realLoadFills || e.section == Section::Other)
             continue;        // optimizer groups: not tensors a load fills
         if (e.wrongSource) { // the key exists: nothing raises, the data is wrong
-            o.loadedWrong.push_back(e.name);
+            f.loadedWrong.push_back(e.name);
             continue;
         }
         if (e.status == LoadStatus::Unreadable || e.status == LoadStatus::Partial)
             continue; // requested and present: planning passes (loadOutcome() has them)
-
-        // A mismatch under a requested key makes DCP's planner raise, whatever the mode.
         const bool mismatch = e.status == LoadStatus::ShapeMismatch && !e.sources.empty() &&
                               !e.requestKeys.empty() &&
                               e.sources.front().key == e.requestKeys.front();
-        if (mismatch && !sizeMismatch) {
-            sizeMismatch = true;
-            mismatchKey = e.requestKeys.empty() ? e.name : e.requestKeys.front();
+        f.failures.push_back(
+            {&e, mismatch, e.requestKeys.empty() ? e.name : e.requestKeys.front()});
+        (e.section == Section::Model ? f.missingModel : f.missingOptimizer).push_back(e.name);
+    }
+    return f;
+}
+
+void keep(LoadOutcome &o, const Findings &f)
+{
+    o.keptAtInit = f.missingModel;
+    o.optimizerKeptAtInit = f.missingOptimizer;
+}
+
+// torch.distributed.checkpoint's DefaultLoadPlanner (plain DCP, and fsdp_dtensor's strict
+// load): the first request in order that is absent or of another size raises.
+LoadOutcome dcpPlanner(const Findings &f, bool allowPartial, const std::string &partialHint)
+{
+    LoadOutcome o;
+    for (const Failure &x : f.failures) {
+        if (x.mismatch) {
+            const auto [stored, want] = mismatchShapes(*x.entry);
+            o.action = LoadOutcome::Action::Raises;
+            o.message = "ValueError: Size mismatch between saved " + torchSize(stored) +
+                        " and current: " + torchSize(want) + " for " + x.key;
+            o.namedKeys = {x.key};
+            return o;
         }
-        (e.section == Section::Model ? missingModel : missingOptimizer).push_back(e.name);
-        if (firstRequest.empty() && !e.requestKeys.empty())
-            firstRequest.push_back(e.requestKeys.front());
-    }
-    if (missingModel.empty() && missingOptimizer.empty()) {
-        if (!o.loadedWrong.empty()) {
-            o.action = LoadOutcome::Action::Silent;
-            o.message = "the load finishes without a word, but " +
-                        std::to_string(o.loadedWrong.size()) +
-                        " tensors are filled from another EP rank's experts";
+        if (!allowPartial) {
+            o.action = LoadOutcome::Action::Raises;
+            o.message =
+                "RuntimeError: Missing key in checkpoint state_dict: " + x.key + "." + partialHint;
+            o.namedKeys = {x.key};
+            return o;
         }
-        return o;
     }
-    if (sizeMismatch) {
-        o.action = LoadOutcome::Action::Raises;
-        o.message = "ValueError: Size mismatch between saved and current shapes for " +
-                    mismatchKey + " (DCP's planner checks every requested tensor)";
-        o.namedKeys = {mismatchKey};
+    return o;
+}
+
+// Megatron-FSDP's fsdp_dtensor load (docs/formats.md §6.11): DCP's planner when strict, else
+// validate_fsdp_dtensor_model_load under the strictness.
+LoadOutcome fsdpDtensorOutcome(const Findings &f, const DiffOptions &options)
+{
+    LoadOutcome o = dcpPlanner(f, !options.strictLoad,
+                               " (strict fsdp_dtensor load: DefaultLoadPlanner(allow_partial_load="
+                               "False); pass --no-strict-fsdp-dtensor-load for a partial load)");
+    if (o.action == LoadOutcome::Action::Raises || f.failures.empty())
         return o;
-    }
-    const bool torchDist = format == Format::MegatronTorchDist;
-    if (!torchDist && options.strictLoad) {
-        o.action = LoadOutcome::Action::Raises;
-        o.message = "RuntimeError: Missing key in checkpoint state_dict: " +
-                    (firstRequest.empty() ? std::string("?") : firstRequest.front()) +
-                    ". (strict fsdp_dtensor load: DefaultLoadPlanner(allow_partial_load="
-                    "False); pass --no-strict-fsdp-dtensor-load for a partial load)";
-        o.namedKeys = firstRequest;
-        return o;
-    }
     const Strictness s = options.strictness;
-    auto keep = [&] {
-        o.keptAtInit = missingModel;
-        o.optimizerKeptAtInit = missingOptimizer;
-    };
     // Megatron names at most 20 keys (validate_fsdp_dtensor_model_load max_reported).
-    std::vector<std::string> named(
-        missingModel.begin(), missingModel.begin() + std::min<size_t>(missingModel.size(), 20));
-    if (missingModel.empty()) {
+    std::vector<std::string> named(f.missingModel.begin(),
+                                   f.missingModel.begin() +
+                                       std::ptrdiff_t(std::min<size_t>(f.missingModel.size(), 20)));
+    if (f.missingModel.empty()) {
         // The model check passes; a partial load skips missing optimizer state silently.
         o.action = LoadOutcome::Action::Silent;
-        o.message = "the model loads; " + std::to_string(missingOptimizer.size()) +
+        o.message = "the model loads; " + std::to_string(f.missingOptimizer.size()) +
                     " optimizer states are not in the checkpoint and keep their initial "
                     "values (strictness checks only model keys)";
-        keep();
+        keep(o, f);
         return o;
     }
+    const std::string n = std::to_string(f.missingModel.size());
     switch (s) {
     case Strictness::IgnoreAll:
         o.action = LoadOutcome::Action::Silent;
-        o.message = "ignore_all: no check; the load finishes and " +
-                    std::to_string(missingModel.size()) +
+        o.message = "ignore_all: no check; the load finishes and " + n +
                     " parameters silently keep their initial values";
-        keep();
+        keep(o, f);
         break;
     case Strictness::LogUnexpected:
     case Strictness::LogAll:
         o.action = LoadOutcome::Action::LogsAndContinues;
-        o.message = std::string(strictnessName(s)) + ": logs a warning naming " +
-                    std::to_string(missingModel.size()) +
+        o.message = std::string(strictnessName(s)) + ": logs a warning naming " + n +
                     " missing keys, then finishes with them at their initial values";
         o.namedKeys = named;
-        keep();
+        keep(o, f);
         break;
     case Strictness::ReturnUnexpected:
     case Strictness::ReturnAll:
         o.action = LoadOutcome::Action::ReturnsAndContinues;
-        o.message = std::string(strictnessName(s)) + ": returns " +
-                    std::to_string(missingModel.size()) +
-                    " missing keys to the caller and finishes with them at their initial "
-                    "values";
-        o.namedKeys = missingModel;
-        keep();
+        o.message = std::string(strictnessName(s)) + ": returns " + n +
+                    " missing keys to the caller and finishes with them at their initial values";
+        o.namedKeys = f.missingModel;
+        keep(o, f);
         break;
     case Strictness::AssumeOkUnexpected:
     case Strictness::RaiseUnexpected:
     case Strictness::RaiseAll:
         o.action = LoadOutcome::Action::Raises;
         o.message = std::string("CheckpointingException (") + std::string(strictnessName(s)) +
-                    "): " + std::to_string(missingModel.size()) +
-                    " model keys are not in the checkpoint";
+                    "): " + n + " model keys are not in the checkpoint";
         o.namedKeys = named;
         break;
     }
     return o;
 }
 
+// megatron.core.dist_checkpointing.load (0.16): validate_integrity_and_strict_load, then
+// MCoreLoadPlanner's global shape check, then DCP's planner. "Unexpected" = requested, not
+// stored; "missing" = stored, not requested (validation.py).
+LoadOutcome torchDistLoad(const CheckpointIndex &index, const Findings &f,
+                          const DiffOptions &options, const std::vector<std::string> &unrequested)
+{
+    LoadOutcome o;
+    const Strictness s = options.strictness;
+    // Megatron's sharded keys: per-layer names fold to the stacked key where the checkpoint
+    // stacks layers (a homogeneous block asks for decoder.layers.<name> [L, …]).
+    bool stacked = false;
+    for (const TensorEntry &t : index.tensors)
+        if (const size_t at = t.key.find("decoder.layers."); at != std::string::npos) {
+            const char c = t.key.size() > at + 15 ? t.key[at + 15] : '0';
+            stacked = stacked || !std::isdigit(static_cast<unsigned char>(c));
+        }
+    static const std::regex layerIndex(R"(\.layers\.\d+\.)");
+    std::vector<std::string> unexpected;
+    std::vector<const Failure *> missingTensors, missingObjects;
+    for (const Failure &x : f.failures) {
+        if (x.mismatch)
+            continue;
+        std::string key = stacked ? std::regex_replace(x.key, layerIndex, ".layers.") : x.key;
+        if (std::find(unexpected.begin(), unexpected.end(), key) == unexpected.end())
+            unexpected.push_back(key);
+        (x.key.find('/') != std::string::npos ? missingObjects : missingTensors).push_back(&x);
+    }
+    const std::vector<std::string> &notRequested = unrequested;
+    const bool checksAll = s == Strictness::RaiseAll || s == Strictness::LogAll;
+    if ((s == Strictness::RaiseUnexpected || s == Strictness::RaiseAll) &&
+        (!unexpected.empty() || (checksAll && !notRequested.empty()))) {
+        const bool both = checksAll && !notRequested.empty();
+        std::string m = "CheckpointingException: ";
+        if (both)
+            m += "Some keys found in the checkpoint are missing in the provided sharded state "
+                 "dict. ";
+        if (!unexpected.empty())
+            m += "Unexpected keys (not found in the checkpoint) encountered in the provided "
+                 "sharded state dict. ";
+        m += "\n";
+        if (both)
+            m += "Missing keys (for all ranks): " + pyNames(notRequested, '{', '}') + ". ";
+        if (!unexpected.empty())
+            m += "Unexpected keys (for this rank): " + pyNames(unexpected, '{', '}') + ". ";
+        o.action = LoadOutcome::Action::Raises;
+        o.message = std::move(m);
+        o.namedKeys = unexpected;
+        return o;
+    }
+    // Unexpected keys are dropped from the request unless the mode assumes there are none;
+    // then every requested tensor's global shape is checked, in order.
+    const bool dropsUnexpected = s != Strictness::AssumeOkUnexpected;
+    for (const Failure &x : f.failures) {
+        if (x.mismatch) {
+            const auto [stored, want] = mismatchShapes(*x.entry);
+            o.action = LoadOutcome::Action::Raises;
+            o.message = "CheckpointingException: Global shape mismatch for loaded (" +
+                        torchSize(stored) + ") and expected (" + pyTuple(want) +
+                        ") tensor for key " + x.key;
+            o.namedKeys = {x.key};
+            return o;
+        }
+        if (!dropsUnexpected && x.key.find('/') == std::string::npos) {
+            std::vector<std::string> stored;
+            for (const TensorEntry &t : index.tensors)
+                stored.push_back(t.key);
+            for (const ObjectEntry &obj : index.objects)
+                if (obj.location)
+                    stored.push_back(obj.key);
+            std::sort(stored.begin(), stored.end());
+            const std::string key =
+                stacked ? std::regex_replace(x.key, layerIndex, ".layers.") : x.key;
+            o.action = LoadOutcome::Action::Raises;
+            o.message = "KeyError: \"" + key +
+                        " from model not in state dict: " + pyNames(stored, '[', ']', 20) + "\"";
+            o.namedKeys = {key};
+            return o;
+        }
+    }
+    if (!missingObjects.empty() && !dropsUnexpected) {
+        o.action = LoadOutcome::Action::Raises;
+        o.message =
+            "RuntimeError: Missing key in checkpoint state_dict: " + missingObjects.front()->key +
+            ".";
+        o.namedKeys = {missingObjects.front()->key};
+        return o;
+    }
+    if (unexpected.empty()) {
+        if (checksAll && !notRequested.empty()) {
+            o.action = LoadOutcome::Action::LogsAndContinues;
+            o.message = "log_all: logs that " + std::to_string(notRequested.size()) +
+                        " stored keys are not requested (\"Some keys found in the checkpoint "
+                        "are missing in the provided sharded state dict.\"), and loads";
+        }
+        return o;
+    }
+    const std::string n = std::to_string(unexpected.size());
+    keep(o, f);
+    o.namedKeys = unexpected;
+    switch (s) {
+    case Strictness::LogUnexpected:
+    case Strictness::LogAll:
+        o.action = LoadOutcome::Action::LogsAndContinues;
+        o.message = std::string(strictnessName(s)) +
+                    ": logs \"Unexpected keys (not found in the checkpoint) encountered in the "
+                    "provided sharded state dict.\" naming " +
+                    n +
+                    " keys, drops them from the load and finishes with them at their initial "
+                    "values";
+        break;
+    case Strictness::ReturnUnexpected:
+    case Strictness::ReturnAll:
+        o.action = LoadOutcome::Action::ReturnsAndContinues;
+        o.message = std::string(strictnessName(s)) + ": returns " + n +
+                    " unexpected keys with the loaded state dict and finishes with them at "
+                    "their initial values";
+        break;
+    default: // ignore_all
+        o.action = LoadOutcome::Action::Silent;
+        o.message = "ignore_all: drops " + n +
+                    " keys the checkpoint lacks from the load without a word; they keep their "
+                    "initial values";
+        o.namedKeys.clear();
+        break;
+    }
+    return o;
+}
+
+// torch.nn.Module.load_state_dict: missing, unexpected and size mismatches, in torch's words.
+struct StateDictErrors
+{
+    std::vector<std::string> missing, unexpected, sizeMismatch;
+};
+
+StateDictErrors stateDictErrors(const Findings &f, const std::vector<std::string> &unrequested)
+{
+    StateDictErrors e;
+    for (const Failure &x : f.failures) {
+        if (x.entry->section != Section::Model)
+            continue; // load_state_dict is the model's; the optimizer loads on its own
+        // Legacy keys are <rank dir>/model.<name>: the state dict is the file's `model`.
+        const size_t in = x.key.find("/model.");
+        const std::string key = in == std::string::npos ? x.key : x.key.substr(in + 7);
+        if (x.mismatch) {
+            const auto [stored, want] = mismatchShapes(*x.entry);
+            e.sizeMismatch.push_back(
+                "size mismatch for " + key + ": copying a param with shape " + torchSize(stored) +
+                " from checkpoint, the shape in current model is " + torchSize(want) + ".");
+        } else {
+            e.missing.emplace_back(key);
+        }
+    }
+    e.unexpected = unrequested;
+    return e;
+}
+
+std::string stateDictError(const std::string &model, const StateDictErrors &e, bool strict)
+{
+    std::vector<std::string> lines;
+    if (strict && !e.missing.empty())
+        lines.push_back("Missing key(s) in state_dict: " + quotedNames(e.missing) + ". ");
+    if (strict && !e.unexpected.empty())
+        lines.push_back("Unexpected key(s) in state_dict: " + quotedNames(e.unexpected) + ". ");
+    lines.insert(lines.end(), e.sizeMismatch.begin(), e.sizeMismatch.end());
+    std::string m = "RuntimeError: Error(s) in loading state_dict for " + model + ":";
+    for (const std::string &l : lines)
+        m += "\n\t" + l;
+    return m;
+}
+
+// A torch.save or safetensors state dict given to model.load_state_dict(sd, strict).
+LoadOutcome loadStateDict(const Findings &f, const DiffOptions &options,
+                          const std::vector<std::string> &unrequested)
+{
+    LoadOutcome o;
+    const StateDictErrors e = stateDictErrors(f, unrequested);
+    const bool strict = options.strictLoad;
+    if (!e.sizeMismatch.empty() || (strict && (!e.missing.empty() || !e.unexpected.empty()))) {
+        o.action = LoadOutcome::Action::Raises;
+        o.message = stateDictError("<model>", e, strict);
+        o.namedKeys = e.missing;
+        return o;
+    }
+    if (!e.missing.empty() || !e.unexpected.empty()) {
+        o.action = LoadOutcome::Action::ReturnsAndContinues;
+        o.message = "load_state_dict(strict=False) returns _IncompatibleKeys(missing_keys=" +
+                    pyNames(e.missing, '[', ']') +
+                    ", unexpected_keys=" + pyNames(e.unexpected, '[', ']') + "); " +
+                    std::to_string(e.missing.size()) +
+                    " parameters keep their initial values (transformers' from_pretrained "
+                    "logs them as \"newly initialized\")";
+        o.namedKeys = e.missing;
+        keep(o, f);
+    }
+    return o;
+}
+
+// Megatron's legacy torch format: load_model_state_dict (megatron/training/checkpointing.py)
+// loads rank files' `model` with strict load_state_dict and, when that raises, retries with
+// strict=False and prints what it returned; the non-strict load swallows its error.
+LoadOutcome legacyLoad(const Findings &f, const DiffOptions &options,
+                       const std::vector<std::string> &unrequested)
+{
+    LoadOutcome o;
+    // The keys are <rank dir>/model.<name>; the state dict Megatron loads is the `model` entry.
+    const StateDictErrors e = stateDictErrors(f, unrequested);
+    if (e.missing.empty() && e.unexpected.empty() && e.sizeMismatch.empty())
+        return o;
+    if (options.strictLoad && !e.sizeMismatch.empty()) {
+        o.action = LoadOutcome::Action::Raises;
+        o.message = stateDictError("GPTModel", e, false) +
+                    "\n(the strict load_state_dict raised; Megatron's retry with strict=False "
+                    "raises this)";
+        return o;
+    }
+    keep(o, f);
+    o.namedKeys = e.missing;
+    if (!options.strictLoad) {
+        o.action = LoadOutcome::Action::Silent;
+        o.message = "load_checkpoint(strict=False): load_state_dict(strict=False) " +
+                    std::string(e.sizeMismatch.empty() ? "ignores"
+                                                       : "raises on the size mismatches and "
+                                                         "Megatron swallows the error, leaving") +
+                    " " + std::to_string(f.missingModel.size()) +
+                    " parameters at their initial values without a word";
+        return o;
+    }
+    o.action = LoadOutcome::Action::LogsAndContinues;
+    o.message = stateDictError("GPTModel", e, true) +
+                "\nMegatron's load_model_state_dict catches this, retries with strict=False "
+                "and prints load_return: _IncompatibleKeys(missing_keys=" +
+                pyNames(e.missing, '[', ']') +
+                ", unexpected_keys=" + pyNames(e.unexpected, '[', ']') + "); " +
+                std::to_string(e.missing.size()) + " parameters keep their initial values";
+    return o;
+}
+
+LoadOutcome plannedOutcome(const DiffResult &r, const CheckpointIndex &index,
+                           const DiffOptions &options, const std::vector<std::string> &unrequested)
+{
+    const Findings f = findings(r);
+    LoadOutcome o;
+    switch (fsdpDtensorLoad(index) ? Format::MegatronFsdpDtensor : index.format) {
+    case Format::MegatronFsdpDtensor:
+        o = fsdpDtensorOutcome(f, options);
+        break;
+    case Format::MegatronTorchDist:
+        o = torchDistLoad(index, f, options, unrequested);
+        break;
+    case Format::Dcp:
+        o = dcpPlanner(f, !options.strictLoad,
+                       " (dcp.load with DefaultLoadPlanner(allow_partial_load=False))");
+        if (o.action == LoadOutcome::Action::Loads && !f.failures.empty()) {
+            o.action = LoadOutcome::Action::Silent;
+            o.message = "DefaultLoadPlanner(allow_partial_load=True) skips " +
+                        std::to_string(f.failures.size()) +
+                        " requested keys the checkpoint lacks; they keep their initial values";
+            keep(o, f);
+        }
+        break;
+    case Format::MegatronLegacy:
+        o = legacyLoad(f, options, unrequested);
+        break;
+    case Format::TorchSave:
+    case Format::Safetensors:
+    case Format::SafetensorsIndex:
+        o = loadStateDict(f, options, unrequested);
+        break;
+    }
+    o.loadedWrong = f.loadedWrong;
+    if (o.action == LoadOutcome::Action::Loads && !o.loadedWrong.empty()) {
+        o.action = LoadOutcome::Action::Silent;
+        o.message = "the load finishes without a word, but " +
+                    std::to_string(o.loadedWrong.size()) +
+                    " tensors are filled from keys that hold other parameters' data";
+    }
+    return o;
+}
+
 } // namespace
 
-LoadOutcome loadOutcome(const DiffResult &r, Format format, const DiffOptions &options)
+bool fsdpDtensorLoad(const CheckpointIndex &index)
 {
-    LoadOutcome o = plannedOutcome(r, format, options);
+    if (index.format == Format::MegatronFsdpDtensor)
+        return true;
+    if (index.format != Format::Dcp)
+        return false;
+    return std::any_of(index.tensors.begin(), index.tensors.end(),
+                       [](const TensorEntry &t) { return t.key.starts_with("model.module."); });
+}
+
+LoadOutcome loadOutcome(const DiffResult &r, const CheckpointIndex &index,
+                        const DiffOptions &options, const std::vector<std::string> &unrequested)
+{
+    LoadOutcome o = plannedOutcome(r, index, options, unrequested);
     if (o.action == LoadOutcome::Action::Raises)
         return o; // raised before reading anything
     size_t holes = 0;

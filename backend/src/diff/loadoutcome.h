@@ -6,10 +6,20 @@
 namespace shardscope::detail {
 
 /**
+ * Whether the load is Megatron-FSDP's fsdp_dtensor load: that format, or a DCP directory of
+ * Megatron-FSDP's names (`model.module.…`) that lacks the optimizer entries that identify the
+ * format on their own (a Megatron-Bridge checkpoint saved without optimizer). Megatron itself
+ * decides by --ckpt-format, not by the files.
+ */
+bool fsdpDtensorLoad(const CheckpointIndex &index);
+
+/**
  * What the load does: what its planning and Megatron's checks decide (neither looks at chunk
  * coverage: a key with holes is there, loads, and keeps its initial values in them), unless it
- * goes on to read a key whose data cannot be read, which raises.
+ * goes on to read a key whose data cannot be read, which raises. `unrequested`: the stored model
+ * keys no request names (torch's "unexpected", Megatron's "missing").
  */
-LoadOutcome loadOutcome(const DiffResult &r, Format format, const DiffOptions &options);
+LoadOutcome loadOutcome(const DiffResult &r, const CheckpointIndex &index,
+                        const DiffOptions &options, const std::vector<std::string> &unrequested);
 
 } // namespace shardscope::detail

@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""What each format's real loader does with a model's request, against `shardscope-cli diff`.
+
+    check_loaders.py --cli CLI CASE
+
+Each case writes a small checkpoint with real torch (or megatron-core, or the safetensors
+package), asks the real loader to load it into a model that differs in one way (a key missing, a
+key extra, a shape changed, other parallel sizes) and checks that the diff's load outcome says
+what that loader did: the same action, the same message, the same keys. Nothing expected is typed
+in: torch and Megatron produce every message compared here.
+
+Cases: state_dict (torch.save and safetensors via nn.Module.load_state_dict, Hugging Face names
+not under `model.`), dcp (plain torch.distributed.checkpoint), torch_dist (megatron-core's
+dist_checkpointing.load under every --dist-ckpt-strictness), legacy (Megatron's
+mp_rank_XX/model_optim_rng.pt files through load_model_state_dict's strict-then-retry).
+Exit 0 when every check holds.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+FAILURES: list[str] = []
+
+
+def check(cond: bool, what: str) -> None:
+    if not cond:
+        FAILURES.append(what)
+
+
+class Env:
+    def __init__(self, cli: str):
+        self.cli = cli
+        self.tmp = Path(tempfile.mkdtemp(prefix="ss-loaders-"))
+
+    def layout(self, name: str, params: dict[str, tuple], tp: int = 1, pp: int = 1,
+               tp_dims: dict[str, int] | None = None) -> Path:
+        """A layout of exactly these parameters (the model's request), by their live names."""
+        tp_dims = tp_dims or {}
+        lay = {"schema": "shardscope.layout/1", "family": "test", "source": name,
+               "parallel": {"tp": tp, "pp": pp, "ep": 1, "etp": 1, "dp_shard": 1},
+               "params": [{"name": n, "shape": list(shape), "dtype": str(dtype).split(".")[-1],
+                           "tp_dim": tp_dims.get(n, -1)} for n, (shape, dtype) in params.items()]}
+        out = self.tmp / f"{name}.json"
+        out.write_text(json.dumps(lay))
+        return out
+
+    def diff(self, ckpt: Path, layout: Path, *extra: str) -> dict:
+        p = subprocess.run([self.cli, "diff", str(ckpt), "--layout", str(layout), "--json",
+                            "--no-optimizer", *extra], capture_output=True, text=True, timeout=300)
+        if p.returncode == 2 or not p.stdout.strip():
+            FAILURES.append(f"diff {ckpt.name} could not read: {p.stderr.strip()}")
+            return {"outcome": {"action": "?", "message": "", "kept_at_init": []}}
+        d = json.loads(p.stdout)
+        d["exit"] = p.returncode
+        return d
+
+
+def module_from(params: dict[str, tuple], cls: str = "Model") -> nn.Module:
+    """A real nn.Module whose state_dict() has exactly these names, shapes and dtypes."""
+    root = type(cls, (nn.Module,), {})()
+    for name, (shape, dtype) in params.items():
+        *path, leaf = name.split(".")
+        m = root
+        for part in path:
+            if part not in m._modules:
+                m.add_module(part, nn.Module())
+            m = m._modules[part]
+        m.register_parameter(leaf, nn.Parameter(torch.zeros(shape, dtype=dtype), requires_grad=False))
+    return root
+
+
+def error_of(fn) -> tuple[str, str] | None:
+    """The exception a call raises, as (type name, message), or None."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn()
+    except BaseException as e:  # DCP's CheckpointException is a BaseException
+        return type(e).__name__, str(e)
+    return None
+
+
+def hf_model() -> dict[str, tuple]:
+    """Hugging Face Llama names: `model.…` beside `lm_head.weight` (not under `model.`)."""
+    h, f, v = 8, 16, 32
+    p = {"model.embed_tokens.weight": ((v, h), torch.float32)}
+    for i in range(2):
+        q = f"model.layers.{i}"
+        p |= {f"{q}.input_layernorm.weight": ((h,), torch.float32),
+              f"{q}.self_attn.q_proj.weight": ((h, h), torch.float32),
+              f"{q}.self_attn.k_proj.weight": ((h // 2, h), torch.float32),
+              f"{q}.mlp.gate_proj.weight": ((f, h), torch.float32),
+              f"{q}.mlp.down_proj.weight": ((h, f), torch.float32)}
+    p |= {"model.norm.weight": ((h,), torch.float32), "lm_head.weight": ((v, h), torch.float32)}
+    return p
+
+
+def variants(params: dict[str, tuple]) -> dict[str, tuple[dict, dict]]:
+    """(what the model asks for, what the checkpoint holds) per failure."""
+    stored = dict(params)
+    keys = list(params)
+    missing = dict(stored)
+    del missing[keys[3]]
+    missing["model.layers.9.mlp.up_proj.weight"] = ((4, 8), torch.float32)
+    shape = dict(stored)
+    shape[keys[2]] = ((params[keys[2]][0][0] + 2, *params[keys[2]][0][1:]), torch.float32)
+    return {"clean": (params, stored), "missing_and_unexpected": (params, missing),
+            "size_mismatch": (params, shape)}
+
+
+def tensors(params: dict[str, tuple]) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(7)
+    return {n: torch.randn(s, generator=g).to(d) for n, (s, d) in params.items()}
+
+
+def case_state_dict(env: Env) -> None:
+    """torch.save and safetensors files of a flat state dict, loaded by
+    nn.Module.load_state_dict: strict raises torch's own message, non-strict returns the keys."""
+    from safetensors.torch import save_file
+    for fmt in ("safetensors", "torchsave"):
+        for name, (want, held) in variants(hf_model()).items():
+            sd = tensors(held)
+            path = env.tmp / f"{name}.{fmt}"
+            if fmt == "safetensors":
+                path = path.with_suffix(".safetensors")
+                save_file(sd, str(path))
+            else:
+                path = path.with_suffix(".pt")
+                torch.save(sd, path)
+            lay = env.layout(f"{fmt}-{name}", want)
+            loaded = torch.load(path) if fmt == "torchsave" else None
+            model = module_from(want)
+            real = error_of(lambda: model.load_state_dict(loaded or sd, strict=True))
+            d = env.diff(path, lay)
+            o = d["outcome"]
+            if real is None:
+                check(o["action"] == "loads" and d["exit"] == 0,
+                      f"{fmt}/{name}: torch loads it, the diff says {o['action']}")
+            else:
+                kind, msg = real
+                check(o["action"] == "raises" and
+                      o["message"] == f"{kind}: " + msg.replace("for Model:", "for <model>:"),
+                      f"{fmt}/{name}: torch raises {kind}: {msg!r}; the diff: {o['message']!r}")
+            # strict=False: size mismatches still raise; missing keys come back and keep init.
+            model = module_from(want)
+            real = error_of(lambda: model.load_state_dict(loaded or sd, strict=False))
+            d = env.diff(path, lay, "--no-strict")
+            o = d["outcome"]
+            if real is not None:
+                check(o["action"] == "raises" and
+                      o["message"] == f"{real[0]}: " + real[1].replace("for Model:", "for <model>:"),
+                      f"{fmt}/{name} strict=False: torch raises {real[1]!r}; diff {o['message']!r}")
+            else:
+                res = module_from(want).load_state_dict(loaded or sd, strict=False)
+                if res.missing_keys or res.unexpected_keys:
+                    check(o["action"] == "returns_and_continues" and
+                          set(o["kept_at_init"]) == set(res.missing_keys) and
+                          repr(res.missing_keys) in o["message"] and
+                          repr(res.unexpected_keys) in o["message"],
+                          f"{fmt}/{name} strict=False: torch returns {res}; diff {o}")
+                else:
+                    check(o["action"] == "loads", f"{fmt}/{name} strict=False: {o}")
+    # Hugging Face names stay as they are: lm_head.weight (not under model.) is matched.
+    d = env.diff(env.tmp / "clean.safetensors", env.tmp / "safetensors-clean.json")
+    got = {x["name"]: x for x in d.get("entries", []) if x["section"] == "model"}
+    check(got.get("lm_head.weight", {}).get("status") == "ok" and
+          got.get("model.norm.weight", {}).get("status") == "ok" and
+          d.get("counts", {}).get("loadable_model") == len(hf_model()),
+          f"HF names: {[(n, x['status']) for n, x in got.items()][:4]}")
+
+
+def case_dcp(env: Env) -> None:
+    """A plain DCP directory, loaded by dcp.load with DefaultLoadPlanner: the first request in
+    order that is missing or of another size raises (wrapped in CheckpointException, whose last
+    line the diff quotes); allow_partial_load=True skips missing keys silently."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    for name, (want, held) in variants(hf_model()).items():
+        path = env.tmp / f"dcp-{name}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dcp.save(tensors(held), checkpoint_id=str(path))
+        lay = env.layout(f"dcp-{name}", want)
+        for partial in (False, True):
+            req = {n: torch.empty(s, dtype=t) for n, (s, t) in want.items()}
+            real = error_of(lambda: dcp.load(req, checkpoint_id=str(path),
+                                             planner=DefaultLoadPlanner(allow_partial_load=partial)))
+            d = env.diff(path, lay, *(["--no-strict"] if partial else []))
+            o = d["outcome"]
+            tag = f"dcp/{name}{' partial' if partial else ''}"
+            check(d.get("format") == "dcp", f"{tag}: format {d.get('format')}")
+            if real is not None:
+                last = real[1].strip().splitlines()[-1]  # "ValueError: Size mismatch …"
+                check(o["action"] == "raises" and o["message"].startswith(last),
+                      f"{tag}: torch raises {last!r}; diff {o['message']!r}")
+                continue
+            # What the load left untouched: compare with what the request held before.
+            untouched = {n for n in want if n not in held}
+            check((o["action"] == "loads") == (not untouched) and
+                  set(o["kept_at_init"]) == untouched,
+                  f"{tag}: torch loads and leaves {sorted(untouched)}; diff {o}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def megatron_on_cpu():
+    """megatron-core 0.16 on a machine without CUDA, over Gloo (the shims the real save needs:
+    its writer synchronises the device and puts a flag on the current device)."""
+    import logging
+    import torch.distributed as dist
+    logging.getLogger("megatron").setLevel(logging.ERROR)  # its warnings are what we compare
+    torch.cuda.synchronize = lambda *a, **k: None
+    torch.cuda.current_device = lambda: "cpu"
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def case_torch_dist(env: Env) -> None:
+    """megatron-core's own save and load of a torch_dist checkpoint (per-layer keys), under
+    every strictness: the diff's action and message are what dist_checkpointing.load does."""
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing import ShardedTensor
+    from megatron.core.dist_checkpointing.validation import StrictHandling
+
+    def megatron_names(p: dict[str, tuple]) -> dict[str, tuple]:
+        return {k.replace("model.layers.", "decoder.layers."): v for k, v in p.items()}
+
+    def sharded(p: dict[str, tuple]) -> dict:
+        return {n: ShardedTensor.from_rank_offsets(n, t) for n, t in tensors(p).items()}
+
+    with megatron_on_cpu(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, (want, held) in variants(hf_model()).items():
+            want, held = megatron_names(want), megatron_names(held)
+            path = env.tmp / f"torch_dist-{name}"
+            path.mkdir()
+            with contextlib.redirect_stdout(io.StringIO()):
+                dist_checkpointing.save(sharded(held), str(path))
+            lay = env.layout(f"torch_dist-{name}", want)
+            for strict in StrictHandling:
+                result = {}
+                real = error_of(lambda: result.setdefault("r", dist_checkpointing.load(
+                    sharded(want), str(path), strict=strict)))
+                d = env.diff(path, lay, "--strictness", strict.value)
+                o = d["outcome"]
+                tag = f"torch_dist/{name} {strict.value}"
+                check(d.get("format") == "torch_dist", f"{tag}: format {d.get('format')}")
+                if real is not None:
+                    # CheckpointException wraps the planner's error: its last line; Megatron's own
+                    # CheckpointingException is raised as it is.
+                    kind, msg = real
+                    text = msg.strip().splitlines()[-1] if kind == "CheckpointException" else \
+                        f"{kind}: {msg}"
+                    text = text.replace("megatron.core.dist_checkpointing.core.", "")
+                    same = o["message"] == text or (
+                        "{" in text and set_of(o["message"]) == set_of(text) and
+                        o["message"].split("{")[0] == text.split("{")[0])
+                    check(o["action"] == "raises" and same,
+                          f"{tag}: Megatron raises {text!r}; diff {o['action']}: {o['message']!r}")
+                    continue
+                untouched = {n for n in want if n not in held}
+                want_action = "loads" if not untouched else {
+                    "log_unexpected": "logs_and_continues", "log_all": "logs_and_continues",
+                    "return_unexpected": "returns_and_continues",
+                    "return_all": "returns_and_continues", "ignore_all": "silent"}[strict.value]
+                check(o["action"] in (want_action, "logs_and_continues" if strict.value ==
+                                      "log_all" else want_action) and
+                      set(o["kept_at_init"]) == untouched,
+                      f"{tag}: Megatron loads, leaving {sorted(untouched)}; diff {o}")
+                if isinstance(result.get("r"), tuple):  # return_*: (state dict, missing, unexpected)
+                    check(set(o["named_keys"]) == set(result["r"][2]),
+                          f"{tag}: Megatron returns {result['r'][2]}; diff names {o['named_keys']}")
+
+
+def set_of(text: str) -> set[str]:
+    """The names of every Python set literal in a message."""
+    import re
+    out = set()
+    for body in re.findall(r"\{([^}]*)\}", text):
+        out |= {s.strip().strip("'") for s in body.split(",") if s.strip()}
+    return out
+
+
+def case_legacy(env: Env) -> None:
+    """Megatron's legacy torch format at TP 2: mp_rank_0r/model_optim_rng.pt with TP-local
+    shards under `model`. Megatron's load_model_state_dict loads strictly, and when that raises
+    retries with strict=False and prints what it returned; a size mismatch raises from the retry.
+    A model with other parallel sizes asks for rank files that are not there."""
+    h, f, v, tp = 8, 16, 32, 2
+    full = {"embedding.word_embeddings.weight": ((v, h), torch.bfloat16, 0),
+            "decoder.final_layernorm.weight": ((h,), torch.bfloat16, -1)}
+    for i in range(2):
+        q = f"decoder.layers.{i}"
+        full |= {f"{q}.self_attention.linear_qkv.layer_norm_weight": ((h,), torch.bfloat16, -1),
+                 f"{q}.self_attention.linear_qkv.weight": ((3 * h, h), torch.bfloat16, 0),
+                 f"{q}.self_attention.linear_proj.weight": ((h, 3 * h), torch.bfloat16, 1),
+                 f"{q}.mlp.linear_fc1.weight": ((f, h), torch.bfloat16, 0),
+                 f"{q}.mlp.linear_fc2.weight": ((h, f), torch.bfloat16, 1)}
+    root = env.tmp / "legacy"
+    it = root / "iter_0000005"
+    g = torch.Generator().manual_seed(3)
+    values = {n: torch.randn(s, generator=g).to(d) for n, (s, d, _) in full.items()}
+    for r in range(tp):
+        model = {n: (t.chunk(tp, full[n][2])[r] if full[n][2] >= 0 else t).clone()
+                 for n, t in values.items()}
+        (it / f"mp_rank_{r:02d}").mkdir(parents=True)
+        torch.save({"checkpoint_version": 3.0, "iteration": 5, "model": model,
+                    "rng_state": [{"random_rng_state": None}]},
+                   it / f"mp_rank_{r:02d}" / "model_optim_rng.pt")
+    (root / "latest_checkpointed_iteration.txt").write_text("5")
+
+    def local(params: dict, tp_size: int) -> dict[str, tuple]:
+        return {n: (tuple(s[i] // tp_size if i == dim else s[i] for i in range(len(s))), d)
+                for n, (s, d, dim) in params.items()}
+
+    def megatron_load(want_local: dict[str, tuple], rank_file: Path):
+        """load_model_state_dict(model, state_dict['model'], strict=True), as Megatron runs it."""
+        sd = torch.load(rank_file, weights_only=False)["model"]
+        model = module_from(want_local, "GPTModel")
+        first = error_of(lambda: model.load_state_dict(sd, strict=True))
+        if first is None:
+            return None, None, None
+        retry = error_of(lambda: module_from(want_local, "GPTModel").load_state_dict(sd, strict=False))
+        if retry is not None:
+            return first, retry, None
+        return first, None, module_from(want_local, "GPTModel").load_state_dict(sd, strict=False)
+
+    extra = dict(full)
+    extra["decoder.layers.1.self_attention.linear_qkv._extra_state_like"] = ((4,), torch.bfloat16, -1)
+    dropped = {n: x for n, x in full.items() if n != "decoder.layers.0.mlp.linear_fc2.weight"}
+    for name, want, tp_size in (("clean", full, 2), ("missing", extra, 2),
+                                ("unexpected", dropped, 2), ("tp1", full, 1)):
+        lay = env.layout(f"legacy-{name}", {n: (s, d) for n, (s, d, _) in want.items()},
+                         tp=tp_size, tp_dims={n: dim for n, (_, _, dim) in want.items()})
+        first, retry, returned = megatron_load(local(want, tp_size), it / "mp_rank_00" / "model_optim_rng.pt")
+        d = env.diff(root, lay)
+        o = d["outcome"]
+        tag = f"legacy/{name}"
+        check(d.get("format") == "megatron_torch", f"{tag}: format {d.get('format')}")
+        if first is None:
+            check(o["action"] == "loads" and d["exit"] == 0, f"{tag}: Megatron loads; diff {o}")
+        elif retry is not None:
+            check(o["action"] == "raises" and o["message"].startswith(f"{retry[0]}: {retry[1]}"),
+                  f"{tag}: the retry raises {retry[1]!r}; diff {o['message']!r}")
+        else:
+            check(o["action"] == "logs_and_continues" and
+                  o["message"].startswith(f"{first[0]}: {first[1]}") and
+                  f"missing_keys={returned.missing_keys!r}" in o["message"] and
+                  f"unexpected_keys={returned.unexpected_keys!r}" in o["message"] and
+                  set(o["kept_at_init"]) == set(returned.missing_keys),
+                  f"{tag}: strict raises {first[1]!r}, the retry returns {returned}; diff {o}")
+    # TP 4: ranks 2 and 3 open files that are not there.
+    lay = env.layout("legacy-tp4", {n: (s, d) for n, (s, d, _) in full.items()}, tp=4,
+                     tp_dims={n: dim for n, (_, _, dim) in full.items()})
+    missing_file = it / "mp_rank_02" / "model_optim_rng.pt"
+    real = error_of(lambda: torch.load(missing_file))
+    d = env.diff(root, lay)
+    check(real is not None and d["outcome"]["action"] == "raises" and
+          d["outcome"]["message"].startswith(f"{real[0]}: {real[1]}"),
+          f"legacy tp4: torch.load raises {real}; diff {d['outcome']['message']!r}")
+
+
+CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
+         "legacy": case_legacy}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("case", choices=sorted(CASES))
+    a = ap.parse_args()
+    CASES[a.case](Env(a.cli))
+    for f in FAILURES:
+        print("FAIL", f)
+    print(f"{a.case}: {'ok' if not FAILURES else f'{len(FAILURES)} failures'}")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
