@@ -46,11 +46,12 @@ class Env:
         self.tmp = Path(tempfile.mkdtemp(prefix="ss-loaders-"))
 
     def layout(self, name: str, params: dict[str, tuple], tp: int = 1, pp: int = 1,
-               tp_dims: dict[str, int] | None = None) -> Path:
+               tp_dims: dict[str, int] | None = None, te: bool = False) -> Path:
         """A layout of exactly these parameters (the model's request), by their live names."""
         tp_dims = tp_dims or {}
         lay = {"schema": "shardscope.layout/1", "family": "test", "source": name,
                "parallel": {"tp": tp, "pp": pp, "ep": 1, "etp": 1, "dp_shard": 1},
+               "transformer_engine": te,
                "params": [{"name": n, "shape": list(shape), "dtype": str(dtype).split(".")[-1],
                            "tp_dim": tp_dims.get(n, -1)} for n, (shape, dtype) in params.items()]}
         out = self.tmp / f"{name}.json"
@@ -68,18 +69,53 @@ class Env:
         return d
 
 
-def module_from(params: dict[str, tuple], cls: str = "Model") -> nn.Module:
-    """A real nn.Module whose state_dict() has exactly these names, shapes and dtypes."""
+class ExtraStateModule(nn.Module):
+    """Stands for a Transformer Engine module: torch asks for its `_extra_state` in state dicts
+    because it overrides get_extra_state / set_extra_state, as TE's modules do."""
+
+    def get_extra_state(self):
+        return None
+
+    def set_extra_state(self, state):
+        pass
+
+
+def module_from(params: dict[str, tuple], cls: str = "Model", te: set[str] = frozenset()) -> nn.Module:
+    """A real nn.Module whose state_dict() has exactly these names, shapes and dtypes; the
+    modules named in `te` carry an extra state like Transformer Engine's."""
     root = type(cls, (nn.Module,), {})()
+
+    def module(path: list[str]) -> nn.Module:
+        m = root
+        for i, part in enumerate(path):
+            if part not in m._modules:
+                te_module = ".".join(path[:i + 1]) in te
+                m.add_module(part, ExtraStateModule() if te_module else nn.Module())
+            m = m._modules[part]
+        return m
+
     for name, (shape, dtype) in params.items():
         *path, leaf = name.split(".")
-        m = root
-        for part in path:
-            if part not in m._modules:
-                m.add_module(part, nn.Module())
-            m = m._modules[part]
-        m.register_parameter(leaf, nn.Parameter(torch.zeros(shape, dtype=dtype), requires_grad=False))
+        module(path).register_parameter(
+            leaf, nn.Parameter(torch.zeros(shape, dtype=dtype), requires_grad=False))
+    for name in te:
+        module(name.split("."))
     return root
+
+
+def quoted_sets(message: str) -> tuple[list[str], dict[str, set[str]]]:
+    """A load_state_dict message as its lines with the key lists taken out, and those lists
+    as sets (the order of keys follows module registration, which a layout does not record)."""
+    import re
+    lines, sets = [], {}
+    for line in message.split("\n"):
+        m = re.match(r'(\t?(?:Missing|Unexpected) key\(s\) in state_dict: )(.*)', line)
+        if m:
+            sets[m[1]] = set(re.findall(r'"([^"]+)"', m[2]))
+            lines.append(m[1])
+        else:
+            lines.append(line)
+    return lines, sets
 
 
 def error_of(fn) -> tuple[str, str] | None:
@@ -382,8 +418,120 @@ def case_legacy(env: Env) -> None:
           f"legacy tp4: torch.load raises {real}; diff {d['outcome']['message']!r}")
 
 
+# Megatron's TE layer spec: the modules with an `_extra_state` in a dense GPT layer (the keys of
+# NVIDIA/Megatron-LM#900 and alibaba/Pai-Megatron-Patch#303), written out here, not derived.
+TE_MODULES = ("self_attention.core_attention", "self_attention.linear_qkv",
+              "self_attention.linear_proj", "mlp.linear_fc1", "mlp.linear_fc2")
+
+
+def megatron_gpt(layers: int = 2) -> dict[str, tuple]:
+    h, f, v = 8, 16, 32
+    p = {"embedding.word_embeddings.weight": ((v, h), torch.float32)}
+    for i in range(layers):
+        q = f"decoder.layers.{i}"
+        p |= {f"{q}.self_attention.linear_qkv.layer_norm_weight": ((h,), torch.float32),
+              f"{q}.self_attention.linear_qkv.weight": ((3 * h, h), torch.float32),
+              f"{q}.self_attention.linear_proj.weight": ((h, h), torch.float32),
+              f"{q}.mlp.linear_fc1.layer_norm_weight": ((h,), torch.float32),
+              f"{q}.mlp.linear_fc1.weight": ((f, h), torch.float32),
+              f"{q}.mlp.linear_fc2.weight": ((h, f), torch.float32)}
+    return p | {"decoder.final_layernorm.weight": ((h,), torch.float32)}
+
+
+def te_modules(layers: int = 2) -> set[str]:
+    return {f"decoder.layers.{i}.{m}" for i in range(layers) for m in TE_MODULES}
+
+
+def case_te_torch_dist(env: Env) -> None:
+    """NVIDIA/Megatron-LM#900 under torch_dist: a model built with Transformer Engine asks for
+    each TE module's extra state as a ShardedObject; megatron-core saves a checkpoint with and
+    one without them, and loads each into a TE and a local model under every strictness."""
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing import ShardedObject, ShardedTensor
+    from megatron.core.dist_checkpointing.validation import StrictHandling
+    params = megatron_gpt()
+
+    def sharded(te: bool) -> dict:
+        sd = {n: ShardedTensor.from_rank_offsets(n, t) for n, t in tensors(params).items()}
+        if te:
+            for m in sorted(te_modules()):
+                k = f"{m}._extra_state"
+                sd[k] = ShardedObject(k, io.BytesIO(b"fp8 meta"), (1,), (0,), replica_id=0)
+        return sd
+
+    with megatron_on_cpu(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for saved_te in (True, False):
+            path = env.tmp / f"te_torch_dist-{saved_te}"
+            path.mkdir()
+            dist_checkpointing.save(sharded(saved_te), str(path))
+            for model_te in (True, False):
+                lay = env.layout(f"te_torch_dist-{saved_te}-{model_te}", params, te=model_te)
+                for strict in StrictHandling:
+                    real = error_of(lambda: dist_checkpointing.load(sharded(model_te), str(path),
+                                                                    strict=strict))
+                    d = env.diff(path, lay, "--strictness", strict.value)
+                    o = d["outcome"]
+                    tag = f"te torch_dist saved_te={saved_te} model_te={model_te} {strict.value}"
+                    if real is not None:
+                        kind, msg = real
+                        text = msg.strip().splitlines()[-1] if kind == "CheckpointException" \
+                            else f"{kind}: {msg}"
+                        same = o["message"] == text or (
+                            "{" in text and set_of(o["message"]) == set_of(text) and
+                            o["message"].split("{")[0] == text.split("{")[0])
+                        # DCP's planner raises on the first absent key in request order, which
+                        # follows module registration (not recorded in a layout): any of them.
+                        planner = "RuntimeError: Missing key in checkpoint state_dict: "
+                        if text.startswith(planner) and o["message"].startswith(planner):
+                            absent = {f"{m}._extra_state/shard_0_1." for m in te_modules()}
+                            same = o["message"][len(planner):] in absent
+                        check(o["action"] == "raises" and same,
+                              f"{tag}: Megatron raises {text!r}; diff {o['action']}: {o['message']!r}")
+                        continue
+                    untouched = {f"{m}._extra_state" for m in te_modules()} \
+                        if model_te and not saved_te else set()
+                    check(o["action"] != "raises" and set(o["kept_at_init"]) == untouched,
+                          f"{tag}: Megatron loads, leaving {sorted(untouched)[:3]}; diff {o}")
+
+
+def case_te_legacy(env: Env) -> None:
+    """NVIDIA/Megatron-LM#900 in the legacy torch format: TE modules' `_extra_state` keys in
+    the rank file's state dict. A TE model given a checkpoint without them (and a local model
+    given one with them) fails the strict load_state_dict, and Megatron's load_model_state_dict
+    retries non-strict and goes on: the diff quotes torch's error and the retry's return."""
+    params = megatron_gpt()
+    for saved_te in (True, False):
+        root = env.tmp / f"te_legacy-{saved_te}"
+        it = root / "iter_0000001" / "mp_rank_00"
+        it.mkdir(parents=True)
+        model = dict(tensors(params))
+        if saved_te:
+            model |= {f"{m}._extra_state": io.BytesIO(b"fp8 meta") for m in sorted(te_modules())}
+        torch.save({"checkpoint_version": 3.0, "iteration": 1, "model": model}, it / "model_optim_rng.pt")
+        (root / "latest_checkpointed_iteration.txt").write_text("1")
+        for model_te in (True, False):
+            te = te_modules() if model_te else set()
+            sd = torch.load(it / "model_optim_rng.pt", weights_only=False)["model"]
+            first = error_of(lambda: module_from(params, "GPTModel", te).load_state_dict(sd, strict=True))
+            lay = env.layout(f"te_legacy-{saved_te}-{model_te}", params, te=model_te)
+            d = env.diff(root, lay)
+            o = d["outcome"]
+            tag = f"te legacy saved_te={saved_te} model_te={model_te}"
+            if first is None:
+                check(o["action"] == "loads", f"{tag}: torch loads; diff {o}")
+                continue
+            returned = module_from(params, "GPTModel", te).load_state_dict(sd, strict=False)
+            got_lines, got_sets = quoted_sets(o["message"].split("\nMegatron's")[0])
+            want_lines, want_sets = quoted_sets(f"{first[0]}: {first[1]}")
+            check(o["action"] == "logs_and_continues" and got_lines == want_lines and
+                  got_sets == want_sets and
+                  set(o["kept_at_init"]) == set(returned.missing_keys),
+                  f"{tag}: strict raises {first[1][:300]!r}, retry returns {returned}; diff {o}")
+
+
 CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
-         "legacy": case_legacy}
+         "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy}
 
 
 def main() -> int:

@@ -15,8 +15,8 @@ the layout is for.
 Every parameter and persistent buffer of ``state_dict()`` becomes a param entry, named with the
 leading ``module.`` wrappers stripped, with torch's shape and dtype (``--dtype`` overrides the
 dtype of floating tensors, e.g. ``float32`` for fsdp_dtensor's fp32 main params). Buffers and
-frozen parameters get ``optimizer_state: false``; TE ``_extra_state`` entries are skipped (Megatron
-deletes them, docs/formats.md §6.9).
+frozen parameters get ``optimizer_state: false``; TE ``_extra_state`` entries are not params (Megatron
+deletes them for fsdp_dtensor, docs/formats.md §6.9): their presence sets ``transformer_engine``.
 
 Megatron facts are read by duck typing, so no Megatron import is needed (docs/formats.md §6):
 
@@ -108,7 +108,7 @@ def _expert_index(name: str) -> int | None:
 
 
 def _layout(params: list[dict], parallel: dict, family: str, source: str, num_experts: int | None,
-            mtp_inner: str) -> dict:
+            mtp_inner: str, transformer_engine: bool = False) -> dict:
     if num_experts is None:
         idx = [p["expert"] for p in params if "expert" in p]
         num_experts = max(idx) + 1 if idx else 0
@@ -119,6 +119,7 @@ def _layout(params: list[dict], parallel: dict, family: str, source: str, num_ex
         "parallel": {k: int(parallel.get(k, 1)) for k in ("tp", "pp", "ep", "etp", "dp_shard")},
         "num_experts": int(num_experts),
         "experts_global": True,
+        "transformer_engine": transformer_engine,
         "mtp_inner": mtp_inner,
         "optimizer": {"states": ["exp_avg", "exp_avg_sq"], "step": True},
         "params": params,
@@ -249,7 +250,7 @@ def export_layout(model, parallel: dict | None = None, family: str | None = None
         params.append(e)
     _check(params)
     return _layout(params, parallel or {}, family if family is not None else type(model).__name__,
-                   source, num_experts, mtp_inner)
+                   source, num_experts, mtp_inner, any(k.endswith("._extra_state") for k in sd))
 
 
 def layout_from_state_dict(sd: dict, parallel: dict | None = None, family: str = "",
@@ -278,7 +279,8 @@ def layout_from_state_dict(sd: dict, parallel: dict | None = None, family: str =
     if not any(".mtp_model_layer." in n for n in names) and any(
             n.startswith("mtp.") and ".transformer_layer." in n for n in names):
         mtp_inner = "transformer_layer"
-    return _layout(params, parallel or {}, family, source, None, mtp_inner)
+    return _layout(params, parallel or {}, family, source, None, mtp_inner,
+                   any(k.endswith("._extra_state") for k in flat))
 
 
 def parse_value(text: str):

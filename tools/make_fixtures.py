@@ -320,6 +320,11 @@ def sharded_tensor(full: torch.Tensor, boxes_by_rank: dict[int, list[tuple[list,
     return ShardedTensor._init_from_local_shards_and_global_metadata(local, gmd)
 
 
+# The Transformer Engine modules of a dense layer in Megatron's TE spec, each with an _extra_state.
+TE_DENSE_MODULES = ("self_attention.core_attention", "self_attention.linear_qkv",
+                    "self_attention.linear_proj", "mlp.linear_fc1", "mlp.linear_fc2")
+
+
 def megatron_torch_dist_state(rank: int, tp: int = 2, layers: int = 2) -> dict:
     h, qkv, ffn, vocab = 16, 48, 32, 64
 
@@ -385,8 +390,10 @@ def megatron_torch_dist_state(rank: int, tp: int = 2, layers: int = 2) -> dict:
 
     if rank == 0:
         sd["rng_state/shard_0.0_1.1"] = sharded_object([rng_state_dict(0)])
-        for l in range(layers):
-            sd[f"decoder.layers.self_attention.linear_qkv._extra_state/shard_{l}_{layers}"] = sharded_object(None)
+        # Every Transformer Engine module of Megatron's TE spec keeps an extra state.
+        for m in TE_DENSE_MODULES:
+            for l in range(layers):
+                sd[f"decoder.layers.{m}._extra_state/shard_{l}_{layers}"] = sharded_object(None)
     return sd
 
 
@@ -468,8 +475,12 @@ def megatron_torch_dist_moe_state(rank: int, tp: int = 2) -> dict:
 
     if rank == 0:
         sd["rng_state/shard_0.0_1.1"] = sharded_object([rng_state_dict(0)])
-        for l in range(len(moe_layer_freq)):  # per-layer keys: no prepended axis -> shard_0_1
-            sd[f"decoder.layers.{l}.self_attention.linear_qkv._extra_state/shard_0_1"] = sharded_object(None)
+        for l, is_moe in enumerate(moe_layer_freq):  # per-layer keys: no axis -> shard_0_1
+            modules = [m for m in TE_DENSE_MODULES if not (is_moe and m.startswith("mlp."))]
+            if is_moe:  # the shared experts' TE linears (the routed experts' are left out)
+                modules += ["mlp.shared_experts.linear_fc1", "mlp.shared_experts.linear_fc2"]
+            for m in modules:
+                sd[f"decoder.layers.{l}.{m}._extra_state/shard_0_1"] = sharded_object(None)
     return sd
 
 

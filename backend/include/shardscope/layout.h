@@ -62,6 +62,13 @@ struct Layout
     int numExperts = 0;        ///< routed experts per MoE layer (global)
     bool expertsGlobal = true; ///< expert indices in names are global (else EP-local)
     std::string mtpInner = "mtp_model_layer"; ///< the live name of MTP's inner layer
+    /**
+     * Built with Transformer Engine: each TE module (core_attention, linear_qkv, linear_proj,
+     * linear_fc1, linear_fc2, MLA's linears) also asks for its `_extra_state` (FP8 metadata):
+     * a key in legacy torch and torch.save state dicts, a ShardedObject `…/shard_i_n` in
+     * torch_dist; fsdp_dtensor drops them on save and load (docs/formats.md §6.9).
+     */
+    bool transformerEngine = false;
     /** Optimizer states saved per parameter; the first ones are split with the parameter. */
     std::vector<std::string> optimizerStates = {"exp_avg", "exp_avg_sq"};
     bool optimizerStep = true; ///< a per-parameter `step` (copied, not split)

@@ -9,6 +9,7 @@
 #include "diff/rulemap.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <optional>
 #include <regex>
@@ -47,6 +48,17 @@ public:
         , m_options(options)
     {
         detail::sortKeys(index, enabled("wrapper_prefix"), m_disk, literalNames());
+        for (uint32_t i = 0; i < m_disk.keys.size(); ++i) {
+            const std::string_view k = m_disk.keys[i].key;
+            if (k.find("._extra_state") != std::string_view::npos) {
+                m_extraStateKeys.emplace(std::string(k), i);
+                m_extraStateKeys.emplace(std::string(k.substr(modelWrapperLength(k))), i);
+            }
+            const size_t at = k.find("decoder.layers.");
+            if (at != std::string_view::npos && at + 15 < k.size() &&
+                !std::isdigit(static_cast<unsigned char>(k[at + 15])))
+                m_stackedLayers = true;
+        }
         m_torchDist = index.format == Format::MegatronTorchDist;
         // Only Megatron's torch_dist and fsdp_dtensor loads run the split/rename handlers; the
         // others ask for the live names as they are.
@@ -133,6 +145,12 @@ public:
             ++r.expectedModel;
             r.loadableModel += r.entries.back().realLoadFills;
         }
+        // Transformer Engine's extra state: asked for as entries of their own, not counted as
+        // parameters (fsdp_dtensor drops them on save and load alike).
+        if (m_layout.transformerEngine &&
+            !(detail::fsdpDtensorLoad(m_index) && enabled("extra_state")))
+            for (const std::string &module : teModules())
+                r.entries.push_back(evaluateExtraState(module));
         const bool hasOptimizer = m_disk.optNameFirst.size() + m_disk.optStateFirst.size() > 0;
         if (m_options.includeOptimizer && hasOptimizer) {
             std::vector<std::string> states = m_layout.optimizerStates;
@@ -192,7 +210,12 @@ public:
             r.unconsumed.push_back(std::move(u));
         }
         std::vector<std::string> unrequested;
-        for (uint32_t i : m_disk.modelKeys) {
+        std::vector<uint32_t> stored = m_disk.modelKeys;
+        // Extra states stored as objects (legacy files; torch_dist ShardedObjects).
+        for (const auto &[name, i] : m_extraStateKeys)
+            if (!m_disk.keys[i].tensor && m_disk.keys[i].key == name)
+                stored.push_back(i);
+        for (uint32_t i : stored) {
             const DiskKey &k = m_disk.keys[i];
             if (k.requested)
                 continue;
@@ -580,6 +603,109 @@ private:
             return e;
         }
         return evaluateParam(p, state);
+    }
+
+    // The Transformer Engine modules of the model, by live name, in the order their parameters
+    // come: Megatron's TE spec makes these TE modules (each with an `_extra_state`), plus every
+    // attention's core_attention (TEDotProductAttention). Experts are left out: TE's grouped
+    // linears split their extra state per GEMM in torch_dist, which we do not model.
+    std::vector<std::string> teModules() const
+    {
+        static const std::regex te(
+            R"(^(.*\.(self_attention|mlp|mlp\.shared_experts)\.(linear_qkv|linear_proj|linear_fc1|)"
+            R"(linear_fc2|linear_q_proj|linear_q_down_proj|linear_q_up_proj|linear_kv_down_proj|)"
+            R"(linear_kv_up_proj|linear_qkv_down_proj))\.[a-z_]+$)");
+        std::vector<std::string> out;
+        std::unordered_set<std::string> seen;
+        std::smatch m;
+        for (const Expanded &x : m_params) {
+            if (!std::regex_match(x.param.name, m, te))
+                continue;
+            const std::string module = m[1].str();
+            const size_t at = module.rfind(".self_attention.");
+            if (at != std::string::npos) {
+                const std::string core = module.substr(0, at) + ".self_attention.core_attention";
+                if (seen.insert(core).second)
+                    out.push_back(core);
+            }
+            if (seen.insert(module).second)
+                out.push_back(module);
+        }
+        return out;
+    }
+
+    // What the load asks for a TE module's `_extra_state`: a state dict key (legacy torch,
+    // torch.save, DCP) or, in torch_dist, a ShardedObject `<key>/shard_<layer>_<layers>` of the
+    // stacked layers (`shard_0_1` per layer when the block is not homogeneous).
+    DiffEntry evaluateExtraState(const std::string &module)
+    {
+        DiffEntry e;
+        e.param = e.name = module + "._extra_state";
+        e.rules = {"extra_state"};
+        std::vector<std::string> keys;
+        const int layer = decoderLayerOf(module);
+        if (m_torchDist) {
+            const std::string rest =
+                m_layout.mtpInner != "transformer_layer"
+                    ? replaceAll(e.name, "." + m_layout.mtpInner + ".", ".transformer_layer.")
+                    : e.name;
+            if (m_stackedLayers && layer >= 0) {
+                const std::string from = "decoder.layers." + std::to_string(layer) + ".";
+                const std::string key = "decoder.layers." + rest.substr(from.size());
+                const std::string at = "/shard_" + std::to_string(layer);
+                keys = {key + at + "_" + std::to_string(m_decoderLayers), key + at};
+            } else {
+                keys = {rest + "/shard_0_1", rest + "/shard_0"};
+            }
+        } else if (m_legacy) {
+            int stage = 0;
+            std::string local = e.name;
+            if (!m_legacyStageEnds.empty() && layer >= 0) {
+                stage = int(
+                    std::upper_bound(m_legacyStageEnds.begin(), m_legacyStageEnds.end(), layer) -
+                    m_legacyStageEnds.begin());
+                const int offset = stage ? m_legacyStageEnds[size_t(stage) - 1] : 0;
+                const std::string from = "decoder.layers." + std::to_string(layer) + ".";
+                local = "decoder.layers." + std::to_string(layer - offset) + "." +
+                        local.substr(from.size());
+            }
+            const std::string dir = legacyDir(0, stage, 0);
+            m_legacyDirsRead.insert(dir);
+            keys = {dir + "/model." + local};
+        } else {
+            keys = {m_disk.modelWrapper + e.name, e.name};
+        }
+        e.requestKeys = {keys.front()};
+        for (const std::string &k : keys)
+            if (auto it = m_extraStateKeys.find(k); it != m_extraStateKeys.end()) {
+                DiskKey &d = m_disk.keys[it->second];
+                d.used = d.requested = true;
+                // Stacked: the object's offset along the layer axis is the layer.
+                std::vector<int64_t> index;
+                if (m_torchDist && m_stackedLayers && layer >= 0)
+                    index = {layer};
+                e.sources.push_back({k, {}, "object", 0, 0, 0, 0, index});
+                e.status = LoadStatus::Ok;
+                e.reason = "Transformer Engine's extra state (FP8 metadata), stored as " + k;
+                return e;
+            }
+        e.status = LoadStatus::Unloadable;
+        e.realLoadFills = false;
+        e.reason = "the model is built with Transformer Engine, whose " + module +
+                   " asks for its extra state (FP8 scaling metadata) as " + keys.front() +
+                   "; the checkpoint has none (saved by a model without Transformer Engine, "
+                   "--transformer-impl local, or by a converter that drops it)";
+        e.fix = m_torchDist
+                    ? "Load with --dist-ckpt-strictness log_unexpected (or ignore_all): the extra "
+                      "state only holds FP8 scaling factors, which can start from their "
+                      "defaults; or build the model with --transformer-impl local."
+                : m_legacy
+                    ? "Nothing breaks: Megatron retries the strict load as non-strict and goes "
+                      "on with the extra state at its defaults (it only matters for FP8 "
+                      "training); --transformer-impl local builds the model without it."
+                    : "Load with strict=False (the extra state only holds FP8 scaling "
+                      "factors), or build the model without Transformer Engine.";
+        return e;
     }
 
     // Megatron's legacy torch format: one torch.save per rank, mp_rank_<tp>[_<pp>][_<ep>]/
@@ -1052,6 +1178,8 @@ private:
     std::set<std::string> m_legacyDirs, m_legacyDirsRead; ///< rank directories there, read
     std::vector<std::string> m_legacyMissingFiles;        ///< rank files the load needs, absent
     std::vector<int> m_legacyStageEnds;
+    std::unordered_map<std::string, uint32_t> m_extraStateKeys; ///< stored `_extra_state` keys
+    bool m_stackedLayers = false; ///< torch_dist keys with a layer axis (decoder.layers.<name>)
     std::vector<int> m_stageEnds; ///< set when the load names decoder layers per stage
     int m_maxStageLayers = 0;     ///< the most layers a stage holds (its local names' range)
     int m_decoderLayers = 0;      ///< the model's

@@ -212,12 +212,20 @@ LoadOutcome torchDistLoad(const CheckpointIndex &index, const Findings &f,
     for (const Failure &x : f.failures) {
         if (x.mismatch)
             continue;
-        std::string key = stacked ? std::regex_replace(x.key, layerIndex, ".layers.") : x.key;
+        // Megatron names a ShardedObject by its key, without the /shard_… of its unique key.
+        std::string key = x.key.substr(0, x.key.find('/'));
+        if (stacked)
+            key = std::regex_replace(key, layerIndex, ".layers.");
         if (std::find(unexpected.begin(), unexpected.end(), key) == unexpected.end())
             unexpected.push_back(key);
         (x.key.find('/') != std::string::npos ? missingObjects : missingTensors).push_back(&x);
     }
-    const std::vector<std::string> &notRequested = unrequested;
+    std::vector<std::string> notRequested;
+    for (const std::string &k : unrequested) {
+        std::string key = k.substr(0, k.find('/'));
+        if (std::find(notRequested.begin(), notRequested.end(), key) == notRequested.end())
+            notRequested.push_back(std::move(key));
+    }
     const bool checksAll = s == Strictness::RaiseAll || s == Strictness::LogAll;
     if ((s == Strictness::RaiseUnexpected || s == Strictness::RaiseAll) &&
         (!unexpected.empty() || (checksAll && !notRequested.empty()))) {

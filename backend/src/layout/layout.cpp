@@ -43,6 +43,7 @@ std::string layoutToJson(const Layout &l)
     j["parallel"]["layer_names"] = l.ppLayerNames;
     j["num_experts"] = l.numExperts;
     j["experts_global"] = l.expertsGlobal;
+    j["transformer_engine"] = l.transformerEngine;
     j["mtp_inner"] = l.mtpInner;
     j["optimizer"] = {{"states", l.optimizerStates}, {"step", l.optimizerStep}};
     json params = json::array();
@@ -118,6 +119,9 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
                 return layoutError(origin, "parallel", "parallel sizes must be at least 1");
         l.numExperts = j.value("num_experts", 0);
         l.expertsGlobal = j.value("experts_global", true);
+        if (j.contains("transformer_engine") && !j["transformer_engine"].is_boolean())
+            return layoutError(origin, "transformer_engine", "must be true or false");
+        l.transformerEngine = j.value("transformer_engine", false);
         l.mtpInner = j.value("mtp_inner", std::string("mtp_model_layer"));
         if (j.contains("optimizer")) {
             l.optimizerStates =

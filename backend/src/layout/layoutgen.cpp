@@ -23,6 +23,9 @@ struct ModelSpec
     std::string family;
     int64_t hidden = 0, layers = 0, heads = 0, groups = 0, headDim = 0, ffn = 0, vocab = 0;
     bool tied = false, gated = true, qkvBias = false, qkNorm = false;
+    /** Built with Transformer Engine's modules (Megatron's default --transformer-impl; what
+     *  Megatron-Bridge builds from a Hugging Face config). */
+    bool transformerEngine = true;
     // MLA
     bool mla = false;
     int64_t qLora = 0, kvLora = 0, qkNope = 0, qkRope = 0, vHead = 0;
@@ -165,6 +168,8 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
     m.gated = num<int>(a, "swiglu", 0) != 0;
     m.qkvBias = num<int>(a, "add_qkv_bias", 0) != 0;
     m.qkNorm = num<int>(a, "qk_layernorm", 0) != 0;
+    if (auto it = a.find("transformer_impl"); it != a.end() && it->is_string())
+        m.transformerEngine = it->get<std::string>() != "local";
     if (m.hidden <= 0 || m.layers <= 0 || m.vocab <= 0)
         return makeError(Error::Code::Format,
                          "arguments lack hidden_size, num_layers or padded_vocab_size")
@@ -513,6 +518,7 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
         l.source = path;
         l.parallel = options.parallel;
         l.numExperts = int(spec->experts);
+        l.transformerEngine = spec->transformerEngine;
         Builder(*spec, o, l).build();
         return l;
     }
@@ -548,6 +554,7 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
     l.parallel = options.parallel;
     l.numExperts = int(spec->experts);
     l.expertsGlobal = !(options.localExperts && options.parallel.ep > 1);
+    l.transformerEngine = spec->transformerEngine;
     if (options.parallel.ep > 1 && spec->experts % options.parallel.ep != 0)
         return makeError(Error::Code::Format, "--ep " + std::to_string(options.parallel.ep) +
                                                   " does not divide the " +
