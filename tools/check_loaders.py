@@ -530,8 +530,88 @@ def case_te_legacy(env: Env) -> None:
                   f"{tag}: strict raises {first[1][:300]!r}, retry returns {returned}; diff {o}")
 
 
+def case_mla_q_lora_null(env: Env) -> None:
+    """DeepSeek-V2-Lite-style MLA (q_lora_rank null). Megatron's TE spec under qk_layernorm
+    (which Megatron-Bridge's DeepSeek providers set) fuses a query norm into linear_q_proj
+    (mla_qk_norm_config.py); Hugging Face has no such norm, so a checkpoint converted from it
+    lacks linear_q_proj.layer_norm_weight and a partial load leaves it at its initial values
+    (NVIDIA-NeMo/Megatron-Bridge#5261, #5294). torch's own partial DCP load says which keys it
+    leaves untouched; the diff must say the same, and must not call a layout's `absorbs` of that
+    norm a rename: only the MLA handler maps an absorbed norm, and only linear_qkv_down_proj's."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    cfg = env.tmp / "v2-lite.json"
+    cfg.write_text(json.dumps({
+        "model_type": "deepseek_v2", "hidden_size": 16, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "q_lora_rank": None, "kv_lora_rank": 8, "qk_rope_head_dim": 4,
+        "qk_nope_head_dim": 4, "v_head_dim": 4, "n_routed_experts": None,
+        "intermediate_size": 32, "vocab_size": 32, "hidden_act": "silu"}))
+
+    def layout(*extra: str) -> tuple[Path, dict]:
+        out = env.tmp / f"v2-lite-{len(extra)}.json"
+        p = subprocess.run([env.cli, "layout", "--from-config", str(cfg), "-o", str(out), *extra],
+                           capture_output=True, text=True)
+        check(p.returncode == 0, f"layout {extra}: {p.stderr}")
+        return out, json.loads(out.read_text())
+
+    te_path, te = layout()
+    plain_path, plain = layout("--no-mla-query-norm")
+    te_names = {p["name"] for p in te["params"]}
+    plain_names = {p["name"] for p in plain["params"]}
+    q_norms = {f"decoder.layers.{i}.self_attention.linear_q_proj.layer_norm_weight" for i in range(2)}
+    check(q_norms <= te_names and not (q_norms & plain_names) and te_names - plain_names == q_norms,
+          f"query norms: TE layout {sorted(te_names - plain_names)}")
+    check(not any("linear_q_down_proj" in n or "linear_qkv_down_proj" in n for n in te_names),
+          "no query LoRA: no q down projection")
+    check({f"decoder.layers.{i}.input_layernorm.weight" for i in range(2)} <= te_names,
+          "the layers keep their input_layernorm")
+    check(not any("absorbs" in p for p in te["params"]), "nothing absorbed without q_lora")
+    def saved_names(lay: dict) -> dict[str, list[int]]:
+        """Megatron-FSDP's names: fused SwiGLU linear_fc1 saved split (docs/formats.md §6)."""
+        out = {}
+        for p in lay["params"]:
+            for s in p.get("fusion", {}).get("sections", []):
+                shape = list(p["shape"])
+                shape[p["fusion"]["dim"]] = s["size"]
+                out[s["name"]] = shape
+            if "fusion" not in p:
+                out[p["name"]] = p["shape"]
+        return out
+
+    # A Megatron-FSDP checkpoint of the plain model (what a conversion from Hugging Face holds).
+    g = torch.Generator().manual_seed(11)
+    sd = {"model.module." + n: torch.randn(s, generator=g) for n, s in saved_names(plain).items()}
+    ckpt = env.tmp / "v2-lite-plain"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save(sd, checkpoint_id=str(ckpt))
+        req = {"model.module." + n: torch.full(s, 7.0) for n, s in saved_names(te).items()}
+        dcp.load(req, checkpoint_id=str(ckpt), planner=DefaultLoadPlanner(allow_partial_load=True))
+    untouched = {k[len("model.module."):] for k, v in req.items() if bool((v == 7.0).all())}
+    d = env.diff(ckpt, te_path, "--no-strict", "--strictness", "ignore_all")
+    o = d["outcome"]
+    check(untouched == q_norms and set(o["kept_at_init"]) == untouched and o["action"] == "silent",
+          f"partial load leaves {sorted(untouched)}; diff {o['action']} {o['kept_at_init']}")
+    d = env.diff(ckpt, plain_path)
+    check(d["outcome"]["action"] == "loads", f"plain model: {d['outcome']}")
+    # A layout that claims the query norm absorbs the input norm: no handler maps that.
+    claimed = json.loads(te_path.read_text())
+    for p in claimed["params"]:
+        if p["name"] in q_norms:
+            p["absorbs"] = p["name"].split(".self_attention.")[0] + ".input_layernorm.weight"
+    claimed_path = env.tmp / "v2-lite-claimed.json"
+    claimed_path.write_text(json.dumps(claimed))
+    d = env.diff(ckpt, claimed_path, "--no-strict", "--strictness", "ignore_all")
+    got = {x["name"]: x for x in d.get("entries", []) if x["name"] in q_norms}
+    check(len(got) == 2 and all(x["status"] == "unloadable" and not x["real_load_fills"] and
+                                "no handler" in x["reason"] for x in got.values()) and
+          set(d["outcome"]["kept_at_init"]) == q_norms,
+          f"absorbs claimed: {[(x['status'], x['reason'][:80]) for x in got.values()]}")
+
+
 CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
-         "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy}
+         "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
+         "mla_q_lora_null": case_mla_q_lora_null}
 
 
 def main() -> int:

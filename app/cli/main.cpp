@@ -70,6 +70,12 @@ int main(int argc, char **argv)
                   "local_experts.<e>.linear_fc1 instead of TE grouped linear_fc1.weight<e>");
     lay->add_flag("--no-mla-down-proj-fusion", layout.unfusedMla,
                   "MLA with separate linear_q_down_proj / linear_kv_down_proj");
+    lay->add_flag(
+           "--mla-query-norm,!--no-mla-query-norm",
+           [&layout](int64_t n) { layout.layout.mlaQueryNorm = n > 0; },
+           "MLA without q_lora: linear_q_proj with (default under TE and qk_layernorm) or "
+           "without its fused query norm")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     lay->add_flag("--local-experts", layout.layout.localExperts,
                   "Name experts with EP-local indices (one EP rank's model; needs --ep)");
     lay->add_flag("--gdn-tp-local", layout.layout.gdnTpLocal,

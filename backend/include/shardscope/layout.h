@@ -101,6 +101,14 @@ struct LayoutOptions
 {
     ParallelConfig parallel;
     std::optional<bool> mlaDownProjFusion; ///< default: fused (Megatron's TE spec with fusion)
+    /**
+     * MLA without a query LoRA (q_lora_rank null): a query norm fused into linear_q_proj
+     * (`linear_q_proj.layer_norm_weight`), as Megatron's TE spec builds it under qk_layernorm
+     * (mla_qk_norm_config.py; what Megatron-Bridge's DeepSeek providers set, NVIDIA-NeMo/
+     * Megatron-Bridge#5261). Default: built with Transformer Engine and qk_layernorm; false: the
+     * plain linear_q_proj (Megatron-Bridge after #5262, or qk_layernorm off).
+     */
+    std::optional<bool> mlaQueryNorm;
     bool sequentialExperts = false; ///< local_experts.<e>.… instead of TE grouped weight<e>
     /** dtype the load asks for; default float32 (fsdp_dtensor saves fp32 main params), or the
      *  args' bf16/fp16 when generated from a non-fsdp_dtensor checkpoint's own arguments. */

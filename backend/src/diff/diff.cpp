@@ -962,6 +962,17 @@ private:
         e.reason = "no " + e.requestKeys.front() +
                    (e.requestKeys.size() > 1 ? " (or its other sections)" : std::string()) +
                    " in the checkpoint";
+        if (!p.absorbs.empty() && !detail::absorbedByMlaHandler(p.name) &&
+            m_disk.findModel(p.absorbs)) {
+            e.reason += "; the layout says it absorbs " + p.absorbs +
+                        ", which the checkpoint holds, but no handler of Megatron's maps that "
+                        "norm onto it (the MLA handler moves only linear_qkv_down_proj's), so "
+                        "it keeps its initial values";
+            e.fix = "It is a norm of its own (e.g. the query norm TE fuses into linear_q_proj "
+                    "when q_lora_rank is null, NVIDIA-NeMo/Megatron-Bridge#5261): build the model "
+                    "without it (layout --no-mla-query-norm), or initialise it deliberately.";
+            return e;
+        }
         e.fix = state.empty()
                     ? "Nothing in the checkpoint provides it: compare the model config (layers, "
                       "experts, fusion flags, MTP) with the run that saved the checkpoint."

@@ -49,6 +49,14 @@ std::string handlerOf(const std::string &rule)
 }
 
 // What the loader asks for, given which rules it has (docs/formats.md §6.1 order).
+// Megatron's MLA handler moves the fused down projection's norm to input_layernorm, and no
+// other norm: an `absorbs` elsewhere in a layout maps nothing.
+bool absorbedByMlaHandler(const std::string &name)
+{
+    return name.ends_with(".linear_qkv_down_proj.layer_norm_weight") ||
+           name.ends_with(".linear_qkv_down_proj.layer_norm_bias");
+}
+
 Request loaderRequest(const LayoutParam &p, const Layout &layout, bool swigluStaysFused,
                       const std::function<bool(const std::string &)> &on)
 {
@@ -68,7 +76,7 @@ Request loaderRequest(const LayoutParam &p, const Layout &layout, bool swigluSta
         }
         q.rules.push_back(f.rule);
         q.split = true;
-    } else if (!p.absorbs.empty() && on("mla_down_proj")) {
+    } else if (!p.absorbs.empty() && absorbedByMlaHandler(p.name) && on("mla_down_proj")) {
         q.pieces.push_back({p.absorbs, p.shape, 0, 0, 0});
         q.rules.push_back("mla_down_proj");
         q.renamed = true;

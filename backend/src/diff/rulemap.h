@@ -42,6 +42,9 @@ struct Request
  * `swigluStaysFused` is false), an absorbed norm renamed (mla_down_proj), MTP's inner layer
  * renamed (mtp).
  */
+/** Whether Megatron's MLA handler maps this absorbed norm to its `absorbs` name. */
+bool absorbedByMlaHandler(const std::string &name);
+
 Request loaderRequest(const LayoutParam &p, const Layout &layout, bool swigluStaysFused,
                       const std::function<bool(const std::string &)> &on);
 

@@ -97,6 +97,7 @@ Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
 
     if (type == "deepseek_v3" || type == "deepseek_v2" || c.contains("kv_lora_rank")) {
         m.mla = true;
+        m.qkNorm = true; // Megatron-Bridge's DeepSeek providers set qk_layernorm
         m.qLora = num<int64_t>(c, "q_lora_rank", 0);
         m.kvLora = num<int64_t>(c, "kv_lora_rank", 0);
         m.qkNope = num<int64_t>(c, "qk_nope_head_dim", 0);
@@ -356,6 +357,11 @@ private:
             add(att + ".linear_q_up_proj.layer_norm_weight", {m.qLora});
             add(att + ".linear_q_up_proj.weight", {m.heads * qHead, m.qLora}, 0);
         } else {
+            // No query LoRA: under qk_layernorm Megatron's TE spec fuses a query norm into
+            // linear_q_proj (TELayerNormColumnParallelLinear). It is no input norm: the layer
+            // keeps its input_layernorm, and nothing maps one onto the other.
+            if (o.mlaQueryNorm.value_or(m.qkNorm && m.transformerEngine))
+                add(att + ".linear_q_proj.layer_norm_weight", {m.hidden});
             add(att + ".linear_q_proj.weight", {m.heads * qHead, m.hidden}, 0);
         }
         add(att + ".linear_kv_up_proj.layer_norm_weight", {m.kvLora});
