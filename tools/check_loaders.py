@@ -407,6 +407,12 @@ def case_legacy(env: Env) -> None:
                   f"unexpected_keys={returned.unexpected_keys!r}" in o["message"] and
                   set(o["kept_at_init"]) == set(returned.missing_keys),
                   f"{tag}: strict raises {first[1]!r}, the retry returns {returned}; diff {o}")
+        if name == "tp1":  # the fix names the TP size the shards' ratio gives
+            split = {n for n, (_, _, dim) in full.items() if dim >= 0}
+            fixes = {x["name"]: x["fix"] for x in d.get("entries", [])
+                     if x["status"] == "shape_mismatch"}
+            check(set(fixes) == split and all("tensor-parallel size 2" in f for f in fixes.values()),
+                  f"{tag}: fixes {list(fixes.items())[:2]}")
     # TP 4: ranks 2 and 3 open files that are not there.
     lay = env.layout("legacy-tp4", {n: (s, d) for n, (s, d, _) in full.items()}, tp=4,
                      tp_dims={n: dim for n, (_, _, dim) in full.items()})
@@ -609,9 +615,34 @@ def case_mla_q_lora_null(env: Env) -> None:
           f"absorbs claimed: {[(x['status'], x['reason'][:80]) for x in got.values()]}")
 
 
+def case_causes(env: Env) -> None:
+    """Every fix names the cause the shapes show (finding 8): a checkpoint written by torch from
+    a model that differs in one setting, loaded into this one; torch's load_state_dict raises a
+    size mismatch for exactly the tensors the diff calls shape_mismatch, and each fix names the
+    setting: the vocabulary padding, the gated (SwiGLU) MLP, the hidden size."""
+    base = megatron_gpt()
+    changes = {
+        "vocab": ({"embedding.word_embeddings.weight": ((40, 8), torch.float32)}, "vocabulary"),
+        "gated": ({f"decoder.layers.{i}.mlp.linear_fc1.weight": ((32, 8), torch.float32)
+                   for i in range(2)}, "gated"),
+        "hidden": ({"decoder.final_layernorm.weight": ((12,), torch.float32)}, "hidden size"),
+    }
+    for name, (changed, cause) in changes.items():
+        path = env.tmp / f"cause-{name}.pt"
+        torch.save(tensors(base | changed), path)
+        real = error_of(lambda: module_from(base).load_state_dict(torch.load(path), strict=False))
+        lay = env.layout(f"cause-{name}", base)
+        d = env.diff(path, lay)
+        bad = {x["name"]: x["fix"] for x in d.get("entries", []) if x["status"] == "shape_mismatch"}
+        check(real is not None and set(bad) == set(changed) and
+              all(f"size mismatch for {n}:" in real[1] for n in bad),
+              f"{name}: torch {real}; diff mismatches {sorted(bad)}")
+        check(all(cause in f for f in bad.values()), f"{name}: fixes {list(bad.values())[:1]}")
+
+
 CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
          "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
-         "mla_q_lora_null": case_mla_q_lora_null}
+         "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes}
 
 
 def main() -> int:

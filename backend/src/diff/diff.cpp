@@ -4,6 +4,7 @@
 #include "shardscope/diff.h"
 
 #include "common/shapes.h"
+#include "diff/causes.h"
 #include "diff/diskkeys.h"
 #include "diff/loadoutcome.h"
 #include "diff/rulemap.h"
@@ -444,10 +445,9 @@ private:
                 e.realLoadFills = false;
                 e.reason = "stored as " + std::string(found[i]->key) + " " + shapeText(t.shape) +
                            ", the model expects " + shapeText(q.pieces[i].shape) +
-                           "; DCP raises \"Size mismatch between saved … and current\"";
-                e.fix = "The model config differs from the run that saved the checkpoint (hidden "
-                        "size, heads, ffn or expert sizes, vocab padding): generate the layout "
-                        "from that run's arguments.";
+                           "; the load raises on the size mismatch, whatever its strictness";
+                e.fix = detail::shapeMismatchFix(q.pieces[i].name, stored, q.pieces[i].shape,
+                                                 m_tpDim, m_tpLocalSize);
                 return;
             }
             const Problem *problem = found[i]->problem;
@@ -799,7 +799,11 @@ private:
         const std::string dir = legacyDir(0, stage, epRank);
         m_legacyDirsRead.insert(dir);
         lp.name = dir + "/model." + name;
+        m_tpDim = p.tpDim; // judge() names a TP-size change from the shards' ratio
+        m_tpLocalSize = tp;
         DiffEntry e = evaluateParam(lp, state);
+        m_tpDim = -1;
+        m_tpLocalSize = 1;
         e.param = p.name;
         e.name = state.empty() ? p.name : p.name + "." + state;
         if (!m_legacyDirs.count(dir)) {
@@ -811,9 +815,6 @@ private:
                     "convert it with Megatron's tools/checkpoint/convert.py.";
         } else if (e.status == LoadStatus::ShapeMismatch) {
             e.reason += " (TP-local: tp " + std::to_string(tp) + ")";
-            e.fix = "Legacy torch checkpoints hold TP-local shards: load with the TP size it "
-                    "was saved with (the mp_rank_XX directories), or the model config it was "
-                    "saved with.";
         }
         return e;
     }
@@ -1159,7 +1160,12 @@ private:
                                shapeText(k->tensor->shape) + ", which has no rows " +
                                std::to_string(begin) + ".." + std::to_string(begin + rows) +
                                " of shape " + shapeText(p.shape);
-                    e.fix = "The model config differs from the run that saved the checkpoint.";
+                    e.fix = detail::shapeMismatchFix(std::string(k->key), k->tensor->shape, [&] {
+                        std::vector<int64_t> w = p.shape;
+                        if (!w.empty())
+                            w[0] = k->tensor->shape[0];
+                        return w;
+                    }());
                     return true;
                 }
                 e.status = LoadStatus::Merge;
@@ -1184,8 +1190,9 @@ private:
     std::unordered_set<std::string> m_stackedNames; // layer index dropped, see above
     std::vector<std::vector<int64_t>> m_lead;       // per piece of the last lookup: stacked indices
     bool m_torchDist = false;
-    bool m_megatronLoader = false; ///< the format's loader runs Megatron's handlers
-    bool m_legacy = false;         ///< Megatron's legacy torch format: one file per rank
+    bool m_megatronLoader = false;       ///< the format's loader runs Megatron's handlers
+    bool m_legacy = false;               ///< Megatron's legacy torch format: one file per rank
+    int m_tpDim = -1, m_tpLocalSize = 1; ///< while judging TP-local shards (legacy)
     std::set<std::string> m_legacyDirs, m_legacyDirsRead; ///< rank directories there, read
     std::vector<std::string> m_legacyMissingFiles;        ///< rank files the load needs, absent
     std::vector<int> m_legacyStageEnds;
