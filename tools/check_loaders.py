@@ -46,12 +46,13 @@ class Env:
         self.tmp = Path(tempfile.mkdtemp(prefix="ss-loaders-"))
 
     def layout(self, name: str, params: dict[str, tuple], tp: int = 1, pp: int = 1,
-               tp_dims: dict[str, int] | None = None, te: bool = False) -> Path:
+               tp_dims: dict[str, int] | None = None, te: bool = False,
+               flags: dict | None = None) -> Path:
         """A layout of exactly these parameters (the model's request), by their live names."""
         tp_dims = tp_dims or {}
         lay = {"schema": "shardscope.layout/1", "family": "test", "source": name,
                "parallel": {"tp": tp, "pp": pp, "ep": 1, "etp": 1, "dp_shard": 1},
-               "transformer_engine": te,
+               "transformer_engine": te, **(flags or {}),
                "params": [{"name": n, "shape": list(shape), "dtype": str(dtype).split(".")[-1],
                            "tp_dim": tp_dims.get(n, -1)} for n, (shape, dtype) in params.items()]}
         out = self.tmp / f"{name}.json"
@@ -444,8 +445,20 @@ def megatron_gpt(layers: int = 2) -> dict[str, tuple]:
     return p | {"decoder.final_layernorm.weight": ((h,), torch.float32)}
 
 
-def te_modules(layers: int = 2) -> set[str]:
-    return {f"decoder.layers.{i}.{m}" for i in range(layers) for m in TE_MODULES}
+def te_modules(layers: int = 2, core_attention: bool = True) -> set[str]:
+    return {f"decoder.layers.{i}.{m}" for i in range(layers) for m in TE_MODULES
+            if core_attention or not m.endswith("core_attention")}
+
+
+# Which modules keep an extra state, and the layout flags that say so: a Transformer Engine model,
+# a Megatron model of the local spec (its own linears keep one "for compatibility with TE state
+# dict", megatron/core/tensor_parallel/layers.py; DotProductAttention has none), a model with none.
+EXTRA_STATE = {
+    "te": (te_modules(), {"transformer_engine": True, "linear_extra_state": True}),
+    "local": (te_modules(core_attention=False),
+              {"transformer_engine": False, "linear_extra_state": True}),
+    "none": (set(), {"transformer_engine": False, "linear_extra_state": False}),
+}
 
 
 def case_te_torch_dist(env: Env) -> None:
@@ -457,28 +470,28 @@ def case_te_torch_dist(env: Env) -> None:
     from megatron.core.dist_checkpointing.validation import StrictHandling
     params = megatron_gpt()
 
-    def sharded(te: bool) -> dict:
+    def sharded(modules: set[str]) -> dict:
         sd = {n: ShardedTensor.from_rank_offsets(n, t) for n, t in tensors(params).items()}
-        if te:
-            for m in sorted(te_modules()):
-                k = f"{m}._extra_state"
-                sd[k] = ShardedObject(k, io.BytesIO(b"fp8 meta"), (1,), (0,), replica_id=0)
+        for m in sorted(modules):
+            k = f"{m}._extra_state"
+            sd[k] = ShardedObject(k, io.BytesIO(b"fp8 meta"), (1,), (0,), replica_id=0)
         return sd
 
     with megatron_on_cpu(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for saved_te in (True, False):
-            path = env.tmp / f"te_torch_dist-{saved_te}"
+        for saved, (saved_modules, _) in EXTRA_STATE.items():
+            path = env.tmp / f"te_torch_dist-{saved}"
             path.mkdir()
-            dist_checkpointing.save(sharded(saved_te), str(path))
-            for model_te in (True, False):
-                lay = env.layout(f"te_torch_dist-{saved_te}-{model_te}", params, te=model_te)
+            dist_checkpointing.save(sharded(saved_modules), str(path))
+            for model, (modules, flags) in EXTRA_STATE.items():
+                lay = env.layout(f"te_torch_dist-{saved}-{model}", params, flags=flags)
                 for strict in StrictHandling:
-                    real = error_of(lambda: dist_checkpointing.load(sharded(model_te), str(path),
+                    real = error_of(lambda: dist_checkpointing.load(sharded(modules), str(path),
                                                                     strict=strict))
                     d = env.diff(path, lay, "--strictness", strict.value)
                     o = d["outcome"]
-                    tag = f"te torch_dist saved_te={saved_te} model_te={model_te} {strict.value}"
+                    tag = f"extra state torch_dist saved={saved} model={model} {strict.value}"
+                    absent = {f"{m}._extra_state" for m in modules - saved_modules}
                     if real is not None:
                         kind, msg = real
                         text = msg.strip().splitlines()[-1] if kind == "CheckpointException" \
@@ -490,15 +503,12 @@ def case_te_torch_dist(env: Env) -> None:
                         # follows module registration (not recorded in a layout): any of them.
                         planner = "RuntimeError: Missing key in checkpoint state_dict: "
                         if text.startswith(planner) and o["message"].startswith(planner):
-                            absent = {f"{m}._extra_state/shard_0_1." for m in te_modules()}
-                            same = o["message"][len(planner):] in absent
+                            same = o["message"][len(planner):-len("/shard_0_1.")] in absent
                         check(o["action"] == "raises" and same,
                               f"{tag}: Megatron raises {text!r}; diff {o['action']}: {o['message']!r}")
                         continue
-                    untouched = {f"{m}._extra_state" for m in te_modules()} \
-                        if model_te and not saved_te else set()
-                    check(o["action"] != "raises" and set(o["kept_at_init"]) == untouched,
-                          f"{tag}: Megatron loads, leaving {sorted(untouched)[:3]}; diff {o}")
+                    check(o["action"] != "raises" and set(o["kept_at_init"]) == absent,
+                          f"{tag}: Megatron loads, leaving {sorted(absent)[:3]}; diff {o}")
 
 
 def case_te_legacy(env: Env) -> None:
@@ -507,27 +517,25 @@ def case_te_legacy(env: Env) -> None:
     given one with them) fails the strict load_state_dict, and Megatron's load_model_state_dict
     retries non-strict and goes on: the diff quotes torch's error and the retry's return."""
     params = megatron_gpt()
-    for saved_te in (True, False):
-        root = env.tmp / f"te_legacy-{saved_te}"
+    for saved, (saved_modules, _) in EXTRA_STATE.items():
+        root = env.tmp / f"te_legacy-{saved}"
         it = root / "iter_0000001" / "mp_rank_00"
         it.mkdir(parents=True)
         model = dict(tensors(params))
-        if saved_te:
-            model |= {f"{m}._extra_state": io.BytesIO(b"fp8 meta") for m in sorted(te_modules())}
+        model |= {f"{m}._extra_state": io.BytesIO(b"fp8 meta") for m in sorted(saved_modules)}
         torch.save({"checkpoint_version": 3.0, "iteration": 1, "model": model}, it / "model_optim_rng.pt")
         (root / "latest_checkpointed_iteration.txt").write_text("1")
-        for model_te in (True, False):
-            te = te_modules() if model_te else set()
+        for name, (modules, flags) in EXTRA_STATE.items():
             sd = torch.load(it / "model_optim_rng.pt", weights_only=False)["model"]
-            first = error_of(lambda: module_from(params, "GPTModel", te).load_state_dict(sd, strict=True))
-            lay = env.layout(f"te_legacy-{saved_te}-{model_te}", params, te=model_te)
+            first = error_of(lambda: module_from(params, "GPTModel", modules).load_state_dict(sd, strict=True))
+            lay = env.layout(f"te_legacy-{saved}-{name}", params, flags=flags)
             d = env.diff(root, lay)
             o = d["outcome"]
-            tag = f"te legacy saved_te={saved_te} model_te={model_te}"
+            tag = f"extra state legacy saved={saved} model={name}"
             if first is None:
                 check(o["action"] == "loads", f"{tag}: torch loads; diff {o}")
                 continue
-            returned = module_from(params, "GPTModel", te).load_state_dict(sd, strict=False)
+            returned = module_from(params, "GPTModel", modules).load_state_dict(sd, strict=False)
             got_lines, got_sets = quoted_sets(o["message"].split("\nMegatron's")[0])
             want_lines, want_sets = quoted_sets(f"{first[0]}: {first[1]}")
             check(o["action"] == "logs_and_continues" and got_lines == want_lines and
@@ -640,9 +648,74 @@ def case_causes(env: Env) -> None:
         check(all(cause in f for f in bad.values()), f"{name}: fixes {list(bad.values())[:1]}")
 
 
+def case_megatron_gpt(env: Env) -> None:
+    """A real megatron-core GPTModel (local spec, no Transformer Engine, on the CPU) saved by
+    dist_checkpointing.save of its own sharded_state_dict: against the layout of its own
+    parameters the diff must find every one (the norms under the TE names the spec's
+    sharded_state_dict_keys_map gives them, the linears' extra state as ShardedObjects), and
+    against a copy saved without the extra state say what megatron-core's load raises."""
+    from megatron.core import dist_checkpointing
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    with megatron_on_cpu(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ps.initialize_model_parallel(1, 1)
+        try:
+            torch.manual_seed(5)
+            cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4,
+                                    ffn_hidden_size=32, use_cpu_initialization=True)
+
+            def build() -> GPTModel:
+                return GPTModel(cfg, get_gpt_layer_local_spec(), vocab_size=32,
+                                max_sequence_length=64)
+
+            model = build()
+            params = {}
+            tp_dims = {}
+            for n, t in model.state_dict().items():
+                if n.endswith("._extra_state") or not isinstance(t, torch.Tensor):
+                    continue
+                params[n] = (tuple(t.shape), t.dtype)
+            for n, prm in model.named_parameters():
+                if getattr(prm, "tensor_model_parallel", False):
+                    tp_dims[n] = prm.partition_dim
+            lay = env.layout("megatron-gpt", params, tp_dims=tp_dims,
+                             flags=EXTRA_STATE["local"][1])
+            whole, stripped = env.tmp / "megatron-gpt", env.tmp / "megatron-gpt-no-extra"
+            whole.mkdir()
+            stripped.mkdir()
+            dist_checkpointing.save(model.sharded_state_dict(), str(whole))
+            sd = {k: v for k, v in model.sharded_state_dict().items() if not k.endswith("._extra_state")}
+            dist_checkpointing.save(sd, str(stripped))
+            real = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(), str(whole)))
+            d = env.diff(whole, lay)
+            check(real is None and d["outcome"]["action"] == "loads" and d["exit"] == 0 and
+                  d["counts"]["loadable_model"] == d["counts"]["expected_model"] == len(params),
+                  f"whole: Megatron {real}; diff {d['outcome']} {d.get('counts')}")
+            mapped = {x["name"] for x in d.get("entries", []) if "local_spec_keys_map" in x["rules"]}
+            norms = {n for n in params if "input_layernorm" in n or "pre_mlp_layernorm" in n}
+            check(norms and mapped == norms, f"keys map: {sorted(mapped ^ norms)[:4]}")
+            extra = [x for x in d.get("entries", []) if x["name"].endswith("._extra_state")]
+            check(len(extra) == 4 * cfg.num_layers and all(x["status"] == "ok" for x in extra),
+                  f"linears' extra state: {[(x['name'], x['status']) for x in extra][:3]}")
+            real = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(), str(stripped)))
+            d = env.diff(stripped, lay)
+            planner = "RuntimeError: Missing key in checkpoint state_dict: "
+            text = real[1].strip().splitlines()[-1] if real else ""
+            check(text.startswith(planner) and d["outcome"]["action"] == "raises" and
+                  d["outcome"]["message"].startswith(planner) and
+                  d["outcome"]["message"][len(planner):].split("/")[0].endswith("._extra_state"),
+                  f"stripped: Megatron raises {text!r}; diff {d['outcome']['message']!r}")
+        finally:
+            ps.destroy_model_parallel()
+
+
 CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
          "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
-         "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes}
+         "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes,
+         "megatron_gpt": case_megatron_gpt}
 
 
 def main() -> int:

@@ -108,7 +108,11 @@ def _expert_index(name: str) -> int | None:
 
 
 def _layout(params: list[dict], parallel: dict, family: str, source: str, num_experts: int | None,
-            mtp_inner: str, transformer_engine: bool = False) -> dict:
+            mtp_inner: str, keys=()) -> dict:
+    # TEDotProductAttention's extra state marks a Transformer Engine model; Megatron's own
+    # linears keep one too ("for compatibility with TE state dict").
+    transformer_engine = any(k.endswith("core_attention._extra_state") for k in keys)
+    linear_extra_state = any(k.endswith("._extra_state") for k in keys)
     if num_experts is None:
         idx = [p["expert"] for p in params if "expert" in p]
         num_experts = max(idx) + 1 if idx else 0
@@ -120,6 +124,7 @@ def _layout(params: list[dict], parallel: dict, family: str, source: str, num_ex
         "num_experts": int(num_experts),
         "experts_global": True,
         "transformer_engine": transformer_engine,
+        "linear_extra_state": linear_extra_state,
         "mtp_inner": mtp_inner,
         "optimizer": {"states": ["exp_avg", "exp_avg_sq"], "step": True},
         "params": params,
@@ -250,7 +255,7 @@ def export_layout(model, parallel: dict | None = None, family: str | None = None
         params.append(e)
     _check(params)
     return _layout(params, parallel or {}, family if family is not None else type(model).__name__,
-                   source, num_experts, mtp_inner, any(k.endswith("._extra_state") for k in sd))
+                   source, num_experts, mtp_inner, list(sd))
 
 
 def layout_from_state_dict(sd: dict, parallel: dict | None = None, family: str = "",
@@ -279,8 +284,7 @@ def layout_from_state_dict(sd: dict, parallel: dict | None = None, family: str =
     if not any(".mtp_model_layer." in n for n in names) and any(
             n.startswith("mtp.") and ".transformer_layer." in n for n in names):
         mtp_inner = "transformer_layer"
-    return _layout(params, parallel or {}, family, source, None, mtp_inner,
-                   any(k.endswith("._extra_state") for k in flat))
+    return _layout(params, parallel or {}, family, source, None, mtp_inner, list(flat))
 
 
 def parse_value(text: str):

@@ -69,6 +69,13 @@ struct Layout
      * torch_dist; fsdp_dtensor drops them on save and load (docs/formats.md §6.9).
      */
     bool transformerEngine = false;
+    /**
+     * Megatron's own linears (ColumnParallelLinear, RowParallelLinear) also keep an `_extra_state`
+     * "for compatibility with TE state dict": a Megatron model built with the local spec asks for
+     * the linears' extra state too (not core_attention's). Set for layouts generated from a
+     * config; false for other models (Hugging Face's have none).
+     */
+    bool linearExtraState = false;
     /** Optimizer states saved per parameter; the first ones are split with the parameter. */
     std::vector<std::string> optimizerStates = {"exp_avg", "exp_avg_sq"};
     bool optimizerStep = true; ///< a per-parameter `step` (copied, not split)

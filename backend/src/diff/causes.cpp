@@ -25,9 +25,8 @@ std::string shapeMismatchFix(const std::string &name, const std::vector<int64_t>
     const std::string generic = " Generate the layout from the saving run's arguments (`layout "
                                 "--from-config` on the checkpoint reads its saved args).";
     if (stored.size() != want.size())
-        return "Stored with " + std::to_string(stored.size()) + " dimensions " +
-               shapeText(stored) + ", asked for with " + std::to_string(want.size()) + " " +
-               shapeText(want) +
+        return "Stored with " + std::to_string(stored.size()) + " dimensions " + shapeText(stored) +
+               ", asked for with " + std::to_string(want.size()) + " " + shapeText(want) +
                ": a stacked tensor (layers or experts in one key) on one side only; load with "
                "the loader that (un)stacks it (torch_dist's sharded state dict), or convert "
                "the checkpoint." +
@@ -46,13 +45,14 @@ std::string shapeMismatchFix(const std::string &name, const std::vector<int64_t>
         const int64_t saved = (w * tp) / s;
         if (saved > 0 && saved * s == w * tp && saved != tp)
             return "The checkpoint's rank files hold shards of tensor-parallel size " +
-                   std::to_string(saved) + " (this model: " + std::to_string(tp) +
-                   "; dim " + std::to_string(d) + " is " + numbers(s, w) +
+                   std::to_string(saved) + " (this model: " + std::to_string(tp) + "; dim " +
+                   std::to_string(d) + " is " + numbers(s, w) +
                    "): load with --tensor-model-parallel-size " + std::to_string(saved) +
                    ", or convert the checkpoint to the new TP size (tools/checkpoint/convert.py).";
     }
-    if (diff.size() == 1 && d == 0 && (has(name, "word_embeddings") || has(name, "output_layer") ||
-                                       has(name, "embed_tokens") || has(name, "lm_head")))
+    if (diff.size() == 1 && d == 0 &&
+        (has(name, "word_embeddings") || has(name, "output_layer") || has(name, "embed_tokens") ||
+         has(name, "lm_head")))
         return "The vocabulary size differs (rows: " + numbers(s, w) +
                "): the padded vocabulary (--make-vocab-size-divisible-by with the TP size, "
                "or another tokenizer) is not the saving run's; pad or trim the embedding to " +
@@ -63,20 +63,23 @@ std::string shapeMismatchFix(const std::string &name, const std::vector<int64_t>
                "): one side is gated (SwiGLU keeps [W; V] in linear_fc1) and the other not; "
                "build the model with the saving run's --swiglu setting.";
     if (stored.size() == 1 && (has(name, "norm") || has(name, "layer_norm")))
-        return "The hidden size differs (" + numbers(s, w) + "): build the model with the saving "
+        return "The hidden size differs (" + numbers(s, w) +
+               "): build the model with the saving "
                "run's --hidden-size." +
                generic;
-    if (diff.size() == 1 && d == 0 && (has(name, "linear_qkv.") || has(name, "q_proj") ||
-                                       has(name, "k_proj") || has(name, "v_proj")))
+    if (diff.size() == 1 && d == 0 &&
+        (has(name, "linear_qkv.") || has(name, "q_proj") || has(name, "k_proj") ||
+         has(name, "v_proj")))
         return "The attention projection's rows differ (" + numbers(s, w) +
                "): the heads, query groups or head dimension differ (--num-attention-heads, "
                "--num-query-groups, --kv-channels)." +
                generic;
-    if (diff.size() == 1 && (has(name, "linear_fc1") || has(name, "linear_fc2") ||
-                             has(name, "gate_proj") || has(name, "up_proj") ||
-                             has(name, "down_proj")))
+    if (diff.size() == 1 &&
+        (has(name, "linear_fc1") || has(name, "linear_fc2") || has(name, "gate_proj") ||
+         has(name, "up_proj") || has(name, "down_proj")))
         return "The MLP's inner size differs (" + numbers(s, w) + " along dim " +
-               std::to_string(d) + "): --ffn-hidden-size (or --moe-ffn-hidden-size for experts) "
+               std::to_string(d) +
+               "): --ffn-hidden-size (or --moe-ffn-hidden-size for experts) "
                "is not the saving run's." +
                generic;
     return "Dimension " + std::to_string(d) + " is " + numbers(s, w) +

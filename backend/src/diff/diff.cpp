@@ -148,7 +148,7 @@ public:
         }
         // Transformer Engine's extra state: asked for as entries of their own, not counted as
         // parameters (fsdp_dtensor drops them on save and load alike).
-        if (m_layout.transformerEngine &&
+        if ((m_layout.transformerEngine || m_layout.linearExtraState) &&
             !(detail::fsdpDtensorLoad(m_index) && enabled("extra_state")))
             for (const std::string &module : teModules())
                 r.entries.push_back(evaluateExtraState(module));
@@ -326,10 +326,28 @@ private:
     // What the loader asks for, given which rules it has (rulemap.h).
     Request request(const LayoutParam &p, bool allRules, bool torchDistSplit = false) const
     {
-        return detail::loaderRequest(
-            p, m_layout, m_torchDist && !torchDistSplit, [&](const std::string &rule) {
-                return allRules || (enabled(rule) && (m_megatronLoader || !byLoader(rule)));
-            });
+        auto on = [&](const std::string &rule) {
+            return allRules || (enabled(rule) && (m_megatronLoader || !byLoader(rule)));
+        };
+        Request q = detail::loaderRequest(p, m_layout, m_torchDist && !torchDistSplit, on);
+        // The local spec (no Transformer Engine) of a layer with linear_qkv keeps its norms
+        // under TE's names in torch_dist: its sharded_state_dict_keys_map.
+        if (m_torchDist && !m_layout.transformerEngine && on("local_spec_keys_map"))
+            for (Piece &piece : q.pieces) {
+                static const std::regex norm(
+                    R"(^(.*\.layers\.\d+\.)(input_layernorm|pre_mlp_layernorm)\.(weight|bias)$)");
+                std::smatch m;
+                if (!std::regex_match(piece.name, m, norm) ||
+                    !m_byName.count(m[1].str() + "self_attention.linear_qkv.weight"))
+                    continue;
+                piece.name = m[1].str() +
+                             (m[2] == "input_layernorm" ? "self_attention.linear_qkv.layer_norm_"
+                                                        : "mlp.linear_fc1.layer_norm_") +
+                             m[3].str();
+                q.rules.push_back("local_spec_keys_map");
+                q.renamed = true;
+            }
+        return q;
     }
 
     DiskKey *find(const std::string &name, const std::string &state)
@@ -605,10 +623,11 @@ private:
         return evaluateParam(p, state);
     }
 
-    // The Transformer Engine modules of the model, by live name, in the order their parameters
-    // come: Megatron's TE spec makes these TE modules (each with an `_extra_state`), plus every
-    // attention's core_attention (TEDotProductAttention). Experts are left out: TE's grouped
-    // linears split their extra state per GEMM in torch_dist, which we do not model.
+    // The modules with an `_extra_state`, by live name, in the order their parameters come: the
+    // linears (TE's, and Megatron's own, which keep one for compatibility) and, with Transformer
+    // Engine, every attention's core_attention (TEDotProductAttention). Experts are left out:
+    // their extra states carry an expert axis in torch_dist (TE's grouped linears split them
+    // per GEMM), which we do not model.
     std::vector<std::string> teModules() const
     {
         static const std::regex te(
@@ -623,7 +642,8 @@ private:
                 continue;
             const std::string module = m[1].str();
             const size_t at = module.rfind(".self_attention.");
-            if (at != std::string::npos) {
+            // TEDotProductAttention has one; the local spec's DotProductAttention has none.
+            if (at != std::string::npos && m_layout.transformerEngine) {
                 const std::string core = module.substr(0, at) + ".self_attention.core_attention";
                 if (seen.insert(core).second)
                     out.push_back(core);

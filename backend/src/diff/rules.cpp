@@ -33,6 +33,11 @@ const std::vector<RuleInfo> &allRules()
          "(handle_experts_in_state_dict)",
          true},
         {"mtp", "MTP inner layer mtp_model_layer (live) <-> transformer_layer (on disk)", true},
+        {"local_spec_keys_map",
+         "torch_dist of Megatron's local spec: input_layernorm / pre_mlp_layernorm stored under "
+         "the TE names self_attention.linear_qkv.layer_norm_* / mlp.linear_fc1.layer_norm_* "
+         "(the spec's sharded_state_dict_keys_map)",
+         true},
         {"mtp_spelling",
          "MTP checkpoints spelled mtp_model_layer on disk (converter output, saves before #6271)",
          false},

@@ -44,6 +44,7 @@ std::string layoutToJson(const Layout &l)
     j["num_experts"] = l.numExperts;
     j["experts_global"] = l.expertsGlobal;
     j["transformer_engine"] = l.transformerEngine;
+    j["linear_extra_state"] = l.linearExtraState;
     j["mtp_inner"] = l.mtpInner;
     j["optimizer"] = {{"states", l.optimizerStates}, {"step", l.optimizerStep}};
     json params = json::array();
@@ -122,6 +123,9 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
         if (j.contains("transformer_engine") && !j["transformer_engine"].is_boolean())
             return layoutError(origin, "transformer_engine", "must be true or false");
         l.transformerEngine = j.value("transformer_engine", false);
+        if (j.contains("linear_extra_state") && !j["linear_extra_state"].is_boolean())
+            return layoutError(origin, "linear_extra_state", "must be true or false");
+        l.linearExtraState = j.value("linear_extra_state", l.transformerEngine);
         l.mtpInner = j.value("mtp_inner", std::string("mtp_model_layer"));
         if (j.contains("optimizer")) {
             l.optimizerStates =

@@ -525,6 +525,7 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
         l.parallel = options.parallel;
         l.numExperts = int(spec->experts);
         l.transformerEngine = spec->transformerEngine;
+        l.linearExtraState = true; // Megatron's linears keep one, TE or not
         Builder(*spec, o, l).build();
         return l;
     }
@@ -561,6 +562,7 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
     l.numExperts = int(spec->experts);
     l.expertsGlobal = !(options.localExperts && options.parallel.ep > 1);
     l.transformerEngine = spec->transformerEngine;
+    l.linearExtraState = true; // Megatron's linears keep one, TE or not
     if (options.parallel.ep > 1 && spec->experts % options.parallel.ep != 0)
         return makeError(Error::Code::Format, "--ep " + std::to_string(options.parallel.ep) +
                                                   " does not divide the " +
