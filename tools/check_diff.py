@@ -410,7 +410,17 @@ def case_megatron_args(env: Env) -> None:
             flags.append(f"--{k.replace('_', '-')} {v}")
     as_flags = env.tmp / "megatron_args.sh"
     as_flags.write_text(" \\\n  ".join(flags) + "\n")
-    for src in (as_json, as_flags):
+    # --moe-layer-freq as Megatron takes it: Python text its moe_freq_type evaluates.
+    dense = c["first_k_dense_replace"]
+    expr = f"([0]*{dense}+[1]*{c['num_hidden_layers'] - dense})"
+    check(eval(expr) == args["moe_layer_freq"], "the expression is not the list")  # Megatron's eval
+    as_expr = env.tmp / "megatron_args_expr.json"
+    as_expr.write_text(json.dumps(args | {"moe_layer_freq": expr}))
+    as_expr_flags = env.tmp / "megatron_args_expr.sh"
+    as_expr_flags.write_text("\n".join(
+        line if not line.startswith("--moe-layer-freq") else f"--moe-layer-freq {expr}"
+        for line in as_flags.read_text().replace(" \\\n  ", "\n").splitlines()) + "\n")
+    for src in (as_json, as_flags, as_expr, as_expr_flags):
         rc, d = env.diff(env.fixtures / e["path"], env.layout(src))
         n = len(expected_live(e))
         check(rc == 0 and d["loadable_model"] == d["expected_model"] == n,

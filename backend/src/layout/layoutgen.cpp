@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -153,6 +154,54 @@ Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
 }
 
 // Megatron's argparse names (megatron/training/arguments.py).
+// A Python list expression as Megatron's --moe-layer-freq takes it: "[0]*3+[1]*58",
+// "([1]*2)", "[1,0,1]"; nullopt when the text is anything else.
+std::optional<std::vector<int>> intListExpression(std::string text)
+{
+    std::erase_if(text, [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+    while (text.size() >= 2 && text.front() == '(' && text.back() == ')')
+        text = text.substr(1, text.size() - 2);
+    std::vector<int> out;
+    size_t at = 0;
+    while (at < text.size()) {
+        if (text[at] != '[')
+            return std::nullopt;
+        const size_t close = text.find(']', at);
+        if (close == std::string::npos)
+            return std::nullopt;
+        std::vector<int> items;
+        std::string body = text.substr(at + 1, close - at - 1);
+        for (size_t b = 0; b < body.size();) {
+            size_t e = body.find(',', b);
+            if (e == std::string::npos)
+                e = body.size();
+            const std::string item = body.substr(b, e - b);
+            if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
+                return std::nullopt;
+            items.push_back(std::stoi(item));
+            b = e + 1;
+        }
+        at = close + 1;
+        int64_t repeat = 1;
+        if (at < text.size() && text[at] == '*') {
+            const size_t end = text.find_first_not_of("0123456789", at + 1);
+            const std::string n = text.substr(at + 1, end == std::string::npos ? end : end - at - 1);
+            if (n.empty() || n.size() > 6)
+                return std::nullopt;
+            repeat = std::stoll(n);
+            at = end == std::string::npos ? text.size() : end;
+        }
+        for (int64_t r = 0; r < repeat; ++r)
+            out.insert(out.end(), items.begin(), items.end());
+        if (at < text.size()) {
+            if (text[at] != '+')
+                return std::nullopt;
+            ++at;
+        }
+    }
+    return out.empty() ? std::nullopt : std::optional(out);
+}
+
 Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
 {
     ModelSpec m;
@@ -185,9 +234,28 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
     m.expertBias = num<int>(a, "moe_router_enable_expert_bias", 0) != 0;
     if (m.experts > 0) {
         auto it = a.find("moe_layer_freq");
-        if (it != a.end() && it->is_array()) {
-            for (size_t i = 0; i < it->size() && i < m.moeLayer.size(); ++i)
-                m.moeLayer[i] = (*it)[i].get<int>() != 0;
+        std::optional<std::vector<int>> pattern;
+        if (it != a.end() && it->is_string() && it->get<std::string>().find('[') != std::string::npos) {
+            // Megatron's moe_freq_type evaluates the text as Python: "([0]*3+[1]*58)".
+            pattern = intListExpression(it->get<std::string>());
+            if (!pattern)
+                return makeError(Error::Code::Format,
+                                 "key 'moe_layer_freq': cannot read '" + it->get<std::string>() +
+                                     "' (an int, a list, or a sum of [..]*n terms)")
+                    .inFile(origin);
+        } else if (it != a.end() && it->is_array()) {
+            pattern = std::vector<int>();
+            for (const json &v : *it)
+                pattern->push_back(v.is_number() ? v.get<int>() : 0);
+        }
+        if (pattern) {
+            if (pattern->size() != size_t(m.layers))
+                return makeError(Error::Code::Format,
+                                 "key 'moe_layer_freq': " + std::to_string(pattern->size()) +
+                                     " entries for " + std::to_string(m.layers) + " layers")
+                    .inFile(origin);
+            for (size_t i = 0; i < pattern->size(); ++i)
+                m.moeLayer[i] = (*pattern)[i] != 0;
         } else {
             const int64_t freq = num<int64_t>(a, "moe_layer_freq", 1);
             for (int64_t i = 0; i < m.layers; ++i)
