@@ -336,6 +336,16 @@ def case_torch_dist(env: Env, inspect_fixtures: Path) -> None:
     lay = env.tmp / "torch_dist.json"
     rc, _, err = run([env.cli, "layout", "--from-config", str(ckpt), "-o", str(lay)])
     check(rc == 0, f"layout from the checkpoint's args: {err}")
+    # The saving run's parallel sizes, as torch reads its args back: what a resume plans for.
+    import torch
+    saved = torch.load(it / "common.pt", weights_only=False)["args"]
+    par = json.loads(lay.read_text())["parallel"]
+    check(par["tp"] == saved.tensor_model_parallel_size and
+          par["pp"] == getattr(saved, "pipeline_model_parallel_size", 1),
+          f"layout parallel {par}, saved tp {saved.tensor_model_parallel_size}")
+    rc, _, err = run([env.cli, "layout", "--from-config", str(ckpt), "--tp", "1", "-o", str(lay)])
+    check(json.loads(lay.read_text())["parallel"]["tp"] == 1, "--tp given: not the saved size")
+    rc, _, err = run([env.cli, "layout", "--from-config", str(ckpt), "-o", str(lay)])
     rc, d = env.diff(ckpt, lay, "--no-optimizer")
     check(rc == 0 and d["loadable_model"] == d["expected_model"] == want,
           f"exit {rc}, {d['loadable_model']} of {d['expected_model']}, torch has {want}")

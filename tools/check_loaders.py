@@ -712,10 +712,67 @@ def case_megatron_gpt(env: Env) -> None:
             ps.destroy_model_parallel()
 
 
+def case_megatron_moe(env: Env) -> None:
+    """A real megatron-core MoE GPTModel of the local spec with SequentialMLP experts
+    (moe_grouped_gemm off: local_experts.<e>.linear_fcN), saved by dist_checkpointing: its
+    sharded state dict stacks the experts under mlp.experts.experts.linear_fcN [L, E, …], the
+    key TEGroupedMLP's weight<e> use too. The layout of the model's own parameters loads N of N,
+    and so does a grouped-experts layout of the same model: megatron-core makes the two forms
+    interchangeable, and ShardScope must not call either unloadable. megatron-core's own load
+    of the checkpoint into the model is the oracle that it loads."""
+    import re
+    from megatron.core import dist_checkpointing
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    with megatron_on_cpu(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ps.initialize_model_parallel(1, 1)
+        try:
+            torch.manual_seed(6)
+            experts = 4
+            cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4,
+                                    ffn_hidden_size=32, num_moe_experts=experts,
+                                    moe_grouped_gemm=False, use_cpu_initialization=True)
+
+            def build() -> GPTModel:
+                return GPTModel(cfg, get_gpt_layer_local_spec(num_experts=experts,
+                                                              moe_grouped_gemm=False),
+                                vocab_size=32, max_sequence_length=64)
+
+            model = build()
+            params = {n: (tuple(t.shape), t.dtype) for n, t in model.state_dict().items()
+                      if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
+            check(any(".local_experts.3." in n for n in params), "no sequential experts built")
+            path = env.tmp / "megatron-moe"
+            path.mkdir()
+            dist_checkpointing.save(model.sharded_state_dict(), str(path))
+            real = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(), str(path)))
+            check(real is None, f"megatron-core does not load its own checkpoint: {real}")
+            seq = re.compile(r"\.mlp\.experts\.local_experts\.(\d+)\.linear_fc([12])\.(weight|bias)$")
+            grouped = {seq.sub(lambda m: f".mlp.experts.linear_fc{m[2]}.{m[3]}{m[1]}", n): v
+                       for n, v in params.items()}
+            for form, want in (("sequential", params), ("grouped", grouped)):
+                lay = env.layout(f"megatron-moe-{form}", want, flags=EXTRA_STATE["local"][1])
+                d = env.diff(path, lay)
+                bad = [(x["name"], x["status"]) for x in d.get("entries", [])
+                       if x["section"] == "model" and not x["real_load_fills"]]
+                check(d["outcome"]["action"] == "loads" and not bad and
+                      d["counts"]["loadable_model"] == d["counts"]["expected_model"] == len(want),
+                      f"{form} experts: {d['outcome']['action']}, {bad[:3]}")
+                experts_read = {x["sources"][0]["key"] for x in d.get("entries", [])
+                                if ".experts." in x["name"] and x["sources"]}
+                check(experts_read and all(".mlp.experts.experts.linear_fc" in k for k in experts_read),
+                      f"{form}: experts read from {sorted(experts_read)[:2]}")
+        finally:
+            ps.destroy_model_parallel()
+
+
 CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
          "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
          "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes,
-         "megatron_gpt": case_megatron_gpt}
+         "megatron_gpt": case_megatron_gpt, "megatron_moe": case_megatron_moe}
 
 
 def main() -> int:

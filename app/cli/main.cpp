@@ -165,8 +165,11 @@ int main(int argc, char **argv)
                       << d.computeMinor << "\n";
         return 0;
     }
-    if (*lay)
+    if (*lay) {
+        for (const char *flag : {"--tp", "--pp", "--ep", "--etp", "--dp"})
+            layout.layout.parallelGiven = layout.layout.parallelGiven || lay->count(flag) > 0;
         return runLayout(layout);
+    }
     if (*rul)
         return runRules();
     if (*ver)

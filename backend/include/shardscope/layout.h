@@ -107,6 +107,9 @@ std::string layoutToJson(const Layout &layout);
 struct LayoutOptions
 {
     ParallelConfig parallel;
+    /** `parallel` was chosen; otherwise Megatron arguments' own sizes (the saving run's
+     *  tensor/pipeline/expert parallel sizes) are used where they are given. */
+    bool parallelGiven = false;
     std::optional<bool> mlaDownProjFusion; ///< default: fused (Megatron's TE spec with fusion)
     /**
      * MLA without a query LoRA (q_lora_rank null): a query norm fused into linear_q_proj

@@ -391,14 +391,22 @@ private:
         std::optional<std::pair<int64_t, std::string>> byLayer, byExpert; // index, stacked name
         if (std::regex_search(name, m, layer))
             byLayer = {std::stoll(m[1].str()), m.prefix().str() + ".layers." + m.suffix().str()};
+        // SequentialMLP's local_experts.<e>.linear_fcN stack under the same key as the grouped
+        // form: megatron-core's sharded state dicts make the two interchangeable.
+        static const std::regex sequential(
+            R"(\.mlp\.experts\.local_experts\.(\d+)\.linear_fc([12])\.(weight|bias)$)");
         auto expertStack =
             [&](const std::string &n) -> std::optional<std::pair<int64_t, std::string>> {
             std::smatch e;
-            if (!std::regex_search(n, e, expert))
-                return std::nullopt;
-            return std::pair{std::stoll(e[3].str()), e.prefix().str() +
-                                                         ".mlp.experts.experts.linear_fc" +
-                                                         e[1].str() + "." + e[2].str()};
+            if (std::regex_search(n, e, expert))
+                return std::pair{std::stoll(e[3].str()), e.prefix().str() +
+                                                             ".mlp.experts.experts.linear_fc" +
+                                                             e[1].str() + "." + e[2].str()};
+            if (std::regex_search(n, e, sequential))
+                return std::pair{std::stoll(e[1].str()), e.prefix().str() +
+                                                             ".mlp.experts.experts.linear_fc" +
+                                                             e[2].str() + "." + e[3].str()};
+            return std::nullopt;
         };
         byExpert = expertStack(name);
         std::vector<std::pair<std::vector<int64_t>, std::string>> tries;

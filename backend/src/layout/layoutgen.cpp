@@ -185,7 +185,8 @@ std::optional<std::vector<int>> intListExpression(std::string text)
         int64_t repeat = 1;
         if (at < text.size() && text[at] == '*') {
             const size_t end = text.find_first_not_of("0123456789", at + 1);
-            const std::string n = text.substr(at + 1, end == std::string::npos ? end : end - at - 1);
+            const std::string n =
+                text.substr(at + 1, end == std::string::npos ? end : end - at - 1);
             if (n.empty() || n.size() > 6)
                 return std::nullopt;
             repeat = std::stoll(n);
@@ -235,7 +236,8 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
     if (m.experts > 0) {
         auto it = a.find("moe_layer_freq");
         std::optional<std::vector<int>> pattern;
-        if (it != a.end() && it->is_string() && it->get<std::string>().find('[') != std::string::npos) {
+        if (it != a.end() && it->is_string() &&
+            it->get<std::string>().find('[') != std::string::npos) {
             // Megatron's moe_freq_type evaluates the text as Python: "([0]*3+[1]*58)".
             pattern = intListExpression(it->get<std::string>());
             if (!pattern)
@@ -570,6 +572,22 @@ Result<json> argsOfCheckpoint(const std::string &path)
 
 } // namespace
 
+// The parallel sizes a Megatron argument set was run with (what a resume plans for, and what a
+// legacy checkpoint's rank files are cut by); the options' where the arguments are silent.
+ParallelConfig savedParallel(const json &a, const LayoutOptions &options)
+{
+    ParallelConfig p = options.parallel;
+    p.tp = num<int>(a, "tensor_model_parallel_size", p.tp);
+    p.pp = num<int>(a, "pipeline_model_parallel_size", p.pp);
+    p.ep = num<int>(a, "expert_model_parallel_size", p.ep);
+    p.etp = num<int>(a, "expert_tensor_parallel_size", p.tp);
+    p.firstStageLayers = num<int>(a, "decoder_first_pipeline_num_layers", p.firstStageLayers);
+    p.lastStageLayers = num<int>(a, "decoder_last_pipeline_num_layers", p.lastStageLayers);
+    for (int *v : {&p.tp, &p.pp, &p.ep, &p.etp})
+        *v = std::max(1, *v);
+    return p;
+}
+
 Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &options)
 {
     std::error_code ec;
@@ -590,7 +608,8 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
         Layout l;
         l.family = spec->family;
         l.source = path;
-        l.parallel = options.parallel;
+        l.parallel = options.parallelGiven ? options.parallel : savedParallel(*args, options);
+        o.parallel = l.parallel;
         l.numExperts = int(spec->experts);
         l.transformerEngine = spec->transformerEngine;
         l.linearExtraState = true; // Megatron's linears keep one, TE or not
@@ -619,30 +638,31 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
     // Megatron checkpoints keep their arguments as {"args": {...}} in some exports.
     if (c.contains("args") && c["args"].is_object())
         c = c["args"];
-    Result<ModelSpec> spec =
-        (flags || isMegatronArgs(c)) ? fromMegatronArgs(c, path) : fromHuggingFace(c, path);
+    const bool megatron = flags || isMegatronArgs(c);
+    Result<ModelSpec> spec = megatron ? fromMegatronArgs(c, path) : fromHuggingFace(c, path);
     if (!spec)
         return spec.error();
     Layout l;
     l.family = spec->family;
     l.source = path;
-    l.parallel = options.parallel;
+    l.parallel = megatron && !options.parallelGiven ? savedParallel(c, options) : options.parallel;
     l.numExperts = int(spec->experts);
-    l.expertsGlobal = !(options.localExperts && options.parallel.ep > 1);
+    l.expertsGlobal = !(options.localExperts && l.parallel.ep > 1);
     l.transformerEngine = spec->transformerEngine;
     l.linearExtraState = true; // Megatron's linears keep one, TE or not
-    if (options.parallel.ep > 1 && spec->experts % options.parallel.ep != 0)
-        return makeError(Error::Code::Format, "--ep " + std::to_string(options.parallel.ep) +
+    if (l.parallel.ep > 1 && spec->experts % l.parallel.ep != 0)
+        return makeError(Error::Code::Format, "--ep " + std::to_string(l.parallel.ep) +
                                                   " does not divide the " +
                                                   std::to_string(spec->experts) + " experts")
             .inFile(path);
-    if (options.parallel.tp > 1 && spec->groups % options.parallel.tp != 0 && !spec->mla &&
-        spec->groups > 0)
-        return makeError(Error::Code::Format, "--tp " + std::to_string(options.parallel.tp) +
+    if (l.parallel.tp > 1 && spec->groups % l.parallel.tp != 0 && !spec->mla && spec->groups > 0)
+        return makeError(Error::Code::Format, "--tp " + std::to_string(l.parallel.tp) +
                                                   " does not divide the " +
                                                   std::to_string(spec->groups) + " query groups")
             .inFile(path);
-    Builder(*spec, options, l).build();
+    LayoutOptions o = options;
+    o.parallel = l.parallel;
+    Builder(*spec, o, l).build();
     return l;
 }
 
