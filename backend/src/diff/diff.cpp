@@ -686,17 +686,7 @@ private:
                 keys = {rest + "/shard_0_1", rest + "/shard_0"};
             }
         } else if (m_legacy) {
-            int stage = 0;
-            std::string local = e.name;
-            if (!m_legacyStageEnds.empty() && layer >= 0) {
-                stage = int(
-                    std::upper_bound(m_legacyStageEnds.begin(), m_legacyStageEnds.end(), layer) -
-                    m_legacyStageEnds.begin());
-                const int offset = stage ? m_legacyStageEnds[size_t(stage) - 1] : 0;
-                const std::string from = "decoder.layers." + std::to_string(layer) + ".";
-                local = "decoder.layers." + std::to_string(layer - offset) + "." +
-                        local.substr(from.size());
-            }
+            const auto [stage, local] = legacyStageLocal(e.name);
             const std::string dir = legacyDir(0, stage, 0);
             m_legacyDirsRead.insert(dir);
             keys = {dir + "/model." + local};
@@ -757,6 +747,24 @@ private:
                 }
     }
 
+    // A legacy rank file holds its stage's layers under stage-local numbers: the stage of a live
+    // name, and the name as that stage's file spells it.
+    std::pair<int, std::string> legacyStageLocal(const std::string &name) const
+    {
+        const int layer = decoderLayerOf(name);
+        if (m_legacyStageEnds.empty() || layer < 0)
+            return {0, name};
+        const int stage =
+            int(std::upper_bound(m_legacyStageEnds.begin(), m_legacyStageEnds.end(), layer) -
+                m_legacyStageEnds.begin());
+        const int offset = stage ? m_legacyStageEnds[size_t(stage) - 1] : 0;
+        const std::string from = "decoder.layers." + std::to_string(layer) + ".";
+        if (offset == 0 || !name.starts_with(from))
+            return {stage, name};
+        return {stage, "decoder.layers." + std::to_string(layer - offset) + "." +
+                           name.substr(from.size())};
+    }
+
     std::string legacyDir(int tp, int stage, int ep) const
     {
         char buf[64];
@@ -801,19 +809,7 @@ private:
         LayoutParam lp = p;
         lp.fusion.reset(); // no handlers: the module's own names and shapes
         lp.absorbs.clear();
-        std::string name = p.name;
-        const int layer = decoderLayerOf(p.name);
-        int stage = 0;
-        if (!m_legacyStageEnds.empty() && layer >= 0) {
-            stage =
-                int(std::upper_bound(m_legacyStageEnds.begin(), m_legacyStageEnds.end(), layer) -
-                    m_legacyStageEnds.begin());
-            const int offset = stage ? m_legacyStageEnds[size_t(stage) - 1] : 0;
-            const std::string from = "decoder.layers." + std::to_string(layer) + ".";
-            if (offset > 0 && name.starts_with(from))
-                name = "decoder.layers." + std::to_string(layer - offset) + "." +
-                       name.substr(from.size());
-        }
+        auto [stage, name] = legacyStageLocal(p.name);
         int epRank = 0;
         const bool expert = p.expert >= 0 && par.ep > 1 && m_layout.numExperts % par.ep == 0;
         if (expert) {
