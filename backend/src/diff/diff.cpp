@@ -63,7 +63,8 @@ public:
         m_torchDist = index.format == Format::MegatronTorchDist;
         // Only Megatron's torch_dist and fsdp_dtensor loads run the split/rename handlers; the
         // others ask for the live names as they are.
-        m_megatronLoader = m_torchDist || detail::fsdpDtensorLoad(index);
+        m_fsdpDtensorLoad = detail::fsdpDtensorLoad(index);
+        m_megatronLoader = m_torchDist || m_fsdpDtensorLoad;
         // An EP-local layout (one EP rank's names) stands for every EP rank: expand its experts
         // to global indices, remembering each one's local name and rank.
         const int ep = layout.parallel.ep;
@@ -149,7 +150,7 @@ public:
         // Transformer Engine's extra state: asked for as entries of their own, not counted as
         // parameters (fsdp_dtensor drops them on save and load alike).
         if ((m_layout.transformerEngine || m_layout.linearExtraState) &&
-            !(detail::fsdpDtensorLoad(m_index) && enabled("extra_state")))
+            !(m_fsdpDtensorLoad && enabled("extra_state")))
             for (const std::string &module : teModules())
                 r.entries.push_back(evaluateExtraState(module));
         const bool hasOptimizer = m_disk.optNameFirst.size() + m_disk.optStateFirst.size() > 0;
@@ -210,7 +211,8 @@ public:
                              : "optimizer state of a parameter the model does not have";
             r.unconsumed.push_back(std::move(u));
         }
-        std::vector<std::string> unrequested;
+        detail::LoadContext context{{}, m_stackedLayers, m_fsdpDtensorLoad};
+        std::vector<std::string> &unrequested = context.unrequested;
         std::vector<uint32_t> stored = m_disk.modelKeys;
         // Extra states stored as objects (legacy files; torch_dist ShardedObjects).
         for (const auto &[name, i] : m_extraStateKeys)
@@ -232,7 +234,7 @@ public:
                 k.key.substr(slash).starts_with("/model."))
                 unrequested.emplace_back(k.key.substr(slash + 7));
         }
-        r.outcome = detail::loadOutcome(r, m_index, m_options, unrequested);
+        r.outcome = detail::loadOutcome(r, m_index, m_options, context);
         if (m_legacy && !m_legacyMissingFiles.empty()) {
             // torch.load of a rank's file that is not there raises before anything loads.
             r.outcome = LoadOutcome{};
@@ -1215,6 +1217,7 @@ private:
     std::vector<std::vector<int64_t>> m_lead;       // per piece of the last lookup: stacked indices
     bool m_torchDist = false;
     bool m_megatronLoader = false;       ///< the format's loader runs Megatron's handlers
+    bool m_fsdpDtensorLoad = false;      ///< detail::fsdpDtensorLoad(index)
     bool m_legacy = false;               ///< Megatron's legacy torch format: one file per rank
     int m_tpDim = -1, m_tpLocalSize = 1; ///< while judging TP-local shards (legacy)
     std::set<std::string> m_legacyDirs, m_legacyDirsRead; ///< rank directories there, read

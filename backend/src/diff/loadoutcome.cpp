@@ -4,7 +4,6 @@
 #include "diff/loadoutcome.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <regex>
 
@@ -194,21 +193,16 @@ LoadOutcome fsdpDtensorOutcome(const Findings &f, const DiffOptions &options)
 // MCoreLoadPlanner's global shape check, then DCP's planner. "Unexpected" = requested, not
 // stored; "missing" = stored, not requested (validation.py).
 LoadOutcome torchDistLoad(const CheckpointIndex &index, const Findings &f,
-                          const DiffOptions &options, const std::vector<std::string> &unrequested)
+                          const DiffOptions &options, const LoadContext &context)
 {
     LoadOutcome o;
     const Strictness s = options.strictness;
     // Megatron's sharded keys: per-layer names fold to the stacked key where the checkpoint
     // stacks layers (a homogeneous block asks for decoder.layers.<name> [L, …]).
-    bool stacked = false;
-    for (const TensorEntry &t : index.tensors)
-        if (const size_t at = t.key.find("decoder.layers."); at != std::string::npos) {
-            const char c = t.key.size() > at + 15 ? t.key[at + 15] : '0';
-            stacked = stacked || !std::isdigit(static_cast<unsigned char>(c));
-        }
+    const bool stacked = context.stackedLayers;
     static const std::regex layerIndex(R"(\.layers\.\d+\.)");
     std::vector<std::string> unexpected;
-    std::vector<const Failure *> missingTensors, missingObjects;
+    std::vector<const Failure *> missingObjects;
     for (const Failure &x : f.failures) {
         if (x.mismatch)
             continue;
@@ -218,10 +212,11 @@ LoadOutcome torchDistLoad(const CheckpointIndex &index, const Findings &f,
             key = std::regex_replace(key, layerIndex, ".layers.");
         if (std::find(unexpected.begin(), unexpected.end(), key) == unexpected.end())
             unexpected.push_back(key);
-        (x.key.find('/') != std::string::npos ? missingObjects : missingTensors).push_back(&x);
+        if (x.key.find('/') != std::string::npos)
+            missingObjects.push_back(&x);
     }
     std::vector<std::string> notRequested;
-    for (const std::string &k : unrequested) {
+    for (const std::string &k : context.unrequested) {
         std::string key = k.substr(0, k.find('/'));
         if (std::find(notRequested.begin(), notRequested.end(), key) == notRequested.end())
             notRequested.push_back(std::move(key));
@@ -436,16 +431,17 @@ LoadOutcome legacyLoad(const Findings &f, const DiffOptions &options,
 }
 
 LoadOutcome plannedOutcome(const DiffResult &r, const CheckpointIndex &index,
-                           const DiffOptions &options, const std::vector<std::string> &unrequested)
+                           const DiffOptions &options, const LoadContext &context)
 {
+    const std::vector<std::string> &unrequested = context.unrequested;
     const Findings f = findings(r);
     LoadOutcome o;
-    switch (fsdpDtensorLoad(index) ? Format::MegatronFsdpDtensor : index.format) {
+    switch (context.fsdpDtensorLoad ? Format::MegatronFsdpDtensor : index.format) {
     case Format::MegatronFsdpDtensor:
         o = fsdpDtensorOutcome(f, options);
         break;
     case Format::MegatronTorchDist:
-        o = torchDistLoad(index, f, options, unrequested);
+        o = torchDistLoad(index, f, options, context);
         break;
     case Format::Dcp:
         o = dcpPlanner(f, !options.strictLoad,
@@ -490,9 +486,9 @@ bool fsdpDtensorLoad(const CheckpointIndex &index)
 }
 
 LoadOutcome loadOutcome(const DiffResult &r, const CheckpointIndex &index,
-                        const DiffOptions &options, const std::vector<std::string> &unrequested)
+                        const DiffOptions &options, const LoadContext &context)
 {
-    LoadOutcome o = plannedOutcome(r, index, options, unrequested);
+    LoadOutcome o = plannedOutcome(r, index, options, context);
     if (o.action == LoadOutcome::Action::Raises)
         return o; // raised before reading anything
     size_t holes = 0;

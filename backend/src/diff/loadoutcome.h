@@ -13,13 +13,21 @@ namespace shardscope::detail {
  */
 bool fsdpDtensorLoad(const CheckpointIndex &index);
 
+/** What the diff knows of the checkpoint that decides the loader's words. */
+struct LoadContext
+{
+    /** Stored model keys no request names (torch's "unexpected", Megatron's "missing"). */
+    std::vector<std::string> unrequested;
+    bool stackedLayers = false;   ///< keys with a layer axis (decoder.layers.<name>)
+    bool fsdpDtensorLoad = false; ///< fsdpDtensorLoad(index)
+};
+
 /**
  * What the load does: what its planning and Megatron's checks decide (neither looks at chunk
  * coverage: a key with holes is there, loads, and keeps its initial values in them), unless it
- * goes on to read a key whose data cannot be read, which raises. `unrequested`: the stored model
- * keys no request names (torch's "unexpected", Megatron's "missing").
+ * goes on to read a key whose data cannot be read, which raises.
  */
 LoadOutcome loadOutcome(const DiffResult &r, const CheckpointIndex &index,
-                        const DiffOptions &options, const std::vector<std::string> &unrequested);
+                        const DiffOptions &options, const LoadContext &context);
 
 } // namespace shardscope::detail
