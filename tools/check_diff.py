@@ -606,6 +606,9 @@ def case_bad_layouts(env: Env) -> None:
     names = json.loads(json.dumps(good))
     names["parallel"]["layer_names"] = {"fsdp_dtensor": "per_stage"}
     bad["layer_names.json"] = (json.dumps(names), "key 'parallel.layer_names.fsdp_dtensor'")
+    te = json.loads(json.dumps(good))
+    te["transformer_engine"] = "yes"
+    bad["transformer_engine.json"] = (json.dumps(te), "key 'transformer_engine'")
     for name, (text, must) in bad.items():
         path = env.tmp / name
         path.write_text(text)
@@ -618,6 +621,16 @@ def case_bad_layouts(env: Env) -> None:
     rc, _, err = run([env.cli, "layout", "--from-config", str(cfg)])
     check(rc == 2 and len(err.strip().splitlines()) == 1 and str(cfg) in err,
           f"config without sizes: exit {rc}, {err!r}")
+    # Megatron arguments whose --moe-layer-freq is no expression Megatron would evaluate, or
+    # one of the wrong length: one line naming the file and the key.
+    for name, freq in (("freq-text", "[0]*2+x"), ("freq-length", "[0]*1+[1]*5")):
+        cfg = env.tmp / f"{name}.json"
+        cfg.write_text(json.dumps({"num_layers": 3, "hidden_size": 8, "num_attention_heads": 2,
+                                   "padded_vocab_size": 16, "num_experts": 2,
+                                   "moe_layer_freq": freq}))
+        rc, _, err = run([env.cli, "layout", "--from-config", str(cfg)])
+        check(rc == 2 and len(err.strip().splitlines()) == 1 and str(cfg) in err and
+              "key 'moe_layer_freq'" in err, f"{name}: exit {rc}, {err!r}")
 
 
 def case_sequential(env: Env) -> None:
