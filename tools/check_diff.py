@@ -407,6 +407,10 @@ def case_megatron_args(env: Env) -> None:
         "moe_layer_freq": [0] * c["first_k_dense_replace"] +
                           [1] * (c["num_hidden_layers"] - c["first_k_dense_replace"]),
         "moe_router_enable_expert_bias": True, "mtp_num_layers": c["num_nextn_predict_layers"],
+        # What a DeepSeek-V3 run passes where Megatron's defaults would build something else
+        # (examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh).
+        "normalization": "RMSNorm", "disable_bias_linear": True, "position_embedding_type": "rope",
+        "qk_layernorm": True, "moe_grouped_gemm": True, "mla_down_proj_fusion": True,
     }
     as_json = env.tmp / "megatron_args.json"
     as_json.write_text(json.dumps(args))
@@ -627,6 +631,7 @@ def case_bad_layouts(env: Env) -> None:
         cfg = env.tmp / f"{name}.json"
         cfg.write_text(json.dumps({"num_layers": 3, "hidden_size": 8, "num_attention_heads": 2,
                                    "padded_vocab_size": 16, "num_experts": 2,
+                                   "position_embedding_type": "rope",
                                    "moe_layer_freq": freq}))
         rc, _, err = run([env.cli, "layout", "--from-config", str(cfg)])
         check(rc == 2 and len(err.strip().splitlines()) == 1 and str(cfg) in err and

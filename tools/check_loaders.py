@@ -769,10 +769,189 @@ def case_megatron_moe(env: Env) -> None:
             ps.destroy_model_parallel()
 
 
+# Megatron command lines as users pass them (megatron/training/arguments.py flags); what each
+# leaves unsaid takes Megatron's defaults, which come from TransformerConfig's own fields.
+MEGATRON_RUNS = {
+    # Megatron's defaults: LayerNorm with biases, biased linears, learned absolute positions.
+    "gpt": "--num-layers 2 --hidden-size 16 --num-attention-heads 4 --vocab-size 50 "
+           "--max-position-embeddings 64 --transformer-impl local",
+    "llama": "--num-layers 2 --hidden-size 16 --num-attention-heads 4 --group-query-attention "
+             "--num-query-groups 2 --ffn-hidden-size 24 --swiglu --normalization RMSNorm "
+             "--disable-bias-linear --position-embedding-type rope --qk-layernorm "
+             "--untie-embeddings-and-output-weights --vocab-size 50 --transformer-impl local",
+    # SequentialMLP (no --moe-grouped-gemm); biased router and experts (Megatron's shared
+    # experts refuse biases).
+    "moe": "--num-layers 2 --hidden-size 16 --num-attention-heads 4 --ffn-hidden-size 32 "
+           "--swiglu --num-experts 4 --moe-ffn-hidden-size 8 --moe-layer-freq ([0]*1+[1]*1) "
+           "--moe-router-enable-expert-bias "
+           "--moe-router-score-function sigmoid "
+           "--max-position-embeddings 64 --vocab-size 50 --transformer-impl local",
+    "mla": "--num-layers 2 --hidden-size 16 --num-attention-heads 4 --ffn-hidden-size 32 --swiglu "
+           "--multi-latent-attention --q-lora-rank 8 --kv-lora-rank 8 --qk-head-dim 4 "
+           "--qk-pos-emb-head-dim 4 --v-head-dim 4 --qk-layernorm --normalization RMSNorm "
+           "--disable-bias-linear --position-embedding-type rope --num-experts 4 "
+           "--moe-ffn-hidden-size 8 --moe-layer-freq [0]*1+[1]*1 --vocab-size 50 "
+           "--moe-shared-expert-intermediate-size 8 "
+           "--untie-embeddings-and-output-weights --transformer-impl local",
+    # No query LoRA, Megatron's LayerNorm and biases.
+    "mla_no_q_lora": "--num-layers 2 --hidden-size 16 --num-attention-heads 4 --ffn-hidden-size 32 "
+                     "--multi-latent-attention --kv-lora-rank 8 --qk-head-dim 4 "
+                     "--qk-pos-emb-head-dim 4 --v-head-dim 4 --qk-layernorm "
+                     "--position-embedding-type rope --vocab-size 50 --transformer-impl local",
+}
+
+
+def argparse_flags(text: str) -> dict:
+    """A Megatron command line as its argparse reads it: dests, store_true/false flags, and
+    --moe-layer-freq's Python expression evaluated as moe_freq_type does."""
+    words, out = text.split(), {}
+    store_false = {"disable_bias_linear": "add_bias_linear"}
+    for i, w in enumerate(words):
+        if not w.startswith("--"):
+            continue
+        name = w[2:].replace("-", "_")
+        if i + 1 < len(words) and not words[i + 1].startswith("--"):
+            v = words[i + 1]
+            out[name] = int(v) if v.isdigit() else eval(v) if name == "moe_layer_freq" else v
+        elif name in store_false:
+            out[store_false[name]] = False
+        else:
+            out[name] = True
+    return out
+
+
+def megatron_build(given: dict):
+    """What gpt_builder builds from these arguments with --transformer-impl local (the spec
+    Megatron picks, the TransformerConfig core_transformer_config_from_args fills), on the CPU;
+    returns (build, saved args): the Namespace Megatron saves holds every argument, defaults too."""
+    import argparse as ap
+    import dataclasses
+    import torch.nn.functional as F
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_decoder_block_spec,
+                                                          get_gpt_layer_local_spec)
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
+    import megatron.core.transformer.multi_latent_attention as mla_module
+    mla = given.get("multi_latent_attention", False)
+    Config = MLATransformerConfig if mla else TransformerConfig
+    fields = {f.name for f in dataclasses.fields(Config)}
+    kw = {k: v for k, v in given.items() if k in fields}
+    if given.get("swiglu"):
+        kw.update(gated_linear_unit=True, activation_func=F.silu)
+    if given.get("num_experts"):
+        kw["num_moe_experts"] = given["num_experts"]
+    if mla:
+        kw["rope_type"] = "rope"  # no YaRN tables on the CPU; names do not depend on it
+        # Megatron's arguments, not MLATransformerConfig's defaults: --q-lora-rank defaults to
+        # None, and --normalization to TransformerConfig's.
+        kw.setdefault("q_lora_rank", None)
+        kw.setdefault("normalization", next(f.default for f in dataclasses.fields(TransformerConfig)
+                                            if f.name == "normalization"))
+    cfg = Config(use_cpu_initialization=True, **kw)
+    multiple = 128  # _vocab_size_with_padding: make_vocab_size_divisible_by × TP
+    vocab = -(-given["vocab_size"] // multiple) * multiple
+    positions = given.get("position_embedding_type", "learned_absolute")
+
+    class MlaCoreAttention(DotProductAttention):
+        """Megatron's local core attention, accepting what MLA passes (no TE on the CPU)."""
+
+        def __init__(self, *a, k_channels=None, v_channels=None, softmax_scale=None, **k):
+            super().__init__(*a, **k)
+
+    def build():
+        if cfg.num_moe_experts:
+            spec = get_gpt_decoder_block_spec(cfg, use_transformer_engine=False,
+                                              normalization=cfg.normalization)
+            layers = spec.layer_specs
+        else:
+            spec = get_gpt_layer_local_spec(None, False, cfg.qk_layernorm, mla,
+                                            normalization=cfg.normalization)
+            layers = [spec]
+        if mla:
+            mla_module.HAVE_TE = False
+            for s in layers:
+                s.submodules.self_attention.submodules.core_attention = MlaCoreAttention
+        return GPTModel(cfg, spec, vocab_size=vocab,
+                        max_sequence_length=given.get("max_position_embeddings", 64),
+                        position_embedding_type=positions,
+                        share_embeddings_and_output_weights=not given.get(
+                            "untie_embeddings_and_output_weights", False))
+
+    plain = (bool, int, float, str, list)
+    saved = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+             if isinstance(getattr(cfg, f.name), plain)}
+    saved.update(given, padded_vocab_size=vocab, position_embedding_type=positions,
+                 num_experts=cfg.num_moe_experts, moe_grouped_gemm=cfg.moe_grouped_gemm,
+                 make_vocab_size_divisible_by=multiple, ckpt_format="torch_dist",
+                 tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+                 expert_model_parallel_size=1, swiglu=given.get("swiglu", False),
+                 untie_embeddings_and_output_weights=given.get(
+                     "untie_embeddings_and_output_weights", False))
+    return build, ap.Namespace(**saved)
+
+
+def case_megatron_args(env: Env) -> None:
+    """Layouts from Megatron arguments are what the arguments build. For each command line
+    (Megatron's defaults, Llama-like, MoE with SequentialMLP, MLA with and without a query
+    LoRA, all of the local spec), megatron-core builds the real GPTModel; the layout generated
+    from the `--flag` text must name exactly its tensors with their shapes, and the checkpoint
+    megatron-core saves of it, with the args Namespace Megatron saves, must load N of N against
+    the layout generated from its own saved args (megatron-core's load is the oracle)."""
+    from megatron.core import dist_checkpointing
+    from megatron.core import parallel_state as ps
+    with megatron_on_cpu(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ps.initialize_model_parallel(1, 1)
+        try:
+            for name, line in MEGATRON_RUNS.items():
+                torch.manual_seed(7)
+                build, saved_args = megatron_build(argparse_flags(line))
+                model = build()
+                real = {n: list(t.shape) for n, t in model.state_dict().items()
+                        if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
+                flags = env.tmp / f"{name}.args"
+                flags.write_text(line.replace(" --", " \\\n  --") + "\n")
+                lay = env.tmp / f"{name}-from-flags.json"
+                p = subprocess.run([env.cli, "layout", "--from-config", str(flags), "-o", str(lay)],
+                                   capture_output=True, text=True)
+                got = {x["name"]: x["shape"] for x in json.loads(lay.read_text())["params"]} \
+                    if p.returncode == 0 else {}
+                check(p.returncode == 0, f"{name}: layout from flags: {p.stderr.strip()}")
+                wrong = sorted(n for n in real.keys() & got.keys() if real[n] != got[n])
+                check(got.keys() == real.keys() and not wrong,
+                      f"{name}: the model has {sorted(real.keys() - got.keys())[:4]} the layout "
+                      f"lacks, the layout {sorted(got.keys() - real.keys())[:4]} the model lacks,"
+                      f" shapes differ for {wrong[:3]}")
+                path = env.tmp / f"megatron-args-{name}"
+                path.mkdir()
+                sd = model.sharded_state_dict()
+                sd["args"] = saved_args  # as save_checkpoint does
+                dist_checkpointing.save(sd, str(path))
+                oracle = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(),
+                                                                  str(path)))
+                own = env.tmp / f"{name}-from-ckpt.json"
+                p = subprocess.run([env.cli, "layout", "--from-config", str(path), "-o", str(own)],
+                                   capture_output=True, text=True)
+                check(p.returncode == 0, f"{name}: layout from saved args: {p.stderr.strip()}")
+                if p.returncode != 0:
+                    continue
+                d = env.diff(path, own)
+                bad = [(x["name"], x["status"]) for x in d.get("entries", [])
+                       if x["section"] == "model" and not x["real_load_fills"]]
+                check(oracle is None and d["outcome"]["action"] == "loads" and not bad and
+                      d.get("counts", {}).get("loadable_model") == len(real),
+                      f"{name}: Megatron {oracle}; diff {d['outcome']['action']} "
+                      f"{d.get('counts', {}).get('loadable_model')} of {len(real)}: {bad[:3]}")
+        finally:
+            ps.destroy_model_parallel()
+
+
 CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
          "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
          "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes,
-         "megatron_gpt": case_megatron_gpt, "megatron_moe": case_megatron_moe}
+         "megatron_gpt": case_megatron_gpt, "megatron_moe": case_megatron_moe,
+         "megatron_args": case_megatron_args}
 
 
 def main() -> int:

@@ -431,7 +431,7 @@ def make_args(cfg: Cfg) -> argparse.Namespace:
         norm_epsilon=1e-6,
         swiglu=True,
         untie_embeddings_and_output_weights=True,
-        disable_bias_linear=True,
+        add_bias_linear=False,
         multi_latent_attention=True,
         mla_down_proj_fusion=True,
         q_lora_rank=cfg.q_lora,

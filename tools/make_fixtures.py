@@ -141,6 +141,9 @@ def make_namespace(**extra) -> argparse.Namespace:
         num_layers=2, hidden_size=16, num_attention_heads=4, seq_length=128, micro_batch_size=2,
         lr=3e-4, min_lr=3e-5, weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95, bf16=True,
         params_dtype=torch.bfloat16, swiglu=True, tokenizer_type="GPT2BPETokenizer",
+        # The model the fixtures hold: RMSNorm, no linear biases, rotary positions (Megatron's
+        # defaults would be LayerNorm, biases and learned positions).
+        normalization="RMSNorm", add_bias_linear=False, position_embedding_type="rope",
         data_path=["/data/corpus_text_document"], seed=1234, eval_iters=None,
     )
     for k, v in extra.items():

@@ -476,7 +476,7 @@ def megatron_args(family: str, variant: str) -> argparse.Namespace:
         ffn_hidden_size=c["intermediate_size"], num_attention_heads=c["num_attention_heads"],
         padded_vocab_size=c["vocab_size"], max_position_embeddings=c["max_position_embeddings"],
         position_embedding_type="rope", normalization="RMSNorm", norm_epsilon=c["rms_norm_eps"],
-        swiglu=True, untie_embeddings_and_output_weights=True, disable_bias_linear=True,
+        swiglu=True, untie_embeddings_and_output_weights=True, add_bias_linear=False,
         transformer_impl="transformer_engine", bf16=True, params_dtype=torch.bfloat16,
         main_params_dtype=torch.float32, tensor_model_parallel_size=1,
         pipeline_model_parallel_size=1, expert_model_parallel_size=1,

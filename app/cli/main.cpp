@@ -68,6 +68,9 @@ int main(int argc, char **argv)
                     "dtype the load asks for (default float32: fsdp_dtensor main params)");
     lay->add_flag("--sequential-experts", layout.layout.sequentialExperts,
                   "local_experts.<e>.linear_fc1 instead of TE grouped linear_fc1.weight<e>");
+    lay->add_option("--megatron-version", layout.layout.megatronVersion,
+                    "Megatron-Core that builds the model: a release (0.16: no fused MLA down "
+                    "projection or query norm) or main (default)");
     lay->add_flag("--no-mla-down-proj-fusion", layout.unfusedMla,
                   "MLA with separate linear_q_down_proj / linear_kv_down_proj");
     lay->add_flag(

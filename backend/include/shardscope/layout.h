@@ -110,7 +110,9 @@ struct LayoutOptions
     /** `parallel` was chosen; otherwise Megatron arguments' own sizes (the saving run's
      *  tensor/pipeline/expert parallel sizes) are used where they are given. */
     bool parallelGiven = false;
-    std::optional<bool> mlaDownProjFusion; ///< default: fused (Megatron's TE spec with fusion)
+    /** Default: fused for a Hugging Face config (what Megatron-Bridge builds), the arguments'
+     *  mla_down_proj_fusion for Megatron arguments (off unless given). */
+    std::optional<bool> mlaDownProjFusion;
     /**
      * MLA without a query LoRA (q_lora_rank null): a query norm fused into linear_q_proj
      * (`linear_q_proj.layer_norm_weight`), as Megatron's TE spec builds it under qk_layernorm
@@ -120,6 +122,12 @@ struct LayoutOptions
      */
     std::optional<bool> mlaQueryNorm;
     bool sequentialExperts = false; ///< local_experts.<e>.… instead of TE grouped weight<e>
+    /**
+     * The Megatron-Core version that builds the model: "0.16" (and older releases) has neither
+     * the fused MLA down projection nor linear_q_proj's fused query norm; "main" (default, the
+     * development branch after 0.16) has both.
+     */
+    std::string megatronVersion = "main";
     /** dtype the load asks for; default float32 (fsdp_dtensor saves fp32 main params), or the
      *  args' bf16/fp16 when generated from a non-fsdp_dtensor checkpoint's own arguments. */
     std::optional<std::string> dtype;

@@ -27,6 +27,12 @@ struct ModelSpec
     /** Built with Transformer Engine's modules (Megatron's default --transformer-impl; what
      *  Megatron-Bridge builds from a Hugging Face config). */
     bool transformerEngine = true;
+    // Megatron's defaults where its arguments are silent (add_bias_linear, LayerNorm, learned
+    // absolute positions); a Hugging Face config says what it has.
+    bool linearBias = false, normBias = false;
+    int64_t positions = 0;          ///< rows of learned absolute position embeddings; 0: none
+    bool sequentialExperts = false; ///< moe_grouped_gemm off: SequentialMLP's local_experts
+    bool mlaFusion = true;          ///< fused linear_qkv_down_proj (mla_down_proj_fusion)
     // MLA
     bool mla = false;
     int64_t qLora = 0, kvLora = 0, qkNope = 0, qkRope = 0, vHead = 0;
@@ -65,6 +71,12 @@ T num(const json &j, const char *key, T fallback)
         }
     }
     return fallback;
+}
+
+std::string text(const json &j, const char *key, std::string fallback)
+{
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
 bool isMegatronArgs(const json &j)
@@ -214,13 +226,46 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
                    : m.heads;
     m.headDim = num<int64_t>(a, "kv_channels", m.heads ? m.hidden / m.heads : 0);
     m.ffn = num<int64_t>(a, "ffn_hidden_size", 4 * m.hidden);
-    m.vocab = num<int64_t>(a, "padded_vocab_size", num<int64_t>(a, "vocab_size", 0));
+    m.vocab = num<int64_t>(a, "padded_vocab_size", 0);
+    if (m.vocab <= 0) { // _vocab_size_with_padding: a multiple of divisible_by × TP
+        const int64_t multiple =
+            std::max<int64_t>(1, num<int64_t>(a, "make_vocab_size_divisible_by", 128)) *
+            std::max<int64_t>(1, num<int64_t>(a, "tensor_model_parallel_size", 1));
+        const int64_t vocab = num<int64_t>(a, "vocab_size", 0);
+        m.vocab = (vocab + multiple - 1) / multiple * multiple;
+    }
     m.tied = num<int>(a, "untie_embeddings_and_output_weights", 0) == 0;
     m.gated = num<int>(a, "swiglu", 0) != 0;
-    m.qkvBias = num<int>(a, "add_qkv_bias", 0) != 0;
     m.qkNorm = num<int>(a, "qk_layernorm", 0) != 0;
-    if (auto it = a.find("transformer_impl"); it != a.end() && it->is_string())
-        m.transformerEngine = it->get<std::string>() != "local";
+    m.transformerEngine = text(a, "transformer_impl", "transformer_engine") != "local";
+    // Argparse dests, and the flags' own names as `--flag` text gives them.
+    m.linearBias = num<int>(a, "add_bias_linear", !num<int>(a, "disable_bias_linear", 0)) != 0;
+    m.qkvBias = m.linearBias || num<int>(a, "add_qkv_bias", 0) != 0; // validate_args syncs them
+    const std::string normalization = text(a, "normalization", "LayerNorm");
+    if (normalization != "LayerNorm" && normalization != "RMSNorm")
+        return makeError(Error::Code::Format,
+                         "key 'normalization': '" + normalization + "' (LayerNorm or RMSNorm)")
+            .inFile(origin);
+    m.normBias = normalization == "LayerNorm";
+    const bool rotary = num<int>(a, "use_rotary_position_embeddings", 0) != 0;
+    const std::string positions =
+        text(a, "position_embedding_type", rotary ? "rope" : "learned_absolute");
+    const bool addPositions =
+        num<int>(a, "add_position_embedding", !num<int>(a, "no_position_embedding", 0)) != 0;
+    if (positions == "learned_absolute" && addPositions) {
+        m.positions = num<int64_t>(a, "max_position_embeddings", num<int64_t>(a, "seq_length", 0));
+        if (m.positions <= 0)
+            return makeError(Error::Code::Format,
+                             "key 'max_position_embeddings': learned absolute positions need it")
+                .inFile(origin);
+    }
+    m.sequentialExperts = num<int>(a, "moe_grouped_gemm", 0) == 0;
+    if (!m.transformerEngine && !m.sequentialExperts && num<int64_t>(a, "num_experts", 0) > 0)
+        return makeError(Error::Code::Format,
+                         "key 'moe_grouped_gemm': the local spec builds the legacy GroupedMLP "
+                         "(experts.weight1/weight2), which layouts do not model")
+            .inFile(origin);
+    m.mlaFusion = num<int>(a, "mla_down_proj_fusion", 0) != 0;
     if (m.hidden <= 0 || m.layers <= 0 || m.vocab <= 0)
         return makeError(Error::Code::Format,
                          "arguments lack hidden_size, num_layers or padded_vocab_size")
@@ -268,7 +313,7 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
         m.mla = true;
         m.family = "megatron_mla";
         m.qLora = num<int64_t>(a, "q_lora_rank", 0);
-        m.kvLora = num<int64_t>(a, "kv_lora_rank", 0);
+        m.kvLora = num<int64_t>(a, "kv_lora_rank", 32); // arguments.py's defaults
         m.qkNope = num<int64_t>(a, "qk_head_dim", 128);
         m.qkRope = num<int64_t>(a, "qk_pos_emb_head_dim", 64);
         m.vHead = num<int64_t>(a, "v_head_dim", 128);
@@ -281,27 +326,30 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
 class Builder
 {
 public:
-    Builder(const ModelSpec &m, const LayoutOptions &o, Layout &l)
+    Builder(const ModelSpec &m, const LayoutOptions &o, Layout &l, bool released016)
         : m(m)
         , o(o)
         , l(l)
+        , m_released016(released016)
     {}
 
     void build()
     {
         add("embedding.word_embeddings.weight", {m.vocab, m.hidden}, 0);
+        if (m.positions > 0)
+            add("embedding.position_embeddings.weight", {m.positions, m.hidden});
         for (int64_t i = 0; i < m.layers; ++i)
             layer("decoder.layers." + std::to_string(i), size_t(i), m.moeLayer[size_t(i)]);
-        add("decoder.final_layernorm.weight", {m.hidden});
+        norm("decoder.final_layernorm.weight", m.hidden);
         for (int64_t k = 0; k < m.mtpLayers; ++k) {
             const std::string p = "mtp.layers." + std::to_string(k);
-            add(p + ".enorm.weight", {m.hidden});
-            add(p + ".hnorm.weight", {m.hidden});
+            norm(p + ".enorm.weight", m.hidden);
+            norm(p + ".hnorm.weight", m.hidden);
             add(p + ".eh_proj.weight", {m.hidden, 2 * m.hidden}, 0);
             // DeepSeek's MTP layer is a MoE layer like the last decoder layer.
             layer(p + "." + l.mtpInner, m.moeLayer.empty() ? 0 : m.moeLayer.size() - 1,
                   m.experts > 0);
-            add(p + ".final_layernorm.weight", {m.hidden});
+            norm(p + ".final_layernorm.weight", m.hidden);
         }
         if (!m.tied)
             add("output_layer.weight", {m.vocab, m.hidden}, 0);
@@ -318,6 +366,32 @@ private:
         l.params.push_back(std::move(p));
         return l.params.back();
     }
+    // `…weight` → `…bias`, `…weight<e>` → `…bias<e>`, `layer_norm_weight` → `layer_norm_bias`.
+    static std::string biasOf(const std::string &weight)
+    {
+        std::string b = weight;
+        b.replace(b.rfind("weight"), 6, "bias");
+        return b;
+    }
+    // A norm's weight and, under LayerNorm, its bias. `absorbs`: the module name (without
+    // `.weight`) a handler moves it to.
+    void norm(const std::string &weight, int64_t size, const std::string &absorbs = {})
+    {
+        add(weight, {size}).absorbs = absorbs.empty() ? "" : absorbs + ".weight";
+        if (m.normBias)
+            add(biasOf(weight), {size}).absorbs = absorbs.empty() ? "" : absorbs + ".bias";
+    }
+    // A linear's bias under add_bias_linear: split like the weight's rows (column-parallel) or
+    // whole on every TP rank (row-parallel).
+    void bias(const std::string &weight, int64_t rows, bool columnParallel,
+              std::optional<int> expert = {})
+    {
+        if (!m.linearBias)
+            return;
+        LayoutParam &p = add(biasOf(weight), {rows}, columnParallel ? 0 : -1);
+        if (expert)
+            p.expert = *expert;
+    }
     void fuse(LayoutParam &p, const char *rule, std::vector<std::pair<std::string, int64_t>> s,
               bool interleaved)
     {
@@ -329,7 +403,8 @@ private:
             f.sections.push_back({std::move(name), size});
         p.fusion = std::move(f);
     }
-    // SwiGLU fc1 ([W; V]) of a GLU layer; GELU layers keep fc1 unfused.
+    // SwiGLU fc1 ([W; V]) of a GLU layer; GELU layers keep fc1 unfused. Its bias is fused the
+    // same way (handle_swiglu_in_state_dict splits weight and bias alike).
     void fc1(const std::string &name, int64_t ffn, std::optional<int> expert = {})
     {
         LayoutParam &p = add(name, {(m.gated ? 2 : 1) * ffn, m.hidden}, 0);
@@ -337,12 +412,19 @@ private:
             p.expert = *expert;
         if (m.gated)
             fuse(p, "swiglu", {{name + "_w", ffn}, {name + "_v", ffn}}, true);
+        if (!m.linearBias)
+            return;
+        const std::string b = biasOf(name);
+        bias(name, (m.gated ? 2 : 1) * ffn, true, expert);
+        if (m.gated)
+            fuse(l.params.back(), "swiglu", {{b + "_w", ffn}, {b + "_v", ffn}}, true);
     }
     void fc2(const std::string &name, int64_t ffn, std::optional<int> expert = {})
     {
         LayoutParam &p = add(name, {m.hidden, ffn}, 1);
         if (expert)
             p.expert = *expert;
+        bias(name, m.hidden, false, expert);
     }
 
     void layer(const std::string &p, size_t index, bool moe)
@@ -353,33 +435,33 @@ private:
         else if (m.mla)
             mla(p, att);
         else
-            attention(att);
+            attention(p, att);
         if (!moe) {
-            add(p + ".mlp.linear_fc1.layer_norm_weight", {m.hidden});
+            // TE fuses the pre-MLP norm into linear_fc1; the local spec keeps the module.
+            norm(m.transformerEngine ? p + ".mlp.linear_fc1.layer_norm_weight"
+                                     : p + ".pre_mlp_layernorm.weight",
+                 m.hidden);
             fc1(p + ".mlp.linear_fc1.weight", m.ffn);
             fc2(p + ".mlp.linear_fc2.weight", m.ffn);
             return;
         }
-        add(p + ".pre_mlp_layernorm.weight", {m.hidden});
+        norm(p + ".pre_mlp_layernorm.weight", m.hidden);
         add(p + ".mlp.router.weight", {m.experts, m.hidden});
+        bias(p + ".mlp.router.weight", m.experts, false);
         if (m.expertBias)
             add(p + ".mlp.router.expert_bias", {m.experts}).hasOptimizerState = false;
         const int experts =
             o.localExperts && l.parallel.ep > 1 ? int(m.experts) / l.parallel.ep : int(m.experts);
-        for (int e = 0; e < experts; ++e) {
-            const std::string base =
-                o.sequentialExperts
-                    ? p + ".mlp.experts.local_experts." + std::to_string(e) + ".linear_fc1.weight"
-                    : p + ".mlp.experts.linear_fc1.weight" + std::to_string(e);
-            fc1(base, m.moeFfn, e);
-        }
-        for (int e = 0; e < experts; ++e) {
-            const std::string base =
-                o.sequentialExperts
-                    ? p + ".mlp.experts.local_experts." + std::to_string(e) + ".linear_fc2.weight"
-                    : p + ".mlp.experts.linear_fc2.weight" + std::to_string(e);
-            fc2(base, m.moeFfn, e);
-        }
+        const bool sequential = o.sequentialExperts || m.sequentialExperts;
+        auto expert = [&](int e, const char *linear) {
+            return sequential ? p + ".mlp.experts.local_experts." + std::to_string(e) + "." +
+                                    linear + ".weight"
+                              : p + ".mlp.experts." + linear + ".weight" + std::to_string(e);
+        };
+        for (int e = 0; e < experts; ++e)
+            fc1(expert(e, "linear_fc1"), m.moeFfn, e);
+        for (int e = 0; e < experts; ++e)
+            fc2(expert(e, "linear_fc2"), m.moeFfn, e);
         if (m.sharedFfn > 0) {
             fc1(p + ".mlp.shared_experts.linear_fc1.weight", m.sharedFfn);
             fc2(p + ".mlp.shared_experts.linear_fc2.weight", m.sharedFfn);
@@ -388,29 +470,38 @@ private:
         }
     }
 
-    void attention(const std::string &att)
+    void attention(const std::string &layerPath, const std::string &att)
     {
-        add(att + ".linear_qkv.layer_norm_weight", {m.hidden});
+        norm(m.transformerEngine ? att + ".linear_qkv.layer_norm_weight"
+                                 : layerPath + ".input_layernorm.weight",
+             m.hidden);
         const int64_t perGroup = m.groups ? m.heads / m.groups : 0;
         const int64_t rows = m.groups * ((m.attentionGate ? 2 : 1) * perGroup + 2) * m.headDim;
         add(att + ".linear_qkv.weight", {rows, m.hidden}, 0);
         if (m.qkvBias)
             add(att + ".linear_qkv.bias", {rows}, 0);
         if (m.qkNorm) {
-            add(att + ".q_layernorm.weight", {m.headDim});
-            add(att + ".k_layernorm.weight", {m.headDim});
+            norm(att + ".q_layernorm.weight", m.headDim);
+            norm(att + ".k_layernorm.weight", m.headDim);
         }
         add(att + ".linear_proj.weight", {m.hidden, m.heads * m.headDim}, 1);
+        bias(att + ".linear_proj.weight", m.hidden, false);
     }
 
+    // MLA as Megatron's specs build it (gpt_layer_specs.py): the TE spec fuses the q/kv norms
+    // into linear_q_up_proj / linear_kv_up_proj under qk_layernorm, the local spec keeps
+    // q_layernorm / kv_layernorm modules; the down projections and their input norm are fused
+    // only where the version has mla_down_proj_fusion and it is on.
     void mla(const std::string &layerPath, const std::string &att)
     {
         const int64_t qHead = m.qkNope + m.qkRope;
-        const bool fused = m.qLora > 0 && o.mlaDownProjFusion.value_or(true);
+        const bool te = m.transformerEngine;
+        const bool fused =
+            m.qLora > 0 && te && !m_released016 && o.mlaDownProjFusion.value_or(m.mlaFusion);
         if (fused) {
             // TELayerNormColumnParallelLinear: the layer's input norm lives in the fused linear.
-            add(att + ".linear_qkv_down_proj.layer_norm_weight", {m.hidden}).absorbs =
-                layerPath + ".input_layernorm.weight";
+            norm(att + ".linear_qkv_down_proj.layer_norm_weight", m.hidden,
+                 layerPath + ".input_layernorm");
             LayoutParam &d = add(att + ".linear_qkv_down_proj.weight",
                                  {m.qLora + m.kvLora + m.qkRope, m.hidden}, 0);
             fuse(d, "mla_down_proj",
@@ -418,25 +509,30 @@ private:
                   {att + ".linear_kv_down_proj.weight", m.kvLora + m.qkRope}},
                  true);
         } else {
-            add(layerPath + ".input_layernorm.weight", {m.hidden});
+            norm(layerPath + ".input_layernorm.weight", m.hidden);
             if (m.qLora > 0)
                 add(att + ".linear_q_down_proj.weight", {m.qLora, m.hidden});
             add(att + ".linear_kv_down_proj.weight", {m.kvLora + m.qkRope, m.hidden});
         }
         if (m.qLora > 0) {
-            add(att + ".linear_q_up_proj.layer_norm_weight", {m.qLora});
+            if (m.qkNorm)
+                norm(te ? att + ".linear_q_up_proj.layer_norm_weight" : att + ".q_layernorm.weight",
+                     m.qLora);
             add(att + ".linear_q_up_proj.weight", {m.heads * qHead, m.qLora}, 0);
         } else {
-            // No query LoRA: under qk_layernorm Megatron's TE spec fuses a query norm into
-            // linear_q_proj (TELayerNormColumnParallelLinear). It is no input norm: the layer
-            // keeps its input_layernorm, and nothing maps one onto the other.
-            if (o.mlaQueryNorm.value_or(m.qkNorm && m.transformerEngine))
-                add(att + ".linear_q_proj.layer_norm_weight", {m.hidden});
+            // No query LoRA: under qk_layernorm Megatron's TE spec (after 0.16) fuses a query
+            // norm into linear_q_proj (TELayerNormColumnParallelLinear). It is no input norm:
+            // the layer keeps its input_layernorm, and nothing maps one onto the other.
+            if (o.mlaQueryNorm.value_or(m.qkNorm && te && !m_released016))
+                norm(att + ".linear_q_proj.layer_norm_weight", m.hidden);
             add(att + ".linear_q_proj.weight", {m.heads * qHead, m.hidden}, 0);
         }
-        add(att + ".linear_kv_up_proj.layer_norm_weight", {m.kvLora});
+        if (m.qkNorm)
+            norm(te ? att + ".linear_kv_up_proj.layer_norm_weight" : att + ".kv_layernorm.weight",
+                 m.kvLora);
         add(att + ".linear_kv_up_proj.weight", {m.heads * (m.qkNope + m.vHead), m.kvLora}, 0);
         add(att + ".linear_proj.weight", {m.hidden, m.heads * m.vHead}, 1);
+        bias(att + ".linear_proj.weight", m.hidden, false);
     }
 
     void gdn(const std::string &att)
@@ -469,6 +565,8 @@ private:
     const ModelSpec &m;
     const LayoutOptions &o;
     Layout &l;
+    /** Megatron-Core 0.16 or older: no fused MLA down projection, no fused query norm. */
+    bool m_released016;
 };
 
 // `--flag value` text (a Megatron command line or args file) → JSON of argparse names.
@@ -570,6 +668,22 @@ Result<json> argsOfCheckpoint(const std::string &path)
         .inFile(path);
 }
 
+// Whether a --megatron-version names a release up to 0.16 (no MLA down-projection fusion, no
+// fused query norm); "main" is the development branch after it.
+Result<bool> released016(const std::string &version, const std::string &origin)
+{
+    if (version == "main")
+        return false;
+    int major = 0, minor = 0;
+    char dot = 0;
+    std::istringstream in(version);
+    if (!(in >> major >> dot >> minor) || dot != '.' || major < 0 || minor < 0)
+        return makeError(Error::Code::Unsupported,
+                         "--megatron-version '" + version + "': a release (0.16, 0.15.2) or 'main'")
+            .inFile(origin);
+    return major == 0 && minor <= 16;
+}
+
 } // namespace
 
 // The parallel sizes a Megatron argument set was run with (what a resume plans for, and what a
@@ -613,7 +727,10 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
         l.numExperts = int(spec->experts);
         l.transformerEngine = spec->transformerEngine;
         l.linearExtraState = true; // Megatron's linears keep one, TE or not
-        Builder(*spec, o, l).build();
+        auto old = released016(options.megatronVersion, path);
+        if (!old)
+            return old.error();
+        Builder(*spec, o, l, *old).build();
         return l;
     }
     std::ifstream in(path, std::ios::binary);
@@ -662,7 +779,10 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
             .inFile(path);
     LayoutOptions o = options;
     o.parallel = l.parallel;
-    Builder(*spec, o, l).build();
+    auto old = released016(options.megatronVersion, path);
+    if (!old)
+        return old.error();
+    Builder(*spec, o, l, *old).build();
     return l;
 }
 
