@@ -251,6 +251,102 @@ def case_dcp(env: Env) -> None:
                   f"{tag}: torch loads and leaves {sorted(untouched)}; diff {o}")
 
 
+def case_param_groups(env: Env) -> None:
+    """Megatron-FSDP's optimizer groups (param_to_group_meta) stay under the live names: the
+    split handlers rename optimizer.state only (fsdp_dtensor_checkpoint.py). A checkpoint saved
+    by an MLA model that held linear_q_down_proj / linear_kv_down_proj and input_layernorm apart,
+    loaded strictly by the fused model with its optimizer, raises on a param_to_group_meta key
+    (DCP's DefaultLoadPlanner, the one Megatron's strict fsdp_dtensor load uses); a partial load
+    takes this run's group. The diff must say the same, naming the split groups it found."""
+    import re
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    cfg = env.tmp / "mla-config.json"
+    cfg.write_text(json.dumps({
+        "model_type": "deepseek_v3", "hidden_size": 16, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 32, "vocab_size": 32,
+        "q_lora_rank": 8, "kv_lora_rank": 8, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4,
+        "v_head_dim": 4, "n_routed_experts": 0, "tie_word_embeddings": False}))
+    lay = env.tmp / "mla-fused.json"
+    p = subprocess.run([env.cli, "layout", "--from-config", str(cfg), "-o", str(lay)],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, f"layout: {p.stderr.strip()}")
+    if p.returncode:
+        return
+    live = {x["name"]: x["shape"] for x in json.loads(lay.read_text())["params"]}
+
+    # Megatron's handlers (handle_mla_down_proj_in_state_dict, handle_swiglu_in_state_dict),
+    # written here from their source: live name -> on-disk names and row counts.
+    def on_disk(name: str, shape: list[int]) -> list[tuple[str, list[int]]]:
+        if name.endswith(".linear_qkv_down_proj.weight"):
+            q = 8
+            base = name[: -len("linear_qkv_down_proj.weight")]
+            return [(base + "linear_q_down_proj.weight", [q, shape[1]]),
+                    (base + "linear_kv_down_proj.weight", [shape[0] - q, shape[1]])]
+        m = re.match(r"(.*\.layers\.\d+\.)self_attention\.linear_qkv_down_proj\.layer_norm_weight$", name)
+        if m:
+            return [(m[1] + "input_layernorm.weight", shape)]
+        if name.endswith(".mlp.linear_fc1.weight"):
+            return [(name + "_w", [shape[0] // 2, shape[1]]), (name + "_v", [shape[0] // 2, shape[1]])]
+        return [(name, shape)]
+
+    # The saving model held the MLA parts apart: its live names are the on-disk ones, but its
+    # SwiGLU fc1 was one parameter, as in every Megatron model.
+    saving_live = {}
+    for n, s in live.items():
+        for d, ds in on_disk(n, s):
+            saving_live[n if n.endswith(".mlp.linear_fc1.weight") else d] = \
+                s if n.endswith(".mlp.linear_fc1.weight") else ds
+    disk = {d: ds for n, s in live.items() for d, ds in on_disk(n, s)}
+
+    def group_meta(names) -> dict:
+        opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=3e-4, weight_decay=0.1)
+        meta = {k: v for k, v in opt.param_groups[0].items() if k != "params"}
+        return {"module.module.module." + n: dict(meta) for n in names}
+
+    def state_dict(groups_of) -> dict:
+        g = torch.Generator().manual_seed(3)
+        return {"model": {"module." + d: torch.randn(s, generator=g) for d, s in disk.items()},
+                "optimizer": {"state": {"module.module.module." + d:
+                                        {"exp_avg": torch.randn(s, generator=g),
+                                         "exp_avg_sq": torch.rand(s, generator=g),
+                                         "step": torch.tensor(20.0)}
+                                        for d, s in disk.items()},
+                              "param_to_group_meta": group_meta(groups_of)}}
+
+    path = env.tmp / "mla-split-saved"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save(state_dict(saving_live), checkpoint_id=str(path))
+    for partial in (False, True):
+        request = state_dict(live)  # the fused model's request, after the same handlers
+        real = error_of(lambda: dcp.load(request, checkpoint_id=str(path),
+                                         planner=DefaultLoadPlanner(allow_partial_load=partial)))
+        p = subprocess.run([env.cli, "diff", str(path), "--layout", str(lay), "--json",
+                            *(["--no-strict"] if partial else [])],
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode == 2:
+            check(False, f"diff could not read: {p.stderr.strip()}")
+            return
+        d = json.loads(p.stdout)
+        o = d["outcome"]
+        tag = "partial" if partial else "strict"
+        if real is not None:
+            last = real[1].strip().splitlines()[-1]
+            check(o["action"] == "raises" and o["message"].startswith(last) and
+                  ".param_to_group_meta." in last,
+                  f"{tag}: torch raises {last!r}; diff {o['action']} {o['message']!r}")
+        else:
+            check(partial and o["action"] == "loads" and not o["kept_at_init"],
+                  f"{tag}: torch loads; diff {o}")
+        groups = {x["param"]: x for x in d["entries"] if x["name"].endswith(".param_group")}
+        fused = [n for n in live if ".linear_qkv_down_proj." in n]
+        check(fused and all(groups[n]["status"] == "unloadable" and "held them apart" in
+                            groups[n]["reason"] for n in fused) and
+              all(groups[n]["status"] == "ok" for n in live if n not in fused),
+              f"{tag}: groups {[(n, groups.get(n, {}).get('status')) for n in live][:6]}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -951,7 +1047,7 @@ CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torc
          "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
          "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes,
          "megatron_gpt": case_megatron_gpt, "megatron_moe": case_megatron_moe,
-         "megatron_args": case_megatron_args}
+         "megatron_args": case_megatron_args, "param_groups": case_param_groups}
 
 
 def main() -> int:

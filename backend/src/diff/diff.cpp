@@ -258,6 +258,13 @@ private:
     // group is there. Names are the live ones (the split handlers rename only optimizer.state).
     void paramGroups(DiffResult &r)
     {
+        // The hyperparameter the request names first: DCP flattens each group dict in its own
+        // order, which the saving run's groups show.
+        std::string firstLeaf;
+        if (!m_disk.groupMeta.empty()) {
+            const std::string_view k = m_disk.keys[m_disk.groupMeta.begin()->second].key;
+            firstLeaf = "." + std::string(k.substr(k.rfind('.') + 1));
+        }
         for (const Expanded &x : m_params) {
             const LayoutParam &p = x.param;
             if (!p.hasOptimizerState || p.name.ends_with("._extra_state"))
@@ -267,7 +274,8 @@ private:
             e.param = p.name;
             e.state = "param_group";
             e.name = p.name + ".param_group";
-            e.requestKeys = {"optimizer.param_to_group_meta.module.module.module." + p.name};
+            e.requestKeys = {"optimizer.param_to_group_meta.module.module.module." + p.name +
+                             firstLeaf};
             auto it = m_disk.groupMeta.find(p.name);
             if (it == m_disk.groupMeta.end())
                 it = m_disk.groupMeta.find(
@@ -282,6 +290,29 @@ private:
                            "has them for other parameters";
                 e.fix = "Re-save with the optimizer groups of every parameter (the model has a "
                         "parameter the saving run's optimizer did not).";
+                // Saved by a model that held the sections apart: the split handlers rename
+                // optimizer.state to on-disk names, never param_to_group_meta.
+                std::vector<std::string> parts;
+                if (p.fusion)
+                    for (const FusedSection &sec : p.fusion->sections)
+                        if (m_disk.groupMeta.count(sec.name))
+                            parts.push_back(sec.name);
+                if (!p.absorbs.empty() && m_disk.groupMeta.count(p.absorbs))
+                    parts.push_back(p.absorbs);
+                if (!parts.empty()) {
+                    std::string list;
+                    for (const std::string &n : parts)
+                        list += (list.empty() ? "" : ", ") + n;
+                    e.reason = "the checkpoint keeps optimizer groups for " + list +
+                               " (saved by a model that held them apart): Megatron's handlers "
+                               "rename optimizer.state to the on-disk names but leave "
+                               "param_to_group_meta under the live names, so this request has "
+                               "no entry";
+                    e.fix = "Load with --no-strict-fsdp-dtensor-load (allow_partial_load: this "
+                            "run's group, lr and weight decay, stands for it), or rename the "
+                            "checkpoint's param_to_group_meta entries of " +
+                            list + " to " + p.name + ".";
+                }
             }
             r.entries.push_back(std::move(e));
         }

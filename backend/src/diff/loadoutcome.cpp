@@ -74,6 +74,7 @@ struct Findings
 {
     std::vector<Failure> failures; // in request order
     std::vector<std::string> missingModel, missingOptimizer;
+    std::vector<std::string> missingGroups; // param_to_group_meta requests without an entry
     std::vector<std::string> loadedWrong;
 };
 
@@ -81,6 +82,13 @@ Findings findings(const DiffResult &r)
 {
     Findings f;
     for (const DiffEntry &e : r.entries) {
+        if (e.section == Section::Other && e.state == "param_group" &&
+            e.status == LoadStatus::Unloadable && !e.requestKeys.empty()) {
+            // Requested like any key (DCP plans it), though no tensor keeps its initial values.
+            f.failures.push_back({&e, false, e.requestKeys.front()});
+            f.missingGroups.push_back(e.param);
+            continue;
+        }
         if (e.realLoadFills || e.section == Section::Other)
             continue;        // optimizer groups: not tensors a load fills
         if (e.wrongSource) { // the key exists: nothing raises, the data is wrong
@@ -144,12 +152,23 @@ LoadOutcome fsdpDtensorOutcome(const Findings &f, const DiffOptions &options)
     std::vector<std::string> named(f.missingModel.begin(),
                                    f.missingModel.begin() +
                                        std::ptrdiff_t(std::min<size_t>(f.missingModel.size(), 20)));
+    // A partial load keeps the request's own value of a missing group: this run's.
+    const std::string groups =
+        f.missingGroups.empty()
+            ? ""
+            : "; " + std::to_string(f.missingGroups.size()) +
+                  " parameters' optimizer groups are not in the checkpoint and this run's "
+                  "(lr, weight decay) stand for them";
     if (f.missingModel.empty()) {
         // The model check passes; a partial load skips missing optimizer state silently.
-        o.action = LoadOutcome::Action::Silent;
-        o.message = "the model loads; " + std::to_string(f.missingOptimizer.size()) +
-                    " optimizer states are not in the checkpoint and keep their initial "
-                    "values (strictness checks only model keys)";
+        o.action =
+            f.missingOptimizer.empty() ? LoadOutcome::Action::Loads : LoadOutcome::Action::Silent;
+        o.message = f.missingOptimizer.empty()
+                        ? "the model and the optimizer state load" + groups
+                        : "the model loads; " + std::to_string(f.missingOptimizer.size()) +
+                              " optimizer states are not in the checkpoint and keep their "
+                              "initial values (strictness checks only model keys)" +
+                              groups;
         keep(o, f);
         return o;
     }
