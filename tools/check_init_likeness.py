@@ -3,7 +3,7 @@
 trained-looking ones never: a checkpoint written by torch's DCP holds tensors drawn exactly as
 Megatron initialises them (torch.nn.init.normal_ with init_method_std 0.02, a norm's ones, a
 bias's zeros) beside the same draws moved a little, as training moves them, and a draw too small
-to tell. `inspect --stats --json` must flag exactly the fresh ones.
+to tell. `inspect --stats --json` and `diff --check-init` must flag exactly the fresh ones.
 
     check_init_likeness.py --cli shardscope-cli
 """
@@ -50,6 +50,21 @@ def main() -> int:
         normal = {t["key"] for t in json.loads(p.stdout)["tensors"] if t.get("looks_initial")}
         if normal != {"norm.weight", "bias"}:
             failures.append(f"--init-std 0 still flags draws: {sorted(normal)}")
+        # The diff reads what the load fills each parameter with: the same ones.
+        layout = {"schema": "shardscope.layout/1", "family": "test", "source": "init",
+                  "params": [{"name": k, "shape": list(v.shape),
+                              "dtype": str(v.dtype).split(".")[-1]} for k, v in state.items()]}
+        lay = f"{tmp}.layout.json"
+        with open(lay, "w") as f:
+            json.dump(layout, f)
+        p = subprocess.run([a.cli, "diff", tmp, "--layout", lay, "--json", "--check-init"],
+                           capture_output=True, text=True, timeout=300)
+        d = json.loads(p.stdout)
+        got = {e["name"] for e in d["entries"] if e.get("looks_initial")}
+        if got != want or p.returncode != 0 or not any(
+                w.startswith(f"init: {len(want)} parameters") for w in d["outcome"]["warnings"]):
+            failures.append(f"diff --check-init: exit {p.returncode}, flagged {sorted(got)}, "
+                            f"warnings {d['outcome']['warnings']}")
     for f in failures:
         print("FAIL:", f)
     print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")

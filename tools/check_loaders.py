@@ -808,6 +808,49 @@ def case_megatron_gpt(env: Env) -> None:
             ps.destroy_model_parallel()
 
 
+def case_untrained_experts(env: Env) -> None:
+    """"The experts are still random": a real megatron-core MoE GPTModel whose every tensor moved
+    from its initialization except expert 2's, saved by dist_checkpointing (experts stacked under
+    mlp.experts.experts.linear_fcN). `diff --check-init` reads the slice of the stacked keys each
+    parameter loads and must flag exactly expert 2's tensors, in every layer."""
+    from megatron.core import dist_checkpointing
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    with megatron_on_cpu(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ps.initialize_model_parallel(1, 1)
+        try:
+            torch.manual_seed(8)
+            cfg = TransformerConfig(num_layers=2, hidden_size=32, num_attention_heads=4,
+                                    ffn_hidden_size=64, num_moe_experts=4, moe_grouped_gemm=False,
+                                    use_cpu_initialization=True)
+            model = GPTModel(cfg, get_gpt_layer_local_spec(num_experts=4, moe_grouped_gemm=False),
+                             vocab_size=32, max_sequence_length=64)
+            g = torch.Generator().manual_seed(9)
+            untrained = set()
+            with torch.no_grad():
+                for n, prm in model.named_parameters():
+                    if ".local_experts.2." in n:
+                        untrained.add(n)
+                    else:  # as some training moves it
+                        prm.add_(0.01 * torch.randn(prm.shape, generator=g, dtype=prm.dtype))
+            params = {n: (tuple(t.shape), t.dtype) for n, t in model.state_dict().items()
+                      if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
+            path = env.tmp / "megatron-untrained-experts"
+            path.mkdir()
+            dist_checkpointing.save(model.sharded_state_dict(), str(path))
+            lay = env.layout("megatron-untrained-experts", params, flags=EXTRA_STATE["local"][1])
+            d = env.diff(path, lay, "--check-init")
+            flagged = {x["name"] for x in d.get("entries", []) if x.get("looks_initial")}
+            check(untrained and flagged == untrained and d["exit"] == 0 and
+                  any(w.startswith("init: ") for w in d["outcome"]["warnings"]),
+                  f"flagged {sorted(flagged ^ untrained)[:4]} wrongly; exit {d['exit']}")
+        finally:
+            ps.destroy_model_parallel()
+
+
 def case_megatron_moe(env: Env) -> None:
     """A real megatron-core MoE GPTModel of the local spec with SequentialMLP experts
     (moe_grouped_gemm off: local_experts.<e>.linear_fcN), saved by dist_checkpointing: its
@@ -1047,7 +1090,8 @@ CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torc
          "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
          "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes,
          "megatron_gpt": case_megatron_gpt, "megatron_moe": case_megatron_moe,
-         "megatron_args": case_megatron_args, "param_groups": case_param_groups}
+         "megatron_args": case_megatron_args, "param_groups": case_param_groups,
+         "untrained_experts": case_untrained_experts}
 
 
 def main() -> int:

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <utility>
 
 namespace shardscope::cli {
 
@@ -50,6 +51,13 @@ void printDiff(const DiffResult &d)
         for (const std::string &k : d.outcome.loadedWrong)
             std::cout << "  " << k << "\n";
     }
+    bool initHeader = false;
+    for (const DiffEntry &e : d.entries)
+        if (!e.looksInitial.empty()) {
+            if (!std::exchange(initHeader, true))
+                std::cout << "\nLOADS VALUES THAT LOOK FRESHLY INITIALISED:\n";
+            std::cout << "  " << e.name << "\n      " << e.looksInitial << "\n";
+        }
     bool header = false;
     for (const DiffEntry &e : d.entries) {
         if (e.realLoadFills && e.status == LoadStatus::Ok)
@@ -102,6 +110,8 @@ int runDiff(const DiffCommandOptions &o)
     options.includeOptimizer = !o.noOptimizer;
     options.measureCasts = o.measureCasts;
     options.failOnCast = o.failOnCast;
+    options.checkInit = o.checkInit;
+    options.initStd = o.initStd;
     auto strictness = strictnessFromName(o.strictness);
     if (!strictness)
         return fail(

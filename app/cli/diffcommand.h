@@ -29,6 +29,8 @@ struct DiffCommandOptions
     bool noOptimizer = false;
     bool measureCasts = false;
     bool failOnCast = false;
+    bool checkInit = false;
+    double initStd = 0.02;
     bool json = false;
     std::optional<std::string> reportPath; ///< report: -o FILE.md|.html|.json
     std::string commandLine;               ///< for the report's reproduce section

@@ -105,6 +105,12 @@ int main(int argc, char **argv)
                     "Read the tensors a load casts to fewer bits and measure the change");
         c->add_flag("--fail-on-cast", diff.failOnCast,
                     "A cast that loses precision is a problem (exit 1), not a warning");
+        c->add_flag("--check-init", diff.checkInit,
+                    "Read what the load fills each parameter with and flag values that look "
+                    "like a fresh initialization (a warning)");
+        c->add_option("--init-std", diff.initStd,
+                      "With --check-init: Megatron's --init-method-std (default 0.02; 0: only "
+                      "constant norms and biases)");
     };
     CLI::App *dif = app.add_subcommand(
         "diff", "What a real load would fill, split, rename or leave at initial values");

@@ -47,6 +47,10 @@ struct DiffOptions
     bool measureCasts = false;
     /** A cast that loses precision fails the verdict (exit 1), not only warns. */
     bool failOnCast = false;
+    /** Read what the load fills each parameter with and flag values that look like a fresh
+     *  initialization (health.h initialLikeness): "the experts are still random". */
+    bool checkInit = false;
+    double initStd = 0.02; ///< Megatron's --init-method-std
 };
 
 enum class LoadStatus : uint8_t {
@@ -101,6 +105,9 @@ struct DiffEntry
     /** Cast to a floating dtype with fewer exponent or mantissa bits: values may change. */
     bool narrowing = false;
     std::optional<CastLoss> castLoss; ///< measured (DiffOptions::measureCasts)
+    /** DiffOptions::checkInit: why the values the load fills it with look freshly initialised
+     *  (every source does), or empty. */
+    std::string looksInitial;
 };
 
 /** A checkpoint key no expected parameter consumes (a plain DCP load ignores it silently). */

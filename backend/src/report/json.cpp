@@ -56,6 +56,8 @@ json diffJson(const DiffResult &diff)
                 {"max_abs", e.castLoss->maxAbs},         {"max_rel", e.castLoss->maxRel},
                 {"changed", e.castLoss->changed},        {"count", e.castLoss->count},
                 {"worst_index", e.castLoss->worstIndex}, {"worst_value", e.castLoss->worstValue}};
+        if (!e.looksInitial.empty())
+            entry["looks_initial"] = e.looksInitial;
         entries.push_back(std::move(entry));
     }
     json unconsumed = json::array();
@@ -77,7 +79,8 @@ json diffJson(const DiffResult &diff)
               {"strict_load", opt.strictLoad},
               {"include_optimizer", opt.includeOptimizer},
               {"measure_casts", opt.measureCasts},
-              {"fail_on_cast", opt.failOnCast}}},
+              {"fail_on_cast", opt.failOnCast},
+              {"check_init", opt.checkInit}}},
             {"counts",
              {{"expected_model", diff.expectedModel},
               {"loadable_model", diff.loadableModel},

@@ -3,6 +3,8 @@
 #include "shardscope/session.h"
 
 #include "session/opened.h"
+#include "shardscope/health.h"
+#include "shardscope/loadplan.h"
 
 #include <algorithm>
 #include <map>
@@ -64,6 +66,56 @@ bool measureCasts(const CheckpointIndex &index, DiffResult &diff, const JobContr
     return true;
 }
 
+// Reads what the load fills each parameter with (the rows each source gives it, a stacked key's
+// slice) and names the parameters whose values all look like a fresh initialization.
+bool checkInitLikeness(const CheckpointIndex &index, const Layout &layout, DiffResult &diff,
+                       const JobControl &control)
+{
+    int layers = 0; // the output layers' scaled init std depends on the depth
+    for (const LayoutParam &p : layout.params)
+        if (const size_t at = p.name.find("decoder.layers."); at != std::string::npos)
+            layers = std::max(layers, std::atoi(p.name.c_str() + at + 15) + 1);
+    size_t flagged = 0, done = 0;
+    const DiffEntry *first = nullptr;
+    for (DiffEntry &e : diff.entries) {
+        if (!control.report({"init", done++, diff.entries.size()}))
+            return false;
+        if (e.section != Section::Model || !e.realLoadFills || e.sources.empty())
+            continue;
+        std::string why;
+        for (const DiffSource &s : e.sources) {
+            const TensorEntry *t = index.findTensor(s.key);
+            const int64_t rows = size_t(s.dim) < e.shape.size() ? e.shape[size_t(s.dim)] : 1;
+            const auto read = t ? sourceRead(s, rows, 0, rows) : std::nullopt;
+            std::optional<TensorHealth> health;
+            if (read)
+                if (auto data = readTensor(index, *t, readBox(*read));
+                    data && isFloatingPoint(data->dtype))
+                    if (auto h = tensorHealth(*data))
+                        health = std::move(*h);
+            const std::string w =
+                health ? initialLikeness(*health, diff.options.initStd, layers) : std::string();
+            if (w.empty()) {
+                why.clear();
+                break;
+            }
+            if (why.empty())
+                why = w;
+        }
+        e.looksInitial = why;
+        if (!why.empty() && !flagged++)
+            first = &e;
+    }
+    control.report({"init", done, diff.entries.size()});
+    if (first)
+        diff.outcome.warnings.push_back(
+            "init: " + std::to_string(flagged) +
+            (flagged == 1 ? " parameter loads values" : " parameters load values") +
+            " that look like a fresh initialization, not training (first: " + first->name + ": " +
+            first->looksInitial + ")");
+    return true;
+}
+
 } // namespace
 
 Result<DiffResult> runDiff(const DiffRequest &request, const JobControl &control)
@@ -90,6 +142,8 @@ Result<DiffResult> runDiff(const DiffRequest &request, const JobControl &control
         return diff.error();
     diff->against = request.layout;
     if (request.options.measureCasts && !measureCasts(**checkpoint, *diff, control))
+        return cancelled();
+    if (request.options.checkInit && !checkInitLikeness(**checkpoint, *layout, *diff, control))
         return cancelled();
     return diff;
 }
