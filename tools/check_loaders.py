@@ -354,6 +354,19 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
+def megatron_model_parallel():
+    """megatron_on_cpu() with TP = PP = 1 model-parallel groups, its warnings silenced."""
+    from megatron.core import parallel_state as ps
+    with megatron_on_cpu(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ps.initialize_model_parallel(1, 1)
+        try:
+            yield
+        finally:
+            ps.destroy_model_parallel()
+
+
+@contextlib.contextmanager
 def megatron_on_cpu():
     """megatron-core 0.16 on a machine without CUDA, over Gloo (the shims the real save needs:
     its writer synchronises the device and puts a flag on the current device)."""
@@ -751,61 +764,55 @@ def case_megatron_gpt(env: Env) -> None:
     sharded_state_dict_keys_map gives them, the linears' extra state as ShardedObjects), and
     against a copy saved without the extra state say what megatron-core's load raises."""
     from megatron.core import dist_checkpointing
-    from megatron.core import parallel_state as ps
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_config import TransformerConfig
-    with megatron_on_cpu(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ps.initialize_model_parallel(1, 1)
-        try:
-            torch.manual_seed(5)
-            cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4,
-                                    ffn_hidden_size=32, use_cpu_initialization=True)
+    with megatron_model_parallel():
+        torch.manual_seed(5)
+        cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4,
+                                ffn_hidden_size=32, use_cpu_initialization=True)
 
-            def build() -> GPTModel:
-                return GPTModel(cfg, get_gpt_layer_local_spec(), vocab_size=32,
-                                max_sequence_length=64)
+        def build() -> GPTModel:
+            return GPTModel(cfg, get_gpt_layer_local_spec(), vocab_size=32,
+                            max_sequence_length=64)
 
-            model = build()
-            params = {}
-            tp_dims = {}
-            for n, t in model.state_dict().items():
-                if n.endswith("._extra_state") or not isinstance(t, torch.Tensor):
-                    continue
-                params[n] = (tuple(t.shape), t.dtype)
-            for n, prm in model.named_parameters():
-                if getattr(prm, "tensor_model_parallel", False):
-                    tp_dims[n] = prm.partition_dim
-            lay = env.layout("megatron-gpt", params, tp_dims=tp_dims,
-                             flags=EXTRA_STATE["local"][1])
-            whole, stripped = env.tmp / "megatron-gpt", env.tmp / "megatron-gpt-no-extra"
-            whole.mkdir()
-            stripped.mkdir()
-            dist_checkpointing.save(model.sharded_state_dict(), str(whole))
-            sd = {k: v for k, v in model.sharded_state_dict().items() if not k.endswith("._extra_state")}
-            dist_checkpointing.save(sd, str(stripped))
-            real = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(), str(whole)))
-            d = env.diff(whole, lay)
-            check(real is None and d["outcome"]["action"] == "loads" and d["exit"] == 0 and
-                  d["counts"]["loadable_model"] == d["counts"]["expected_model"] == len(params),
-                  f"whole: Megatron {real}; diff {d['outcome']} {d.get('counts')}")
-            mapped = {x["name"] for x in d.get("entries", []) if "local_spec_keys_map" in x["rules"]}
-            norms = {n for n in params if "input_layernorm" in n or "pre_mlp_layernorm" in n}
-            check(norms and mapped == norms, f"keys map: {sorted(mapped ^ norms)[:4]}")
-            extra = [x for x in d.get("entries", []) if x["name"].endswith("._extra_state")]
-            check(len(extra) == 4 * cfg.num_layers and all(x["status"] == "ok" for x in extra),
-                  f"linears' extra state: {[(x['name'], x['status']) for x in extra][:3]}")
-            real = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(), str(stripped)))
-            d = env.diff(stripped, lay)
-            planner = "RuntimeError: Missing key in checkpoint state_dict: "
-            text = real[1].strip().splitlines()[-1] if real else ""
-            check(text.startswith(planner) and d["outcome"]["action"] == "raises" and
-                  d["outcome"]["message"].startswith(planner) and
-                  d["outcome"]["message"][len(planner):].split("/")[0].endswith("._extra_state"),
-                  f"stripped: Megatron raises {text!r}; diff {d['outcome']['message']!r}")
-        finally:
-            ps.destroy_model_parallel()
+        model = build()
+        params = {}
+        tp_dims = {}
+        for n, t in model.state_dict().items():
+            if n.endswith("._extra_state") or not isinstance(t, torch.Tensor):
+                continue
+            params[n] = (tuple(t.shape), t.dtype)
+        for n, prm in model.named_parameters():
+            if getattr(prm, "tensor_model_parallel", False):
+                tp_dims[n] = prm.partition_dim
+        lay = env.layout("megatron-gpt", params, tp_dims=tp_dims,
+                         flags=EXTRA_STATE["local"][1])
+        whole, stripped = env.tmp / "megatron-gpt", env.tmp / "megatron-gpt-no-extra"
+        whole.mkdir()
+        stripped.mkdir()
+        dist_checkpointing.save(model.sharded_state_dict(), str(whole))
+        sd = {k: v for k, v in model.sharded_state_dict().items() if not k.endswith("._extra_state")}
+        dist_checkpointing.save(sd, str(stripped))
+        real = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(), str(whole)))
+        d = env.diff(whole, lay)
+        check(real is None and d["outcome"]["action"] == "loads" and d["exit"] == 0 and
+              d["counts"]["loadable_model"] == d["counts"]["expected_model"] == len(params),
+              f"whole: Megatron {real}; diff {d['outcome']} {d.get('counts')}")
+        mapped = {x["name"] for x in d.get("entries", []) if "local_spec_keys_map" in x["rules"]}
+        norms = {n for n in params if "input_layernorm" in n or "pre_mlp_layernorm" in n}
+        check(norms and mapped == norms, f"keys map: {sorted(mapped ^ norms)[:4]}")
+        extra = [x for x in d.get("entries", []) if x["name"].endswith("._extra_state")]
+        check(len(extra) == 4 * cfg.num_layers and all(x["status"] == "ok" for x in extra),
+              f"linears' extra state: {[(x['name'], x['status']) for x in extra][:3]}")
+        real = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(), str(stripped)))
+        d = env.diff(stripped, lay)
+        planner = "RuntimeError: Missing key in checkpoint state_dict: "
+        text = real[1].strip().splitlines()[-1] if real else ""
+        check(text.startswith(planner) and d["outcome"]["action"] == "raises" and
+              d["outcome"]["message"].startswith(planner) and
+              d["outcome"]["message"][len(planner):].split("/")[0].endswith("._extra_state"),
+              f"stripped: Megatron raises {text!r}; diff {d['outcome']['message']!r}")
 
 
 def case_untrained_experts(env: Env) -> None:
@@ -814,41 +821,35 @@ def case_untrained_experts(env: Env) -> None:
     mlp.experts.experts.linear_fcN). `diff --check-init` reads the slice of the stacked keys each
     parameter loads and must flag exactly expert 2's tensors, in every layer."""
     from megatron.core import dist_checkpointing
-    from megatron.core import parallel_state as ps
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_config import TransformerConfig
-    with megatron_on_cpu(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ps.initialize_model_parallel(1, 1)
-        try:
-            torch.manual_seed(8)
-            cfg = TransformerConfig(num_layers=2, hidden_size=32, num_attention_heads=4,
-                                    ffn_hidden_size=64, num_moe_experts=4, moe_grouped_gemm=False,
-                                    use_cpu_initialization=True)
-            model = GPTModel(cfg, get_gpt_layer_local_spec(num_experts=4, moe_grouped_gemm=False),
-                             vocab_size=32, max_sequence_length=64)
-            g = torch.Generator().manual_seed(9)
-            untrained = set()
-            with torch.no_grad():
-                for n, prm in model.named_parameters():
-                    if ".local_experts.2." in n:
-                        untrained.add(n)
-                    else:  # as some training moves it
-                        prm.add_(0.01 * torch.randn(prm.shape, generator=g, dtype=prm.dtype))
-            params = {n: (tuple(t.shape), t.dtype) for n, t in model.state_dict().items()
-                      if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
-            path = env.tmp / "megatron-untrained-experts"
-            path.mkdir()
-            dist_checkpointing.save(model.sharded_state_dict(), str(path))
-            lay = env.layout("megatron-untrained-experts", params, flags=EXTRA_STATE["local"][1])
-            d = env.diff(path, lay, "--check-init")
-            flagged = {x["name"] for x in d.get("entries", []) if x.get("looks_initial")}
-            check(untrained and flagged == untrained and d["exit"] == 0 and
-                  any(w.startswith("init: ") for w in d["outcome"]["warnings"]),
-                  f"flagged {sorted(flagged ^ untrained)[:4]} wrongly; exit {d['exit']}")
-        finally:
-            ps.destroy_model_parallel()
+    with megatron_model_parallel():
+        torch.manual_seed(8)
+        cfg = TransformerConfig(num_layers=2, hidden_size=32, num_attention_heads=4,
+                                ffn_hidden_size=64, num_moe_experts=4, moe_grouped_gemm=False,
+                                use_cpu_initialization=True)
+        model = GPTModel(cfg, get_gpt_layer_local_spec(num_experts=4, moe_grouped_gemm=False),
+                         vocab_size=32, max_sequence_length=64)
+        g = torch.Generator().manual_seed(9)
+        untrained = set()
+        with torch.no_grad():
+            for n, prm in model.named_parameters():
+                if ".local_experts.2." in n:
+                    untrained.add(n)
+                else:  # as some training moves it
+                    prm.add_(0.01 * torch.randn(prm.shape, generator=g, dtype=prm.dtype))
+        params = {n: (tuple(t.shape), t.dtype) for n, t in model.state_dict().items()
+                  if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
+        path = env.tmp / "megatron-untrained-experts"
+        path.mkdir()
+        dist_checkpointing.save(model.sharded_state_dict(), str(path))
+        lay = env.layout("megatron-untrained-experts", params, flags=EXTRA_STATE["local"][1])
+        d = env.diff(path, lay, "--check-init")
+        flagged = {x["name"] for x in d.get("entries", []) if x.get("looks_initial")}
+        check(untrained and flagged == untrained and d["exit"] == 0 and
+              any(w.startswith("init: ") for w in d["outcome"]["warnings"]),
+              f"flagged {sorted(flagged ^ untrained)[:4]} wrongly; exit {d['exit']}")
 
 
 def case_megatron_moe(env: Env) -> None:
@@ -861,51 +862,45 @@ def case_megatron_moe(env: Env) -> None:
     of the checkpoint into the model is the oracle that it loads."""
     import re
     from megatron.core import dist_checkpointing
-    from megatron.core import parallel_state as ps
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_config import TransformerConfig
-    with megatron_on_cpu(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ps.initialize_model_parallel(1, 1)
-        try:
-            torch.manual_seed(6)
-            experts = 4
-            cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4,
-                                    ffn_hidden_size=32, num_moe_experts=experts,
-                                    moe_grouped_gemm=False, use_cpu_initialization=True)
+    with megatron_model_parallel():
+        torch.manual_seed(6)
+        experts = 4
+        cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4,
+                                ffn_hidden_size=32, num_moe_experts=experts,
+                                moe_grouped_gemm=False, use_cpu_initialization=True)
 
-            def build() -> GPTModel:
-                return GPTModel(cfg, get_gpt_layer_local_spec(num_experts=experts,
-                                                              moe_grouped_gemm=False),
-                                vocab_size=32, max_sequence_length=64)
+        def build() -> GPTModel:
+            return GPTModel(cfg, get_gpt_layer_local_spec(num_experts=experts,
+                                                          moe_grouped_gemm=False),
+                            vocab_size=32, max_sequence_length=64)
 
-            model = build()
-            params = {n: (tuple(t.shape), t.dtype) for n, t in model.state_dict().items()
-                      if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
-            check(any(".local_experts.3." in n for n in params), "no sequential experts built")
-            path = env.tmp / "megatron-moe"
-            path.mkdir()
-            dist_checkpointing.save(model.sharded_state_dict(), str(path))
-            real = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(), str(path)))
-            check(real is None, f"megatron-core does not load its own checkpoint: {real}")
-            seq = re.compile(r"\.mlp\.experts\.local_experts\.(\d+)\.linear_fc([12])\.(weight|bias)$")
-            grouped = {seq.sub(lambda m: f".mlp.experts.linear_fc{m[2]}.{m[3]}{m[1]}", n): v
-                       for n, v in params.items()}
-            for form, want in (("sequential", params), ("grouped", grouped)):
-                lay = env.layout(f"megatron-moe-{form}", want, flags=EXTRA_STATE["local"][1])
-                d = env.diff(path, lay)
-                bad = [(x["name"], x["status"]) for x in d.get("entries", [])
-                       if x["section"] == "model" and not x["real_load_fills"]]
-                check(d["outcome"]["action"] == "loads" and not bad and
-                      d["counts"]["loadable_model"] == d["counts"]["expected_model"] == len(want),
-                      f"{form} experts: {d['outcome']['action']}, {bad[:3]}")
-                experts_read = {x["sources"][0]["key"] for x in d.get("entries", [])
-                                if ".experts." in x["name"] and x["sources"]}
-                check(experts_read and all(".mlp.experts.experts.linear_fc" in k for k in experts_read),
-                      f"{form}: experts read from {sorted(experts_read)[:2]}")
-        finally:
-            ps.destroy_model_parallel()
+        model = build()
+        params = {n: (tuple(t.shape), t.dtype) for n, t in model.state_dict().items()
+                  if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
+        check(any(".local_experts.3." in n for n in params), "no sequential experts built")
+        path = env.tmp / "megatron-moe"
+        path.mkdir()
+        dist_checkpointing.save(model.sharded_state_dict(), str(path))
+        real = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(), str(path)))
+        check(real is None, f"megatron-core does not load its own checkpoint: {real}")
+        seq = re.compile(r"\.mlp\.experts\.local_experts\.(\d+)\.linear_fc([12])\.(weight|bias)$")
+        grouped = {seq.sub(lambda m: f".mlp.experts.linear_fc{m[2]}.{m[3]}{m[1]}", n): v
+                   for n, v in params.items()}
+        for form, want in (("sequential", params), ("grouped", grouped)):
+            lay = env.layout(f"megatron-moe-{form}", want, flags=EXTRA_STATE["local"][1])
+            d = env.diff(path, lay)
+            bad = [(x["name"], x["status"]) for x in d.get("entries", [])
+                   if x["section"] == "model" and not x["real_load_fills"]]
+            check(d["outcome"]["action"] == "loads" and not bad and
+                  d["counts"]["loadable_model"] == d["counts"]["expected_model"] == len(want),
+                  f"{form} experts: {d['outcome']['action']}, {bad[:3]}")
+            experts_read = {x["sources"][0]["key"] for x in d.get("entries", [])
+                            if ".experts." in x["name"] and x["sources"]}
+            check(experts_read and all(".mlp.experts.experts.linear_fc" in k for k in experts_read),
+                  f"{form}: experts read from {sorted(experts_read)[:2]}")
 
 
 # Megatron command lines as users pass them (megatron/training/arguments.py flags); what each
@@ -1038,52 +1033,46 @@ def case_megatron_args(env: Env) -> None:
     megatron-core saves of it, with the args Namespace Megatron saves, must load N of N against
     the layout generated from its own saved args (megatron-core's load is the oracle)."""
     from megatron.core import dist_checkpointing
-    from megatron.core import parallel_state as ps
-    with megatron_on_cpu(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ps.initialize_model_parallel(1, 1)
-        try:
-            for name, line in MEGATRON_RUNS.items():
-                torch.manual_seed(7)
-                build, saved_args = megatron_build(argparse_flags(line))
-                model = build()
-                real = {n: list(t.shape) for n, t in model.state_dict().items()
-                        if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
-                flags = env.tmp / f"{name}.args"
-                flags.write_text(line.replace(" --", " \\\n  --") + "\n")
-                lay = env.tmp / f"{name}-from-flags.json"
-                p = subprocess.run([env.cli, "layout", "--from-config", str(flags), "-o", str(lay)],
-                                   capture_output=True, text=True)
-                got = {x["name"]: x["shape"] for x in json.loads(lay.read_text())["params"]} \
-                    if p.returncode == 0 else {}
-                check(p.returncode == 0, f"{name}: layout from flags: {p.stderr.strip()}")
-                wrong = sorted(n for n in real.keys() & got.keys() if real[n] != got[n])
-                check(got.keys() == real.keys() and not wrong,
-                      f"{name}: the model has {sorted(real.keys() - got.keys())[:4]} the layout "
-                      f"lacks, the layout {sorted(got.keys() - real.keys())[:4]} the model lacks,"
-                      f" shapes differ for {wrong[:3]}")
-                path = env.tmp / f"megatron-args-{name}"
-                path.mkdir()
-                sd = model.sharded_state_dict()
-                sd["args"] = saved_args  # as save_checkpoint does
-                dist_checkpointing.save(sd, str(path))
-                oracle = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(),
-                                                                  str(path)))
-                own = env.tmp / f"{name}-from-ckpt.json"
-                p = subprocess.run([env.cli, "layout", "--from-config", str(path), "-o", str(own)],
-                                   capture_output=True, text=True)
-                check(p.returncode == 0, f"{name}: layout from saved args: {p.stderr.strip()}")
-                if p.returncode != 0:
-                    continue
-                d = env.diff(path, own)
-                bad = [(x["name"], x["status"]) for x in d.get("entries", [])
-                       if x["section"] == "model" and not x["real_load_fills"]]
-                check(oracle is None and d["outcome"]["action"] == "loads" and not bad and
-                      d.get("counts", {}).get("loadable_model") == len(real),
-                      f"{name}: Megatron {oracle}; diff {d['outcome']['action']} "
-                      f"{d.get('counts', {}).get('loadable_model')} of {len(real)}: {bad[:3]}")
-        finally:
-            ps.destroy_model_parallel()
+    with megatron_model_parallel():
+        for name, line in MEGATRON_RUNS.items():
+            torch.manual_seed(7)
+            build, saved_args = megatron_build(argparse_flags(line))
+            model = build()
+            real = {n: list(t.shape) for n, t in model.state_dict().items()
+                    if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
+            flags = env.tmp / f"{name}.args"
+            flags.write_text(line.replace(" --", " \\\n  --") + "\n")
+            lay = env.tmp / f"{name}-from-flags.json"
+            p = subprocess.run([env.cli, "layout", "--from-config", str(flags), "-o", str(lay)],
+                               capture_output=True, text=True)
+            got = {x["name"]: x["shape"] for x in json.loads(lay.read_text())["params"]} \
+                if p.returncode == 0 else {}
+            check(p.returncode == 0, f"{name}: layout from flags: {p.stderr.strip()}")
+            wrong = sorted(n for n in real.keys() & got.keys() if real[n] != got[n])
+            check(got.keys() == real.keys() and not wrong,
+                  f"{name}: the model has {sorted(real.keys() - got.keys())[:4]} the layout "
+                  f"lacks, the layout {sorted(got.keys() - real.keys())[:4]} the model lacks,"
+                  f" shapes differ for {wrong[:3]}")
+            path = env.tmp / f"megatron-args-{name}"
+            path.mkdir()
+            sd = model.sharded_state_dict()
+            sd["args"] = saved_args  # as save_checkpoint does
+            dist_checkpointing.save(sd, str(path))
+            oracle = error_of(lambda: dist_checkpointing.load(build().sharded_state_dict(),
+                                                              str(path)))
+            own = env.tmp / f"{name}-from-ckpt.json"
+            p = subprocess.run([env.cli, "layout", "--from-config", str(path), "-o", str(own)],
+                               capture_output=True, text=True)
+            check(p.returncode == 0, f"{name}: layout from saved args: {p.stderr.strip()}")
+            if p.returncode != 0:
+                continue
+            d = env.diff(path, own)
+            bad = [(x["name"], x["status"]) for x in d.get("entries", [])
+                   if x["section"] == "model" and not x["real_load_fills"]]
+            check(oracle is None and d["outcome"]["action"] == "loads" and not bad and
+                  d.get("counts", {}).get("loadable_model") == len(real),
+                  f"{name}: Megatron {oracle}; diff {d['outcome']['action']} "
+                  f"{d.get('counts', {}).get('loadable_model')} of {len(real)}: {bad[:3]}")
 
 
 CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
