@@ -1025,6 +1025,110 @@ def megatron_build(given: dict):
     return build, ap.Namespace(**saved)
 
 
+def te_stub_provider():
+    """Transformer Engine's spec provider for megatron-core's own spec functions on a machine
+    without TE: each TE leaf module is a stand-in with TE's parameter names (a linear's `weight`
+    and `bias`, a LayerNormLinear's `layer_norm_weight`/`layer_norm_bias`, a norm's `weight`/
+    `bias`), so that the real spec logic and the real attention and MLP classes decide the rest."""
+    import torch.nn as tnn
+
+    def norm_params(m, size, config):
+        m.weight = tnn.Parameter(torch.empty(size))
+        if config.normalization == "LayerNorm":
+            m.bias = tnn.Parameter(torch.empty(size))
+
+    class Linear(tnn.Module):
+        def __init__(self, input_size, output_size, *, config, bias=True, **_):
+            super().__init__()
+            self.weight = tnn.Parameter(torch.empty(output_size, input_size))
+            if bias:
+                self.bias = tnn.Parameter(torch.empty(output_size))
+
+    class LayerNormLinear(Linear):
+        def __init__(self, input_size, output_size, *, config, bias=True, **kw):
+            super().__init__(input_size, output_size, config=config, bias=bias, **kw)
+            self.layer_norm_weight = tnn.Parameter(torch.empty(input_size))
+            if config.normalization == "LayerNorm":
+                self.layer_norm_bias = tnn.Parameter(torch.empty(input_size))
+
+    class Norm(tnn.Module):
+        def __init__(self, config, hidden_size, eps=1e-5, **_):
+            super().__init__()
+            norm_params(self, hidden_size, config)
+
+    class CoreAttention(tnn.Module):
+        def __init__(self, *a, **k):
+            super().__init__()
+
+    class Provider:
+        def linear(self): return Linear
+        def column_parallel_linear(self): return Linear
+        def row_parallel_linear(self): return Linear
+        def fuse_layernorm_and_linear(self): return True
+        def column_parallel_layer_norm_linear(self): return LayerNormLinear
+        def layer_norm(self, rms_norm=False, for_qk=False): return Norm
+        def core_attention(self): return CoreAttention
+        def activation_func(self): return None
+        def grouped_mlp_modules(self, *a): raise NotImplementedError("dense layers only")
+
+    return Provider
+
+
+def case_mla_versions(env: Env) -> None:
+    """MLA as each Megatron version builds it under Transformer Engine. megatron-core 0.16's own
+    TE spec and MLASelfAttention (TE's leaf modules stood in for) build the model of each command
+    line; the layout generated with --megatron-version 0.16 must name exactly its tensors (no
+    fused linear_qkv_down_proj, no query norm in linear_q_proj, even when the arguments ask for
+    mla_down_proj_fusion), and the default (main) must differ only by what main adds."""
+    import torch.nn.functional as F
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt import gpt_layer_specs
+    from megatron.core.transformer.transformer_config import MLATransformerConfig
+    import megatron.core.transformer.multi_latent_attention as mla_module
+    base = ("--num-layers 2 --hidden-size 16 --num-attention-heads 4 --ffn-hidden-size 32 --swiglu "
+            "--multi-latent-attention --kv-lora-rank 8 --qk-head-dim 4 --qk-pos-emb-head-dim 4 "
+            "--v-head-dim 4 --qk-layernorm --normalization RMSNorm --disable-bias-linear "
+            "--position-embedding-type rope --vocab-size 50 --untie-embeddings-and-output-weights")
+    runs = {"q_lora": base + " --q-lora-rank 8 --mla-down-proj-fusion", "no_q_lora": base}
+    with megatron_model_parallel():
+        gpt_layer_specs.TESpecProvider = te_stub_provider()
+        mla_module.HAVE_TE = False
+        mla_module.TELinear = gpt_layer_specs.TESpecProvider().linear()  # MLA checks its class
+        for name, line in runs.items():
+            given = argparse_flags(line)
+            cfg = MLATransformerConfig(
+                num_layers=2, hidden_size=16, num_attention_heads=4, ffn_hidden_size=32,
+                gated_linear_unit=True, activation_func=F.silu, q_lora_rank=given.get("q_lora_rank"),
+                kv_lora_rank=8, qk_head_dim=4, qk_pos_emb_head_dim=4, v_head_dim=4,
+                qk_layernorm=True, normalization="RMSNorm", add_bias_linear=False,
+                rope_type="rope", use_cpu_initialization=True)
+            spec = gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec(
+                None, False, True, True)
+            model = GPTModel(cfg, spec, vocab_size=128, max_sequence_length=64,
+                             position_embedding_type="rope",
+                             share_embeddings_and_output_weights=False)
+            real = {n: list(t.shape) for n, t in model.state_dict().items()
+                    if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
+            flags = env.tmp / f"mla-{name}.args"
+            flags.write_text(line + "\n")
+            shapes = {}
+            for version in ("0.16", "main"):
+                out = env.tmp / f"mla-{name}-{version}.json"
+                p = subprocess.run([env.cli, "layout", "--from-config", str(flags),
+                                    "--megatron-version", version, "-o", str(out)],
+                                   capture_output=True, text=True)
+                check(p.returncode == 0, f"{name} {version}: {p.stderr.strip()}")
+                shapes[version] = {x["name"]: x["shape"] for x in json.loads(out.read_text())["params"]} \
+                    if p.returncode == 0 else {}
+            old = shapes["0.16"]
+            check(old == real, f"{name}: 0.16 builds {sorted(real.keys() - old.keys())[:3]} the "
+                               f"layout lacks, the layout has {sorted(old.keys() - real.keys())[:3]}")
+            added = set(shapes["main"]) - set(old)
+            want = ({n for n in shapes["main"] if ".linear_qkv_down_proj." in n} if name == "q_lora"
+                    else {n for n in shapes["main"] if n.endswith(".linear_q_proj.layer_norm_weight")})
+            check(want and added == want, f"{name}: main adds {sorted(added)[:3]}")
+
+
 def case_megatron_args(env: Env) -> None:
     """Layouts from Megatron arguments are what the arguments build. For each command line
     (Megatron's defaults, Llama-like, MoE with SequentialMLP, MLA with and without a query
@@ -1080,7 +1184,7 @@ CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torc
          "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes,
          "megatron_gpt": case_megatron_gpt, "megatron_moe": case_megatron_moe,
          "megatron_args": case_megatron_args, "param_groups": case_param_groups,
-         "untrained_experts": case_untrained_experts}
+         "untrained_experts": case_untrained_experts, "mla_versions": case_mla_versions}
 
 
 def main() -> int:
