@@ -119,6 +119,8 @@ int runDiff(const DiffCommandOptions &o)
                                                "' (see Megatron's --dist-ckpt-strictness)"));
     options.strictness = *strictness;
 
+    if (o.values && !o.reportPath)
+        return runValues(o);
     if (o.reportPath) {
         ReportRequest request;
         auto format = reportFormatForPath(*o.reportPath);
@@ -130,6 +132,8 @@ int runDiff(const DiffCommandOptions &o)
         if (o.against)
             request.against =
                 CheckpointDiffRequest{o.checkpoint, *o.against, options, nullptr, nullptr};
+        if (o.values)
+            request.values = valueRequest(o);
         else
             request.diff = DiffRequest{o.checkpoint, *o.layout, options, nullptr};
         auto report = runReport(request);

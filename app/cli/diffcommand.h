@@ -2,7 +2,9 @@
 #pragma once
 
 #include <shardscope/layout.h>
+#include <shardscope/session.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,10 +34,20 @@ struct DiffCommandOptions
     bool checkInit = false;
     double initStd = 0.02;
     bool json = false;
+    // --values: the value comparison (with --against)
+    bool values = false;
+    double rtol = 0, atol = 0;
+    uint64_t maxMemory = 0;
+    int threads = 0;
+    bool noGpu = false;
+    std::string backend = "auto";
     std::optional<std::string> reportPath; ///< report: -o FILE.md|.html|.json
     std::string commandLine;               ///< for the report's reproduce section
 };
 int runDiff(const DiffCommandOptions &options);
+/** diff --against --values (valuescommand.cpp). */
+int runValues(const DiffCommandOptions &options);
+ValueDiffRequest valueRequest(const DiffCommandOptions &options);
 
 int runRules();
 

@@ -87,9 +87,26 @@ int main(int argc, char **argv)
     DiffCommandOptions diff;
     auto addDiffOptions = [&diff](CLI::App *c) {
         c->add_option("checkpoint", diff.checkpoint, "The checkpoint to check")->required();
-        auto *l = c->add_option("--layout", diff.layout, "What the model expects (layout JSON)");
+        c->add_option("--layout", diff.layout,
+                      "What the model expects (layout JSON); with --values, what names both "
+                      "checkpoints' tensors");
         auto *a = c->add_option("--against", diff.against, "Another checkpoint");
-        l->excludes(a);
+        auto *v = c->add_flag("--values", diff.values,
+                              "With --against: compare every tensor value by value, through "
+                              "the rules (exit 0 within tolerance, 1 differences)");
+        v->needs(a);
+        c->add_option("--rtol", diff.rtol,
+                      "--values: relative tolerance, |a-b| <= atol + rtol*|b| (default 0)");
+        c->add_option("--atol", diff.atol, "--values: absolute tolerance (default 0: bit-exact)");
+        c->add_option("--max-memory", diff.maxMemory,
+                      "--values: bytes of both sides' blocks held at once (default: a quarter "
+                      "of RAM)");
+        c->add_option("--threads", diff.threads, "--values: threads (default: one per core)")
+            ->check(CLI::Range(0, 4096));
+        c->add_flag("--no-gpu", diff.noGpu, "--values: compare on the CPU even with a GPU");
+        c->add_option("--backend", diff.backend,
+                      "--values under torchrun or srun: gloo, nccl or auto")
+            ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
         c->add_option("--strictness", diff.strictness,
                       "Megatron --dist-ckpt-strictness (assume_ok_unexpected, log_unexpected, "
                       "log_all, raise_unexpected, raise_all, return_unexpected, return_all, "
@@ -115,7 +132,9 @@ int main(int argc, char **argv)
     CLI::App *dif = app.add_subcommand(
         "diff", "What a real load would fill, split, rename or leave at initial values");
     addDiffOptions(dif);
-    dif->add_flag("--json", diff.json, "Machine-readable output (schema shardscope.diff/1)");
+    dif->add_flag("--json", diff.json,
+                  "Machine-readable output (shardscope.diff/1; with --values "
+                  "shardscope.value-diff/1)");
     CLI::App *rep = app.add_subcommand("report", "Write a fix report (.md, .html or .json)");
     addDiffOptions(rep);
     std::string reportPath;
@@ -186,6 +205,10 @@ int main(int argc, char **argv)
     if (*dif || *rep) {
         if (!diff.layout && !diff.against) {
             std::cerr << "shardscope-cli: give --layout FILE or --against CHECKPOINT\n";
+            return ExitUnreadable;
+        }
+        if (diff.layout && diff.against && !diff.values) {
+            std::cerr << "shardscope-cli: --layout and --against go together only with --values\n";
             return ExitUnreadable;
         }
         // The reproduce command: each argument shell-quoted ('…', with ' as '\'').

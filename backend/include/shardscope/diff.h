@@ -51,6 +51,9 @@ struct DiffOptions
      *  initialization (health.h initialLikeness): "the experts are still random". */
     bool checkInit = false;
     double initStd = 0.02; ///< Megatron's --init-method-std
+    /** Find the data wherever an enabled rule puts it, as if the format's loader ran every
+     *  handler: where the values are, not what a particular load asks for (value comparison). */
+    bool everyRule = false;
 };
 
 enum class LoadStatus : uint8_t {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "shardscope/diff.h"
+#include "shardscope/valuediff.h"
 
 #include <cstdint>
 #include <optional>
@@ -30,9 +31,11 @@ struct ReportContext
  */
 std::string renderReport(const DiffResult &diff, ReportFormat format, const ReportContext &ctx);
 
-/** The same for a checkpoint-against-checkpoint diff: counts per change kind, then changes. */
+/** The same for a checkpoint-against-checkpoint diff: counts per change kind, then changes;
+ *  with `values`, a section on the value differences (worst first, repeated layers folded). */
 std::string renderCheckpointDiffReport(const CheckpointDiff &diff, ReportFormat format,
-                                       const ReportContext &ctx);
+                                       const ReportContext &ctx,
+                                       const ValueDiffResult *values = nullptr);
 
 /** Every field of a DiffResult as JSON (schema "shardscope.diff/1"), indented by one space. */
 std::string diffToJson(const DiffResult &diff);

@@ -11,6 +11,7 @@
 #include "shardscope/layout.h"
 #include "shardscope/loadplan.h"
 #include "shardscope/report.h"
+#include "shardscope/valuediff.h"
 #include "shardscope/verify.h"
 
 #include <atomic>
@@ -134,6 +135,29 @@ struct CheckpointDiffRequest
 Result<CheckpointDiff> runCheckpointDiff(const CheckpointDiffRequest &request,
                                          const JobControl &control = {});
 
+// ---------------------------------------------------------------- values
+
+/** Two checkpoints compared value by value (diff --against --values). */
+struct ValueDiffRequest
+{
+    std::string first, second;
+    /** What names the tensors of both sides; empty: a side's saved Megatron arguments or
+     *  Hugging Face config where the formats need one, else the first checkpoint's tensors. */
+    std::string layout;
+    std::vector<std::string> disabledRules;
+    double rtol = 0, atol = 0; ///< default: bit-exact
+    bool includeOptimizer = true;
+    uint64_t maxMemory = 0; ///< both sides' blocks, all threads; 0: a quarter of physical memory
+    int threads = 0;        ///< 0: one per core
+    bool useGpu = true;
+    Communicator *comm = nullptr; ///< the job this process is one rank of (joinJob())
+    OpenedIndex firstOpened, secondOpened;
+};
+
+/** Every tensor both sides hold, compared in their stored dtypes, streamed under the budget. */
+Result<ValueDiffResult> runValueDiff(const ValueDiffRequest &request,
+                                     const JobControl &control = {});
+
 // ---------------------------------------------------------------- verify
 
 struct VerifyRequest
@@ -184,6 +208,8 @@ struct ReportRequest
     /** Exactly one of the two diffs. */
     std::optional<DiffRequest> diff;
     std::optional<CheckpointDiffRequest> against;
+    /** With `against`: the value comparison too, as a section of the report. */
+    std::optional<ValueDiffRequest> values;
     ReportFormat format = ReportFormat::Markdown;
     ReportContext context;
 };

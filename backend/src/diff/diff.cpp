@@ -360,7 +360,8 @@ private:
     Request request(const LayoutParam &p, bool allRules, bool torchDistSplit = false) const
     {
         auto on = [&](const std::string &rule) {
-            return allRules || (enabled(rule) && (m_megatronLoader || !byLoader(rule)));
+            return allRules ||
+                   (enabled(rule) && (m_megatronLoader || m_options.everyRule || !byLoader(rule)));
         };
         Request q = detail::loaderRequest(p, m_layout, m_torchDist && !torchDistSplit, on);
         // The local spec (no Transformer Engine) of a layer with linear_qkv keeps its norms

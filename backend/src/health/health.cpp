@@ -269,6 +269,16 @@ namespace detail {
 
 using namespace kernels;
 
+std::optional<int> kernelCode(DType t)
+{
+    return elemCode(partsDType(t));
+}
+
+int kernelParts(DType t)
+{
+    return partsDType(t) == t ? 1 : 2;
+}
+
 HealthStream::HealthStream(DType dtype, int bins)
     : m_code(elemCode(partsDType(dtype)).value_or(-1))
     , m_elemSize(elementSize(partsDType(dtype)))

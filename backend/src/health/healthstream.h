@@ -5,10 +5,17 @@
 #include "shardscope/health.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace shardscope::detail {
+
+/** The kernels' element code of a dtype (kernels::ElemCode; a complex dtype's parts'); nullopt
+ *  for those they lack. */
+std::optional<int> kernelCode(DType t);
+/** Kernel elements per element: 2 for complex dtypes (real and imaginary parts), else 1. */
+int kernelParts(DType t);
 
 /** computeHealth() on the CPU over `threads` threads (0: its own choice), the same bits. */
 Result<TensorHealth> computeHealthOn(const TensorData &data, ComputeDevice device, int threads,

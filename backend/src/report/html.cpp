@@ -341,7 +341,34 @@ std::string htmlReport(const DiffResult &diff, const ReportContext &ctx)
     return h + htmlTail();
 }
 
-std::string htmlCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx)
+// The value differences: a summary, then each group, the worst first.
+std::string hValues(const ValueDiffResult &v)
+{
+    using V = TensorValueDiff::Verdict;
+    std::string h =
+        "<section>\n<h2>Value differences</h2>\n<p>" + htmlEscape(valueSummary(v)) +
+        " · tolerance " +
+        htmlEscape(v.rtol == 0 && v.atol == 0
+                       ? std::string("bit-exact")
+                       : "rtol " + std::to_string(v.rtol) + ", atol " + std::to_string(v.atol)) +
+        " · names from " + hCode(v.layout) + "</p>\n";
+    for (const ValueGroup &g : valueGroups(v)) {
+        const char *cls = g.verdict == V::Different     ? "b-bad"
+                          : g.verdict == V::Within      ? "b-warn"
+                          : g.verdict == V::NotCompared ? "b-warn"
+                                                        : "b-ok";
+        h += "<details class=\"group\"><summary>" + hBadge(cls, verdictName(g.verdict)) +
+             hCode(g.pattern) + "<span class=\"count\">" +
+             plural(g.members.size(), "tensor", "tensors") +
+             "</span></summary>\n<div "
+             "class=\"body\"><p>" +
+             htmlEscape(valueFigures(v.tensors[g.worst])) + "</p></div>\n</details>\n";
+    }
+    return h + "</section>\n";
+}
+
+std::string htmlCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx,
+                                 const ValueDiffResult *values)
 {
     const auto groups = changeGroups(diff);
     std::string h = htmlHead("ShardScope checkpoint comparison — " + diff.first);
@@ -385,7 +412,10 @@ std::string htmlCheckpointReport(const CheckpointDiff &diff, const ReportContext
             h += "<dt>Detail</dt><dd>" + htmlProse(g.detail) + "</dd>\n";
         h += "</dl></div>\n</details>\n";
     }
-    h += "</section>\n" + hReproduce(ctx);
+    h += "</section>\n";
+    if (values)
+        h += hValues(*values);
+    h += hReproduce(ctx);
     return h + htmlTail();
 }
 } // namespace shardscope::report

@@ -176,7 +176,8 @@ json checkpointDiffJson(const CheckpointDiff &diff)
             {"changes", std::move(changes)}};
 }
 
-std::string jsonCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx)
+std::string jsonCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx,
+                                 const ValueDiffResult *values)
 {
     json groups = json::array();
     for (const ChangeGroup &g : changeGroups(diff))
@@ -197,6 +198,7 @@ std::string jsonCheckpointReport(const CheckpointDiff &diff, const ReportContext
                  {"generated_at", ctx.generatedAt},
                  {"summary", std::move(summary)},
                  {"groups", std::move(groups)},
-                 {"diff", checkpointDiffJson(diff)}});
+                 {"diff", checkpointDiffJson(diff)},
+                 {"values", values ? json::parse(valueDiffToJson(*values)) : json(nullptr)}});
 }
 } // namespace shardscope::report

@@ -174,7 +174,30 @@ std::string markdownReport(const DiffResult &diff, const ReportContext &ctx)
     return md;
 }
 
-std::string markdownCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx)
+namespace {
+
+// The value differences: a summary line, then each group, the worst first.
+std::string mdValues(const ValueDiffResult &v)
+{
+    std::string md = "\n## Value differences\n\n" + mdEscape(valueSummary(v)) + " (tolerance " +
+                     (v.rtol == 0 && v.atol == 0
+                          ? std::string("bit-exact")
+                          : "rtol " + std::to_string(v.rtol) + ", atol " + std::to_string(v.atol)) +
+                     "; names from " + mdCode(v.layout) + ").\n\n";
+    md += "| Verdict | Tensors | Figures (the worst) |\n|---|---|---|\n";
+    for (const ValueGroup &g : valueGroups(v)) {
+        const TensorValueDiff &w = v.tensors[g.worst];
+        md += "| " + mdCode(verdictName(g.verdict), true) + " | " + mdCode(g.pattern, true) +
+              (g.members.size() > 1 ? " (" + std::to_string(g.members.size()) + ")" : "") + " | " +
+              mdEscape(oneLine(valueFigures(w))) + " |\n";
+    }
+    return md;
+}
+
+} // namespace
+
+std::string markdownCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx,
+                                     const ValueDiffResult *values)
 {
     const auto groups = changeGroups(diff);
     std::string md = "# ShardScope checkpoint comparison\n\n| | |\n|---|---|\n";
@@ -205,6 +228,8 @@ std::string markdownCheckpointReport(const CheckpointDiff &diff, const ReportCon
             md += ": " + mdProse(g.detail);
         md += "\n";
     }
+    if (values)
+        md += mdValues(*values);
     return md + "\n" + mdReproduce(ctx);
 }
 } // namespace shardscope::report

@@ -48,15 +48,15 @@ std::string renderReport(const DiffResult &diff, ReportFormat format, const Repo
 }
 
 std::string renderCheckpointDiffReport(const CheckpointDiff &diff, ReportFormat format,
-                                       const ReportContext &ctx)
+                                       const ReportContext &ctx, const ValueDiffResult *values)
 {
     switch (format) {
     case ReportFormat::Markdown:
-        return report::markdownCheckpointReport(diff, ctx);
+        return report::markdownCheckpointReport(diff, ctx, values);
     case ReportFormat::Html:
-        return report::htmlCheckpointReport(diff, ctx);
+        return report::htmlCheckpointReport(diff, ctx, values);
     case ReportFormat::Json:
-        return report::jsonCheckpointReport(diff, ctx);
+        return report::jsonCheckpointReport(diff, ctx, values);
     }
     return {};
 }

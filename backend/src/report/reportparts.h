@@ -5,6 +5,7 @@
 
 #include "shardscope/diff.h"
 #include "shardscope/report.h"
+#include "shardscope/valuediff.h"
 
 #include "shardscope/keyfold.h"
 
@@ -136,14 +137,34 @@ inline constexpr size_t kShownKeys = 5;
 /** A fix that is a command line reads best as a code block, prose as prose. */
 bool isCommand(std::string_view fix);
 
+// ---------------------------------------------------------------- values (valuesmodel.cpp)
+
+/** Tensors of one verdict whose names fold together (and, not compared, for one reason). */
+struct ValueGroup
+{
+    TensorValueDiff::Verdict verdict = TensorValueDiff::Verdict::Identical;
+    std::string pattern;
+    std::vector<size_t> members; ///< into ValueDiffResult::tensors
+    size_t worst = 0;            ///< the member with the largest relative L2 difference
+};
+/** Different first, worst first; then within tolerance, not compared, identical. */
+std::vector<ValueGroup> valueGroups(const ValueDiffResult &r);
+/** One tensor's figures on one line ("12 of 4096 differ (first at [3, 0]); max |a−b| …"). */
+std::string valueFigures(const TensorValueDiff &t);
+/** "126 tensors: 120 identical, 4 within tolerance, 2 different, 3 not compared". */
+std::string valueSummary(const ValueDiffResult &r);
+
 // ---------------------------------------------------------------- the formats
 
 std::string markdownReport(const DiffResult &diff, const ReportContext &ctx);
-std::string markdownCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx);
+std::string markdownCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx,
+                                     const ValueDiffResult *values);
 std::string htmlReport(const DiffResult &diff, const ReportContext &ctx);
-std::string htmlCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx);
+std::string htmlCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx,
+                                 const ValueDiffResult *values);
 std::string jsonReport(const DiffResult &diff, const ReportContext &ctx);
-std::string jsonCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx);
+std::string jsonCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx,
+                                 const ValueDiffResult *values);
 json diffJson(const DiffResult &diff);
 json checkpointDiffJson(const CheckpointDiff &diff);
 /** Indented by one space, newline-terminated; invalid UTF-8 replaced (dump() would throw). */

@@ -182,8 +182,16 @@ Result<ReportOutput> runReport(const ReportRequest &request, const JobControl &c
         auto diff = runCheckpointDiff(*request.against, control);
         if (!diff)
             return diff.error();
-        out.text = renderCheckpointDiffReport(*diff, request.format, request.context);
-        out.clean = diff->clean();
+        std::optional<ValueDiffResult> values;
+        if (request.values) {
+            auto v = runValueDiff(*request.values, control);
+            if (!v)
+                return v.error();
+            values = std::move(*v);
+        }
+        out.text = renderCheckpointDiffReport(*diff, request.format, request.context,
+                                              values ? &*values : nullptr);
+        out.clean = values ? values->withinTolerance() : diff->clean();
     }
     control.report({"report", 1, 1});
     return out;

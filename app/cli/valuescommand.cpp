@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+// diff A --against B --values: the value comparison, in one process or as one rank of a job.
+#include "diffcommand.h"
+#include "inspectcommand.h"
+#include "progressbar.h"
+
+#include <shardscope/session.h>
+
+#include <csignal>
+#include <iostream>
+#include <unistd.h>
+
+namespace shardscope::cli {
+
+namespace {
+
+CancelToken g_cancel;
+extern "C" void onValuesInterrupt(int)
+{
+    g_cancel.cancel(); // an atomic store: safe in a signal handler
+}
+
+} // namespace
+
+ValueDiffRequest valueRequest(const DiffCommandOptions &o)
+{
+    ValueDiffRequest r;
+    r.first = o.checkpoint;
+    r.second = o.against.value_or("");
+    r.layout = o.layout.value_or("");
+    r.disabledRules = o.disabledRules;
+    r.rtol = o.rtol;
+    r.atol = o.atol;
+    r.includeOptimizer = !o.noOptimizer;
+    r.maxMemory = o.maxMemory;
+    r.threads = o.threads;
+    r.useGpu = !o.noGpu;
+    return r;
+}
+
+int runValues(const DiffCommandOptions &o)
+{
+    const CommBackend backend = o.backend == "gloo"   ? CommBackend::Gloo
+                                : o.backend == "nccl" ? CommBackend::Nccl
+                                                      : CommBackend::Auto;
+    auto comm = joinJob(backend);
+    if (!comm) {
+        std::cerr << "shardscope-cli: " << comm.error().toString() << "\n";
+        return ExitUnreadable;
+    }
+    const bool leader = !*comm || (*comm)->rank() == 0; // prints; the others stay quiet
+    ValueDiffRequest request = valueRequest(o);
+    request.comm = comm->get();
+
+    std::signal(SIGINT, onValuesInterrupt);
+    Result<ValueDiffResult> result = makeError(Error::Code::Internal, "not run");
+    {
+        ProgressBar bar(leader && !o.json && isatty(STDERR_FILENO));
+        JobControl control;
+        control.cancel = g_cancel;
+        control.progress = [&bar](const JobProgress &p) {
+            if (p.stage == "compare")
+                bar.update(p.done, p.total);
+            return true;
+        };
+        result = runValueDiff(request, control);
+    }
+    std::signal(SIGINT, SIG_DFL);
+    if (!result) {
+        std::cerr << "shardscope-cli: " << result.error().toString() << "\n";
+        return ExitUnreadable;
+    }
+    const int code = result->cancelled || result->unreadable() ? ExitUnreadable
+                     : result->withinTolerance()                 ? ExitHealthy
+                                                                 : ExitProblems;
+    struct Done
+    {
+        Communicator *comm;
+        ~Done()
+        {
+            std::cout.flush();
+            if (comm)
+                (void)comm->barrier();
+        }
+    } done{comm->get()};
+    if (!leader)
+        return code;
+    for (const TensorValueDiff &t : result->tensors)
+        if (t.unreadable)
+            std::cerr << "shardscope-cli: " << t.why << "\n";
+    std::cout << (o.json ? valueDiffToJson(*result) : renderValueDiffText(*result));
+    return code;
+}
+
+} // namespace shardscope::cli

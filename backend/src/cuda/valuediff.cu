@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+// Value differences on the GPU: one thread per segment runs the shared per-pair code
+// (kernels/diffcore.h) and each side's health fold; the host merges the segments in index
+// order, as the CPU path does, so both agree bit for bit. Histogram bins add as integers.
+#include "kernels/diffdevice.h"
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+namespace shardscope::kernels {
+
+namespace {
+
+__global__ void diffSegments(const unsigned char *a, int codeA, int sizeA, const unsigned char *b,
+                             int codeB, int sizeB, int64_t n, int64_t base, DiffParams params,
+                             DiffAccum *out, Accum *outA, Accum *outB, unsigned long long *hist,
+                             int64_t segments)
+{
+    const int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (s >= segments)
+        return;
+    const int64_t begin = s * kSegment, end = begin + kSegment < n ? begin + kSegment : n;
+    unsigned long long local[kDiffBins];
+    for (int k = 0; k < kDiffBins; ++k)
+        local[k] = 0;
+    out[s] = diffSegment(a, codeA, sizeA, b, codeB, sizeB, begin, end, base, params, local);
+    outA[s] = foldSegment(a, sizeA, codeA, begin, end);
+    outB[s] = foldSegment(b, sizeB, codeB, begin, end);
+    for (int k = 0; k < kDiffBins; ++k)
+        if (local[k])
+            atomicAdd(&hist[k], local[k]);
+}
+
+} // namespace
+
+bool deviceValueDiff(const unsigned char *a, int codeA, int sizeA, const unsigned char *b,
+                     int codeB, int sizeB, int64_t n, int64_t base, const DiffParams &params,
+                     DiffAccum &total, unsigned long long *hist, Accum &sideA, Accum &sideB,
+                     const char *&error)
+{
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        cudaGetLastError();
+        error = "no CUDA device";
+        return false;
+    }
+    const int64_t segments = (n + kSegment - 1) / kSegment;
+    const size_t bytesA = size_t(n * sizeA), bytesB = size_t(n * sizeB);
+    const size_t segs = size_t(segments > 0 ? segments : 1);
+    unsigned char *dA = nullptr, *dB = nullptr;
+    DiffAccum *dDiff = nullptr;
+    Accum *dSideA = nullptr, *dSideB = nullptr;
+    unsigned long long *dHist = nullptr;
+    cudaError_t e = cudaMalloc(&dA, bytesA ? bytesA : 1);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&dB, bytesB ? bytesB : 1);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&dDiff, sizeof(DiffAccum) * segs);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&dSideA, sizeof(Accum) * segs);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&dSideB, sizeof(Accum) * segs);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&dHist, sizeof(unsigned long long) * kDiffBins);
+    if (e == cudaSuccess && bytesA)
+        e = cudaMemcpy(dA, a, bytesA, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && bytesB)
+        e = cudaMemcpy(dB, b, bytesB, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(dHist, hist, sizeof(unsigned long long) * kDiffBins,
+                       cudaMemcpyHostToDevice);
+    std::vector<DiffAccum> parts(static_cast<size_t>(segments));
+    std::vector<Accum> partsA(static_cast<size_t>(segments)), partsB(static_cast<size_t>(segments));
+    if (e == cudaSuccess && segments > 0) {
+        const int threads = 128;
+        diffSegments<<<unsigned((segments + threads - 1) / threads), threads>>>(
+            dA, codeA, sizeA, dB, codeB, sizeB, n, base, params, dDiff, dSideA, dSideB, dHist,
+            segments);
+        e = cudaGetLastError();
+        if (e == cudaSuccess)
+            e = cudaMemcpy(parts.data(), dDiff, sizeof(DiffAccum) * parts.size(),
+                           cudaMemcpyDeviceToHost);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(partsA.data(), dSideA, sizeof(Accum) * partsA.size(),
+                           cudaMemcpyDeviceToHost);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(partsB.data(), dSideB, sizeof(Accum) * partsB.size(),
+                           cudaMemcpyDeviceToHost);
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpy(hist, dHist, sizeof(unsigned long long) * kDiffBins,
+                       cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        for (size_t s = 0; s < parts.size(); ++s) { // index order, as the CPU path merges
+            mergeDiff(total, parts[s]);
+            merge(sideA, partsA[s]);
+            merge(sideB, partsB[s]);
+        }
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dDiff);
+    cudaFree(dSideA);
+    cudaFree(dSideB);
+    cudaFree(dHist);
+    if (e != cudaSuccess) {
+        error = cudaGetErrorString(e);
+        return false;
+    }
+    return true;
+}
+
+} // namespace shardscope::kernels

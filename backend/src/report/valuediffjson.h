@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/valuediff.h"
+
+#include <nlohmann/json.hpp>
+
+namespace shardscope::detail {
+
+/** One tensor's entry of shardscope.value-diff/1 (also what ranks send each other). */
+nlohmann::json tensorValueDiffToJson(const TensorValueDiff &t);
+TensorValueDiff tensorValueDiffFromJson(const nlohmann::json &j);
+
+} // namespace shardscope::detail

@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""`diff A --against B --values` against torch's own figures.
+
+    check_values.py --cli CLI CASE [--fixtures DIR]
+
+Each case writes checkpoint pairs with real torch (or the safetensors package) that differ in
+known places, runs the value comparison, and checks every figure it prints against what torch
+computes from the tensors it loads itself: identity (bit for bit, torch.equal on the bits),
+the differing count and first differing index, max abs and max rel difference, mean abs, RMS,
+relative L2, cosine, ULPs of bfloat16. Nothing expected is typed in.
+
+Cases: element (one element changed, several dtypes), rows_permuted (SwiGLU halves stored in the
+wrong order: Megatron-LM#2769; the structural diff sees nothing), bf16_roundtrip (a float32
+tensor against its bfloat16 copy, and a float64 copy: a dtype change of the same values),
+ranks (the same tensors written by 1, 2 and 4 DCP ranks, chunked differently), hf_llama (a
+Hugging Face Llama against the Megatron checkpoint the test converts from it with
+Megatron-Bridge's published mapping, then with one query group swapped), splits (the same
+results whatever the threads, memory budget and processes), unreadable (a data file cut short).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+FAILURES: list[str] = []
+
+
+def check(cond: bool, what: str) -> None:
+    if not cond:
+        FAILURES.append(what)
+
+
+def close(x, y, rel: float = 1e-9) -> bool:
+    if x is None or y is None:
+        return x is y
+    if math.isinf(y):
+        return x is None or math.isinf(x)
+    return abs(x - y) <= rel * max(1.0, abs(y)) or abs(x - y) <= 1e-300
+
+
+class Env:
+    def __init__(self, cli: str, fixtures: str | None):
+        self.cli = cli
+        self.fixtures = Path(fixtures) if fixtures else None
+        self.tmp = Path(tempfile.mkdtemp(prefix="ss-values-"))
+
+    def values(self, a: Path, b: Path, *extra: str, launch: int = 0) -> tuple[int, dict, str]:
+        cmd = [self.cli, "diff", str(a), "--against", str(b), "--values", "--json", *extra]
+        if launch:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python", "--standalone",
+                   "--nproc-per-node", str(launch)] + cmd + ["--backend", "gloo"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        try:
+            d = json.loads(p.stdout) if p.stdout.strip() else {}
+        except json.JSONDecodeError:
+            d = {}
+        return p.returncode, d, p.stderr
+
+
+def save_dcp(state: dict, path: Path) -> Path:
+    import torch.distributed.checkpoint as dcp
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save(state, checkpoint_id=str(path))
+    return path
+
+
+def load_dcp(path: Path) -> dict:
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    out = path.parent / (path.name + ".pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp_to_torch_save(str(path), str(out))
+    return torch.load(out, weights_only=False)
+
+
+def flat(sd: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in sd.items():
+        if isinstance(v, dict):
+            out.update(flat(v, prefix + k + "."))
+        elif isinstance(v, torch.Tensor):
+            out[prefix + k] = v
+    return out
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    t = torch.view_as_real(t) if t.is_complex() else t
+    if t.dtype == torch.bool:
+        return t.to(torch.uint8)
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    return t.contiguous().view(ints[t.element_size()])
+
+
+def torch_figures(a: torch.Tensor, b: torch.Tensor) -> dict:
+    """What the comparison must say, from torch's own arithmetic (float64)."""
+    same = bits(a) == bits(b) if a.dtype == b.dtype else None
+    a64 = (torch.view_as_real(a) if a.is_complex() else a).to(torch.float64).flatten()
+    b64 = (torch.view_as_real(b) if b.is_complex() else b).to(torch.float64).flatten()
+    if same is None:
+        same = (a64 == b64) | (a64.isnan() & b64.isnan())
+    same = same.flatten()
+    finite = a64.isfinite() & b64.isfinite()
+    d = (a64 - b64).abs()[finite]
+    bf = b64[finite].abs()
+    nz = bf != 0
+    diff_at = (~same).nonzero()
+    shape = list(a.shape) + ([2] if a.is_complex() else [])
+    first = [int(i) for i in torch.unravel_index(diff_at[0, 0], shape)] if len(diff_at) else None
+    if first is not None and a.is_complex():
+        first = first[:-1]
+    af, bfv = a64[finite], b64[finite]
+    na, nb = af.norm().item(), bfv.norm().item()
+    return {
+        "count": a64.numel(), "differing": int((~same).sum()),
+        "first_diff": first, "max_abs": d.max().item() if len(d) else 0.0,
+        "max_rel": (d[nz] / bf[nz]).max().item() if nz.any() else 0.0,
+        "mean_abs": d.mean().item() if len(d) else 0.0,
+        "rms": math.sqrt((d * d).mean().item()) if len(d) else 0.0,
+        "rel_l2": (d.norm().item() / nb) if nb > 0 else (0.0 if d.norm().item() == 0 else math.inf),
+        "cosine": (af @ bfv).item() / (na * nb) if na > 0 and nb > 0 else 1.0,
+    }
+
+
+def check_figures(tag: str, got: dict, a: torch.Tensor, b: torch.Tensor) -> None:
+    want = torch_figures(a, b)
+    verdict = "identical" if want["differing"] == 0 else None
+    if verdict:
+        check(got.get("verdict") == "identical", f"{tag}: torch says identical, got {got.get('verdict')}")
+        return
+    check(got.get("verdict") in ("different", "within_tolerance"), f"{tag}: verdict {got.get('verdict')}")
+    for k in ("count", "differing", "first_diff"):
+        check(got.get(k) == want[k], f"{tag}: {k} {got.get(k)}, torch {want[k]}")
+    for k in ("max_abs", "max_rel", "mean_abs", "rms", "rel_l2", "cosine"):
+        check(close(got.get(k), want[k]), f"{tag}: {k} {got.get(k)}, torch {want[k]}")
+
+
+def by_name(d: dict) -> dict:
+    return {t["name"]: t for t in d.get("tensors", [])}
+
+
+def case_element(env: Env) -> None:
+    g = torch.Generator().manual_seed(1)
+    a = {"w32": torch.randn(64, 48, generator=g), "wbf": torch.randn(32, 16, generator=g).bfloat16(),
+         "w16": torch.randn(40, generator=g).half(), "ids": torch.arange(10),
+         "same": torch.randn(8, 8, generator=g)}
+    b = {k: v.clone() for k, v in a.items()}
+    b["w32"][5, 7] += 0.25
+    b["wbf"][3, 2] = -b["wbf"][3, 2]
+    b["w16"][39] = b["w16"][39] * 2
+    b["ids"][4] = 99
+    pa, pb = save_dcp(a, env.tmp / "element-a"), save_dcp(b, env.tmp / "element-b")
+    rc, d, err = env.values(pa, pb)
+    t = by_name(d)
+    check(rc == 1, f"element: exit {rc} ({err.strip()})")
+    for k in a:
+        check(k in t, f"element: {k} not reported")
+        if k in t:
+            check_figures(f"element/{k}", t[k], a[k], b[k])
+    # The same pair within a tolerance that covers the change: exit 0.
+    rc, d, _ = env.values(pa, pb, "--atol", "100")
+    check(rc == 0 and all(x["verdict"] in ("identical", "within_tolerance") for x in d["tensors"]),
+          f"element: --atol 100 exit {rc}")
+
+
+def case_rows_permuted(env: Env) -> None:
+    """Megatron-LM#2769: SwiGLU's halves stored in the wrong order. The first checkpoint keeps
+    linear_fc1 fused [W; V]; the second stores it split (weight_w / weight_v) as Megatron-FSDP
+    does, once right and once with the halves swapped."""
+    g = torch.Generator().manual_seed(2)
+    f, h = 24, 16
+    fused = torch.randn(2 * f, h, generator=g)
+    norm = torch.randn(h, generator=g)
+    a = {"decoder.layers.0.mlp.linear_fc1.weight": fused,
+         "decoder.layers.0.mlp.linear_fc1.layer_norm_weight": norm}
+
+    def split(w: torch.Tensor, v: torch.Tensor) -> dict:
+        return {"model": {"module.decoder.layers.0.mlp.linear_fc1.weight_w": w.clone(),
+                          "module.decoder.layers.0.mlp.linear_fc1.weight_v": v.clone(),
+                          "module.decoder.layers.0.mlp.linear_fc1.layer_norm_weight": norm.clone()}}
+    pa = save_dcp(a, env.tmp / "rows-a")
+    good = save_dcp(split(fused[:f], fused[f:]), env.tmp / "rows-good")
+    bad = save_dcp(split(fused[f:], fused[:f]), env.tmp / "rows-swapped")
+    rc, d, err = env.values(pa, good)
+    t = by_name(d)
+    name = "decoder.layers.0.mlp.linear_fc1.weight"
+    check(rc == 0 and t.get(name, {}).get("verdict") == "identical" and
+          len(t[name].get("keys_b", [])) == 2,
+          f"rows: fused against its halves: exit {rc}, {t.get(name)} {err.strip()}")
+    rc, d, _ = env.values(pa, bad)
+    t = by_name(d)
+    check(rc == 1 and name in t, f"rows: swapped halves: exit {rc}")
+    if name in t:
+        check_figures("rows/swapped", t[name], fused, torch.cat([fused[f:], fused[:f]]))
+    # The structural diff cannot see it: the same keys, shapes and dtypes.
+    p = subprocess.run([env.cli, "diff", str(good), "--against", str(bad), "--json"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0 and not json.loads(p.stdout)["changes"],
+          f"rows: the structural diff sees a change: {p.stdout[:200]}")
+
+
+def case_bf16_roundtrip(env: Env) -> None:
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(128, 64, generator=g)
+    pa = save_dcp({"w": w}, env.tmp / "rt-a")
+    pb = save_dcp({"w": w.bfloat16()}, env.tmp / "rt-b")
+    pc = save_dcp({"w": w.double()}, env.tmp / "rt-c")
+    rc, d, err = env.values(pa, pb)
+    t = by_name(d).get("w", {})
+    check(rc == 1, f"bf16: exit {rc} {err.strip()}")
+    check_figures("bf16", t, w, w.bfloat16())
+    # torch's own cast is round-to-nearest-even: every value within one bfloat16 ULP (here 0).
+    check(t.get("ulp_dtype") == "bfloat16" and t.get("max_ulp") is not None and t["max_ulp"] <= 1,
+          f"bf16: ULPs {t.get('max_ulp')} of {t.get('ulp_dtype')}")
+    rc, d, _ = env.values(pa, pb, "--rtol", str(2 ** -8))
+    check(rc == 0 and by_name(d).get("w", {}).get("verdict") == "within_tolerance",
+          f"bf16: --rtol 2^-8: exit {rc}")
+    rc, d, _ = env.values(pa, pc)
+    t = by_name(d).get("w", {})
+    check(rc == 0 and t.get("verdict") == "identical" and t.get("dtype_b") == "float64",
+          f"float64 copy: exit {rc}, {t.get('verdict')}")
+    # float16 too: our rounding to the float16 grid is torch's (0 ULP from its own cast), and a
+    # value outside float16's range becomes infinite on that side, as torch makes it.
+    tiny = torch.randn(64, 64, generator=g) * 1e-5  # float16 subnormals
+    pe = save_dcp({"w": w, "tiny": tiny}, env.tmp / "rt-e")
+    pd = save_dcp({"w": w.half(), "tiny": tiny.half()}, env.tmp / "rt-d")
+    rc, d, _ = env.values(pe, pd)
+    for k, v in (("w", w), ("tiny", tiny)):
+        t = by_name(d).get(k, {})
+        check_figures(f"float16/{k}", t, v, v.half())
+        check(t.get("ulp_dtype") == "float16" and t.get("max_ulp") == 0,
+              f"float16/{k}: ULPs {t.get('max_ulp')} of {t.get('ulp_dtype')}")
+
+
+def case_ranks(env: Env) -> None:
+    """The fixtures' dcp_1rank / 2ranks / 4ranks: the same tensors chunked by 1, 2 and 4 writer
+    ranks (some of other shapes, some only in one). torch loads each and says which are equal."""
+    ones = env.fixtures / "dcp_1rank"
+    t1 = flat(load_dcp(ones))
+    for other in ("dcp_2ranks", "dcp_4ranks"):
+        path = env.fixtures / other
+        rc, d, err = env.values(ones, path)
+        t2 = flat(load_dcp(path))
+        got = by_name(d)
+        check(rc in (0, 1) and got, f"{other}: exit {rc} {err.strip()}")
+        for k, v in t1.items():
+            if k not in got:
+                check(False, f"{other}: {k} not reported")
+                continue
+            if k not in t2 or t2[k].shape != v.shape:
+                check(got[k]["verdict"] == "not_compared", f"{other}/{k}: {got[k]['verdict']}")
+                continue
+            equal = bool((bits(v) == bits(t2[k])).all()) if v.dtype == t2[k].dtype else False
+            check((got[k]["verdict"] == "identical") == equal,
+                  f"{other}/{k}: {got[k]['verdict']}, torch equal {equal}")
+        for k in t2.keys() - t1.keys():
+            check(got.get(k, {}).get("verdict") == "not_compared" and
+                  "only in the second" in got.get(k, {}).get("why", ""),
+                  f"{other}: {k} only in the second: {got.get(k)}")
+
+
+def hf_llama(env: Env) -> tuple[Path, dict, dict]:
+    from safetensors.torch import save_file
+    cfg = {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+           "intermediate_size": 48, "vocab_size": 64, "tie_word_embeddings": False,
+           "hidden_act": "silu", "rms_norm_eps": 1e-6}
+    g = torch.Generator().manual_seed(4)
+    h, q, kv, f = 32, 4 * 8, 2 * 8, 48
+    hf = {"model.embed_tokens.weight": torch.randn(64, h, generator=g),
+          "model.norm.weight": torch.rand(h, generator=g), "lm_head.weight": torch.randn(64, h, generator=g)}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        hf.update({p + "input_layernorm.weight": torch.rand(h, generator=g),
+                   p + "post_attention_layernorm.weight": torch.rand(h, generator=g),
+                   p + "self_attn.q_proj.weight": torch.randn(q, h, generator=g),
+                   p + "self_attn.k_proj.weight": torch.randn(kv, h, generator=g),
+                   p + "self_attn.v_proj.weight": torch.randn(kv, h, generator=g),
+                   p + "self_attn.o_proj.weight": torch.randn(h, q, generator=g),
+                   p + "mlp.gate_proj.weight": torch.randn(f, h, generator=g),
+                   p + "mlp.up_proj.weight": torch.randn(f, h, generator=g),
+                   p + "mlp.down_proj.weight": torch.randn(h, f, generator=g)})
+    out = env.tmp / "hf-llama"
+    out.mkdir()
+    save_file(hf, str(out / "model.safetensors"))
+    (out / "config.json").write_text(json.dumps(cfg))
+    return out, hf, cfg
+
+
+def to_megatron(hf: dict, cfg: dict) -> dict:
+    """Megatron-Bridge's published Llama mapping (QKVMapping: per query group [q; k; v];
+    GatedMLPMapping: [gate; up]; the rest renamed), written here from its documentation."""
+    heads, groups, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    per = heads // groups
+    m = {"embedding.word_embeddings.weight": hf["model.embed_tokens.weight"],
+         "decoder.final_layernorm.weight": hf["model.norm.weight"],
+         "output_layer.weight": hf["lm_head.weight"]}
+    for i in range(cfg["num_hidden_layers"]):
+        p, o = f"model.layers.{i}.", f"decoder.layers.{i}."
+        qw, kw, vw = (hf[p + f"self_attn.{x}_proj.weight"] for x in "qkv")
+        blocks = []
+        for gi in range(groups):
+            blocks += [qw[gi * per * d:(gi + 1) * per * d], kw[gi * d:(gi + 1) * d], vw[gi * d:(gi + 1) * d]]
+        m[o + "self_attention.linear_qkv.weight"] = torch.cat(blocks)
+        m[o + "self_attention.linear_qkv.layer_norm_weight"] = hf[p + "input_layernorm.weight"]
+        m[o + "self_attention.linear_proj.weight"] = hf[p + "self_attn.o_proj.weight"]
+        m[o + "mlp.linear_fc1.layer_norm_weight"] = hf[p + "post_attention_layernorm.weight"]
+        m[o + "mlp.linear_fc1.weight"] = torch.cat([hf[p + "mlp.gate_proj.weight"], hf[p + "mlp.up_proj.weight"]])
+        m[o + "mlp.linear_fc2.weight"] = hf[p + "mlp.down_proj.weight"]
+    return m
+
+
+def fsdp_dtensor(m: dict) -> dict:
+    """As Megatron-FSDP stores the model: model.module.<name>, SwiGLU fc1 split _w / _v."""
+    out = {}
+    for k, v in m.items():
+        if k.endswith(".mlp.linear_fc1.weight"):
+            half = v.shape[0] // 2
+            out["module." + k + "_w"], out["module." + k + "_v"] = v[:half].clone(), v[half:].clone()
+        else:
+            out["module." + k] = v.clone()
+    return {"model": out}
+
+
+def case_hf_llama(env: Env) -> None:
+    path, hf, cfg = hf_llama(env)
+    meg = to_megatron(hf, cfg)
+    good = save_dcp(fsdp_dtensor(meg), env.tmp / "megatron-converted")
+    rc, d, err = env.values(path, good)
+    t = by_name(d)
+    check(rc == 0 and set(meg) <= set(t) and all(t[k]["verdict"] == "identical" for k in meg),
+          f"hf_llama: exit {rc} {err.strip()}; "
+          f"{[(k, t.get(k, {}).get('verdict'), t.get(k, {}).get('why')) for k in meg if t.get(k, {}).get('verdict') != 'identical'][:3]}")
+    # One query group's q rows swapped with the next's, in layer 1: found there and only there.
+    bad = dict(meg)
+    name = "decoder.layers.1.self_attention.linear_qkv.weight"
+    per, d_ = cfg["num_attention_heads"] // cfg["num_key_value_heads"], cfg["head_dim"]
+    block = (per + 2) * d_
+    w = meg[name].clone()
+    w[0:per * d_], w[block:block + per * d_] = meg[name][block:block + per * d_].clone(), meg[name][0:per * d_].clone()
+    bad[name] = w
+    swapped = save_dcp(fsdp_dtensor(bad), env.tmp / "megatron-swapped")
+    rc, d, _ = env.values(path, swapped)
+    t = by_name(d)
+    check(rc == 1 and [k for k in meg if t.get(k, {}).get("verdict") != "identical"] == [name],
+          f"hf_llama swapped: exit {rc}, differing {[k for k in meg if t.get(k, {}).get('verdict') != 'identical']}")
+    if name in t:
+        check_figures("hf_llama/swapped", t[name], meg[name], w)
+
+
+def case_splits(env: Env) -> None:
+    """The same figures whatever the split: threads, memory budget, processes."""
+    g = torch.Generator().manual_seed(5)
+    a = {f"layer{i}.w": torch.randn(96, 80, generator=g) for i in range(6)}
+    a["big"] = torch.randn(1000, 33, generator=g)
+    b = {k: v + 1e-3 * torch.randn(v.shape, generator=g) for k, v in a.items()}
+    pa, pb = save_dcp(a, env.tmp / "split-a"), save_dcp(b, env.tmp / "split-b")
+
+    def tensors(d: dict) -> list:
+        return [{k: v for k, v in t.items() if k != "device"} for t in d.get("tensors", [])]
+    _, ref, err = env.values(pa, pb, "--threads", "1")
+    check(bool(tensors(ref)), f"splits: no result {err.strip()}")
+    for extra in (["--threads", "2"], ["--threads", "3", "--max-memory", "20000"],
+                  ["--max-memory", "5000"]):
+        _, d, err = env.values(pa, pb, *extra)
+        check(tensors(d) == tensors(ref), f"splits: {extra} gives other figures {err.strip()[:200]}")
+    rc, d, err = env.values(pa, pb, launch=2)
+    check(tensors(d) == tensors(ref) and d.get("processes") == 2,
+          f"splits: 2 processes: exit {rc}, {err.strip()[-300:]}")
+
+
+def case_unreadable(env: Env) -> None:
+    g = torch.Generator().manual_seed(6)
+    a = {"w": torch.randn(256, 256, generator=g)}
+    pa, pb = save_dcp(a, env.tmp / "cut-a"), save_dcp(a, env.tmp / "cut-b")
+    data = next(p for p in pb.iterdir() if p.suffix == ".distcp")
+    with open(data, "r+b") as f:
+        f.truncate(data.stat().st_size // 2)
+    rc, _, err = env.values(pa, pb)
+    lines = err.strip().splitlines()
+    check(rc == 2 and len(lines) == 1 and data.name in lines[0] and "w" in lines[0],
+          f"unreadable: exit {rc}, {err!r}")
+
+
+CASES = {"element": case_element, "rows_permuted": case_rows_permuted,
+         "bf16_roundtrip": case_bf16_roundtrip, "ranks": case_ranks, "hf_llama": case_hf_llama,
+         "splits": case_splits, "unreadable": case_unreadable}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--fixtures", help="make_fixtures.py's output (for the ranks case)")
+    ap.add_argument("case", choices=sorted(CASES))
+    a = ap.parse_args()
+    env = Env(a.cli, a.fixtures)
+    try:
+        CASES[a.case](env)
+    finally:
+        shutil.rmtree(env.tmp, ignore_errors=True)
+    for f in FAILURES:
+        print("FAIL", f)
+    print(f"{a.case}: {'ok' if not FAILURES else f'{len(FAILURES)} failures'}")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())
