@@ -71,8 +71,8 @@ int runValues(const DiffCommandOptions &o)
         return ExitUnreadable;
     }
     const int code = result->cancelled || result->unreadable() ? ExitUnreadable
-                     : result->withinTolerance()                 ? ExitHealthy
-                                                                 : ExitProblems;
+                     : result->withinTolerance()               ? ExitHealthy
+                                                               : ExitProblems;
     struct Done
     {
         Communicator *comm;

@@ -26,7 +26,7 @@ struct TensorValueDiff
         Different,  ///< some element beyond the tolerance
         NotCompared ///< a side lacks it, or no mapping is known: never guessed
     };
-    std::string name;  ///< the model's name ("…linear_fc1.weight", "….exp_avg" for optimizer state)
+    std::string name; ///< the model's name ("…linear_fc1.weight", "….exp_avg" for optimizer state)
     std::string state; ///< optimizer state, empty for the model's tensors
     std::vector<int64_t> shape;
     std::string dtypeA, dtypeB;            ///< as stored
@@ -36,14 +36,14 @@ struct TensorValueDiff
     /** NotCompared because a side's data cannot be read (`why` names the file, key and offset). */
     bool unreadable = false;
     int64_t count = 0;
-    int64_t differing = 0;         ///< elements not identical
-    int64_t outside = 0;           ///< elements beyond the tolerance
-    int64_t nonfinite = 0;         ///< pairs with a NaN or an infinity (not in the figures below)
+    int64_t differing = 0;          ///< elements not identical
+    int64_t outside = 0;            ///< elements beyond the tolerance
+    int64_t nonfinite = 0;          ///< pairs with a NaN or an infinity (not in the figures below)
     std::vector<int64_t> firstDiff; ///< multi-index of the first differing element; empty: none
     std::vector<int64_t> maxAbsAt;  ///< multi-index of the largest |a − b|
     double maxAbs = 0, maxRel = 0, meanAbs = 0, rms = 0;
-    double relL2 = 0;  ///< ‖a − b‖ / ‖b‖ (0 when both are 0)
-    double cosine = 1; ///< a·b / (‖a‖ ‖b‖) (1 when both are 0)
+    double relL2 = 0;    ///< ‖a − b‖ / ‖b‖ (0 when both are 0)
+    double cosine = 1;   ///< a·b / (‖a‖ ‖b‖) (1 when both are 0)
     int64_t maxUlp = -1; ///< in ULPs of the narrower float dtype; -1: not measured
     std::string ulpDtype;
     /** [0]: equal pairs; [k]: |a − b| in [2^(k − 41), 2^(k − 40)) (first and last open). */
@@ -56,7 +56,8 @@ std::string_view verdictName(TensorValueDiff::Verdict v);
 struct ValueDiffResult
 {
     std::string first, second;
-    std::string layout; ///< what named the tensors: a layout file, a config, or the first checkpoint
+    std::string
+        layout; ///< what named the tensors: a layout file, a config, or the first checkpoint
     double rtol = 0, atol = 0;
     std::vector<TensorValueDiff> tensors; ///< in the model's order
     int processes = 1, threads = 1;

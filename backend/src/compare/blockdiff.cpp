@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "compare/blockdiff.h"
+#include "health/healthstream.h"
 #include "kernels/diffdevice.h"
+#include "kernels/diffsimd.h"
 #include "shardscope/devices.h"
 
 #include <algorithm>
@@ -11,9 +13,41 @@ namespace shardscope::detail {
 
 using namespace kernels;
 
+namespace {
+
+// As health.cpp's loops: built once more for AVX2 where the compiler can (chosen at load time).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+#define SS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SS_CPU_CLONES
+#endif
+
+// One segment on the CPU: two sides of one float dtype through the vector path, any other pair
+// through the shared scalar code. The same bits either way.
+SS_CPU_CLONES DiffAccum cpuDiffSegment(const unsigned char *a, int codeA, int sizeA,
+                                       const unsigned char *b, int codeB, int sizeB, int64_t begin,
+                                       int64_t end, int64_t base, const DiffParams &p,
+                                       unsigned long long *hist)
+{
+    if (codeA == codeB)
+        switch (codeA) {
+        case kF32:
+            return simd::diffRange<kF32, 4>(a, b, begin, end, base, p, hist);
+        case kBF16:
+            return simd::diffRange<kBF16, 2>(a, b, begin, end, base, p, hist);
+        case kF16:
+            return simd::diffRange<kF16, 2>(a, b, begin, end, base, p, hist);
+        default:
+            break;
+        }
+    return diffSegment(a, codeA, sizeA, b, codeB, sizeB, begin, end, base, p, hist);
+}
+
+} // namespace
+
 void diffBlock(const BlockSide &a, const BlockSide &b, int64_t n, int64_t base,
-               const DiffParams &params, int threads, bool gpu, BlockTotals &t,
-               std::string &device)
+               const DiffParams &params, int threads, bool gpu, BlockTotals &t, std::string &device)
 {
     const auto *pa = reinterpret_cast<const unsigned char *>(a.bytes);
     const auto *pb = reinterpret_cast<const unsigned char *>(b.bytes);
@@ -43,10 +77,10 @@ void diffBlock(const BlockSide &a, const BlockSide &b, int64_t n, int64_t base,
         const int64_t from = segments * w / workers, to = segments * (w + 1) / workers;
         for (int64_t s = from; s < to; ++s) {
             const int64_t begin = s * kSegment, end = std::min(n, begin + kSegment);
-            diffs[size_t(s)] = diffSegment(pa, a.code, a.size, pb, b.code, b.size, begin, end,
-                                           base, params, hists[size_t(w)].data());
-            sideA[size_t(s)] = foldSegment(pa, a.size, a.code, begin, end);
-            sideB[size_t(s)] = foldSegment(pb, b.size, b.code, begin, end);
+            diffs[size_t(s)] = cpuDiffSegment(pa, a.code, a.size, pb, b.code, b.size, begin, end,
+                                              base, params, hists[size_t(w)].data());
+            sideA[size_t(s)] = foldOnCpu(pa, a.size, a.code, begin, end);
+            sideB[size_t(s)] = foldOnCpu(pb, b.size, b.code, begin, end);
         }
     };
     std::vector<std::thread> pool;

@@ -45,7 +45,7 @@ struct TensorPair
     std::string name, state;
     std::vector<int64_t> shape;
     std::optional<SideValues> a, b;
-    std::string why; ///< not comparable: why (a side missing, no mapping known)
+    std::string why;         ///< not comparable: why (a side missing, no mapping known)
     bool unreadable = false; ///< a side's data cannot be read
 };
 

@@ -62,8 +62,8 @@ int ulpCodeOf(int codeA, int codeB)
 }
 
 // Rows [r0, r1) of one side's tensor, assembled from its pieces into `out`.
-Status fillRows(const CheckpointIndex &c, const SideValues &v, int64_t rows, int64_t r0,
-                int64_t r1, int64_t rowBytes, std::byte *out, uint64_t &bytesRead)
+Status fillRows(const CheckpointIndex &c, const SideValues &v, int64_t rows, int64_t r0, int64_t r1,
+                int64_t rowBytes, std::byte *out, uint64_t &bytesRead)
 {
     for (const DiffSource &s : v.sources) {
         const auto read = sourceRead(s, rows, r0, r1);
@@ -71,11 +71,12 @@ Status fillRows(const CheckpointIndex &c, const SideValues &v, int64_t rows, int
             continue;
         const TensorEntry *t = c.findTensor(read->key);
         if (!t)
-            return makeError(Error::Code::NotFound, "no such tensor").inFile(c.inputPath).atKey(
-                read->key);
+            return makeError(Error::Code::NotFound, "no such tensor")
+                .inFile(c.inputPath)
+                .atKey(read->key);
         const size_t size = size_t(read->rows() * rowBytes);
-        Status st = readTensorInto(c, *t, readBox(*read),
-                                   {out + (read->paramRow - r0) * rowBytes, size});
+        Status st =
+            readTensorInto(c, *t, readBox(*read), {out + (read->paramRow - r0) * rowBytes, size});
         if (!st)
             return st;
         bytesRead += size;
@@ -135,8 +136,7 @@ struct Job
     }
 };
 
-Result<TensorValueDiff> comparePair(Job &job, const TensorPair &pair, uint64_t budget,
-                                    int threads)
+Result<TensorValueDiff> comparePair(Job &job, const TensorPair &pair, uint64_t budget, int threads)
 {
     TensorValueDiff r;
     r.name = pair.name;
@@ -176,7 +176,8 @@ Result<TensorValueDiff> comparePair(Job &job, const TensorPair &pair, uint64_t b
         // Blocks of whole kSegment multiples where the budget allows: the same segments, and so
         // the same bits, whatever the budget.
         const int64_t unit = kSegment / std::gcd(rowElems, kSegment);
-        int64_t blockRows = std::max<int64_t>(1, int64_t(budget) / std::max<int64_t>(1, rowA + rowB));
+        int64_t blockRows =
+            std::max<int64_t>(1, int64_t(budget) / std::max<int64_t>(1, rowA + rowB));
         if (blockRows >= unit)
             blockRows = blockRows / unit * unit;
         blockRows = std::min(blockRows, rows);
@@ -220,9 +221,7 @@ Result<TensorValueDiff> comparePair(Job &job, const TensorPair &pair, uint64_t b
     r.maxRel = d.maxRel;
     r.meanAbs = finite > 0 ? d.sumAbs / finite : 0;
     r.rms = finite > 0 ? std::sqrt(d.sumSq / finite) : 0;
-    r.relL2 = d.sumB2 > 0 ? std::sqrt(d.sumSq) / std::sqrt(d.sumB2)
-              : d.sumSq > 0 ? INFINITY
-                            : 0.0;
+    r.relL2 = d.sumB2 > 0 ? std::sqrt(d.sumSq) / std::sqrt(d.sumB2) : d.sumSq > 0 ? INFINITY : 0.0;
     r.cosine = d.sumA2 > 0 && d.sumB2 > 0 ? d.sumAB / (std::sqrt(d.sumA2) * std::sqrt(d.sumB2))
                : d.sumA2 == d.sumB2       ? 1.0
                                           : 0.0;
@@ -287,11 +286,13 @@ Result<ValueDiffResult> compareValues(const CheckpointIndex &a, const Checkpoint
         for (int64_t d : p.shape)
             n *= d;
         const auto da = dtypeFromName(p.a->dtype), db = dtypeFromName(p.b->dtype);
-        job.total += uint64_t(n) * uint64_t((da ? elementSize(*da) : 0) + (db ? elementSize(*db) : 0));
+        job.total +=
+            uint64_t(n) * uint64_t((da ? elementSize(*da) : 0) + (db ? elementSize(*db) : 0));
     }
 
-    const int threads = options.threads > 0 ? options.threads
-                                            : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = options.threads > 0
+                            ? options.threads
+                            : int(std::max(1u, std::thread::hardware_concurrency()));
     const int workers = std::clamp(int(mine.size()), 1, threads);
     const int inner = std::max(1, threads / workers);
     const uint64_t budget = std::max<uint64_t>(options.maxMemory / uint64_t(workers), 1 << 20);

@@ -20,7 +20,7 @@ std::string configOf(const CheckpointIndex &c)
     namespace fs = std::filesystem;
     std::error_code ec;
     const fs::path dir = fs::is_directory(c.inputPath, ec) ? fs::path(c.inputPath)
-                                                            : fs::path(c.inputPath).parent_path();
+                                                           : fs::path(c.inputPath).parent_path();
     return (dir / "config.json").string();
 }
 
@@ -100,8 +100,8 @@ std::optional<SideValues> hfValues(const HfLlama &hf, const CheckpointIndex &ind
             const std::string leaf = rest.ends_with("bias") ? "bias" : "weight";
             const int64_t perGroup = hf.heads / hf.groups, d = hf.headDim;
             for (int64_t g = 0; g < hf.groups; ++g) {
-                pieces.push_back({hfLayer + "self_attn.q_proj." + leaf, g * perGroup * d,
-                                  perGroup * d});
+                pieces.push_back(
+                    {hfLayer + "self_attn.q_proj." + leaf, g * perGroup * d, perGroup * d});
                 pieces.push_back({hfLayer + "self_attn.k_proj." + leaf, g * d, d});
                 pieces.push_back({hfLayer + "self_attn.v_proj." + leaf, g * d, d});
             }
@@ -125,8 +125,9 @@ std::optional<SideValues> hfValues(const HfLlama &hf, const CheckpointIndex &ind
                                std::equal(t->shape.begin() + (t->shape.empty() ? 0 : 1),
                                           t->shape.end(), shape.begin() + (shape.empty() ? 0 : 1));
         if (!colsMatch || (!t->shape.empty() && pc.storedRow + rows > t->shape[0])) {
-            why = "Hugging Face checkpoint: " + pc.key + " does not have the shape the mapping "
-                                                        "expects";
+            why = "Hugging Face checkpoint: " + pc.key +
+                  " does not have the shape the mapping "
+                  "expects";
             return std::nullopt;
         }
         DiffSource s;
@@ -140,8 +141,8 @@ std::optional<SideValues> hfValues(const HfLlama &hf, const CheckpointIndex &ind
         if (v.dtype.empty())
             v.dtype = s.dtype;
         else if (v.dtype != s.dtype) {
-            why = "Hugging Face checkpoint: its pieces are stored as " + v.dtype + " and " +
-                  s.dtype;
+            why =
+                "Hugging Face checkpoint: its pieces are stored as " + v.dtype + " and " + s.dtype;
             return std::nullopt;
         }
         v.sources.push_back(std::move(s));

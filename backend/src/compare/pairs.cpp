@@ -24,8 +24,8 @@ bool readable(LoadStatus s)
     }
 }
 
-std::optional<SideValues> fromEntry(const CheckpointIndex &c, const DiffEntry *e,
-                                    const char *side, std::string &why, bool &unreadable)
+std::optional<SideValues> fromEntry(const CheckpointIndex &c, const DiffEntry *e, const char *side,
+                                    std::string &why, bool &unreadable)
 {
     if (e && e->status == LoadStatus::Unreadable) {
         unreadable = true;
@@ -59,8 +59,8 @@ std::optional<SideValues> fromEntry(const CheckpointIndex &c, const DiffEntry *e
     v.dtype = e->sources.front().dtype;
     for (const DiffSource &s : e->sources)
         if (s.dtype != v.dtype) {
-            why = std::string(side) + " checkpoint: its pieces are stored as " + v.dtype +
-                  " and " + s.dtype;
+            why = std::string(side) + " checkpoint: its pieces are stored as " + v.dtype + " and " +
+                  s.dtype;
             return std::nullopt;
         }
     return v;
@@ -121,7 +121,11 @@ Result<std::vector<TensorPair>> pairTensors(const CheckpointIndex &a, const Chec
         if (d)
             for (const UnconsumedKey &u : d->unconsumed)
                 if (u.tensor && !u.key.starts_with("optimizer.param_to_group_meta."))
-                    pairs.push_back({u.key, {}, u.shape, std::nullopt, std::nullopt,
+                    pairs.push_back({u.key,
+                                     {},
+                                     u.shape,
+                                     std::nullopt,
+                                     std::nullopt,
                                      std::string("only in the ") + side + " checkpoint" +
                                          (u.note.empty() ? "" : " (" + u.note + ")"),
                                      false});
@@ -149,13 +153,12 @@ Result<std::vector<TensorPair>> pairTensors(const CheckpointIndex &a, const Chec
         }
         if (!mapA) {
             auto it = inA.find(e.name);
-            t.a = fromEntry(a, it == inA.end() ? nullptr : it->second, "first", whyA,
-                            t.unreadable);
+            t.a = fromEntry(a, it == inA.end() ? nullptr : it->second, "first", whyA, t.unreadable);
         }
         if (!mapB) {
             auto it = inB.find(e.name);
-            t.b = fromEntry(b, it == inB.end() ? nullptr : it->second, "second", whyB,
-                            t.unreadable);
+            t.b =
+                fromEntry(b, it == inB.end() ? nullptr : it->second, "second", whyB, t.unreadable);
         }
         if (!t.a)
             t.why = whyA;

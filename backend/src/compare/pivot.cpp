@@ -181,7 +181,7 @@ std::string configBeside(const CheckpointIndex &c)
     namespace fs = std::filesystem;
     std::error_code ec;
     fs::path dir = fs::is_directory(c.inputPath, ec) ? fs::path(c.inputPath)
-                                                      : fs::path(c.inputPath).parent_path();
+                                                     : fs::path(c.inputPath).parent_path();
     return (dir / "config.json").string();
 }
 

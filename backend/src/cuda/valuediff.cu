@@ -68,8 +68,7 @@ bool deviceValueDiff(const unsigned char *a, int codeA, int sizeA, const unsigne
     if (e == cudaSuccess && bytesB)
         e = cudaMemcpy(dB, b, bytesB, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
-        e = cudaMemcpy(dHist, hist, sizeof(unsigned long long) * kDiffBins,
-                       cudaMemcpyHostToDevice);
+        e = cudaMemcpy(dHist, hist, sizeof(unsigned long long) * kDiffBins, cudaMemcpyHostToDevice);
     std::vector<DiffAccum> parts(static_cast<size_t>(segments));
     std::vector<Accum> partsA(static_cast<size_t>(segments)), partsB(static_cast<size_t>(segments));
     if (e == cudaSuccess && segments > 0) {
@@ -89,8 +88,7 @@ bool deviceValueDiff(const unsigned char *a, int codeA, int sizeA, const unsigne
                            cudaMemcpyDeviceToHost);
     }
     if (e == cudaSuccess)
-        e = cudaMemcpy(hist, dHist, sizeof(unsigned long long) * kDiffBins,
-                       cudaMemcpyDeviceToHost);
+        e = cudaMemcpy(hist, dHist, sizeof(unsigned long long) * kDiffBins, cudaMemcpyDeviceToHost);
     if (e == cudaSuccess)
         for (size_t s = 0; s < parts.size(); ++s) { // index order, as the CPU path merges
             mergeDiff(total, parts[s]);

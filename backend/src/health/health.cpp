@@ -279,6 +279,12 @@ int kernelParts(DType t)
     return partsDType(t) == t ? 1 : 2;
 }
 
+kernels::Accum foldOnCpu(const unsigned char *bytes, int elemSize, int code, int64_t begin,
+                         int64_t end)
+{
+    return cpuFold(bytes, elemSize, code, begin, end);
+}
+
 HealthStream::HealthStream(DType dtype, int bins)
     : m_code(elemCode(partsDType(dtype)).value_or(-1))
     , m_elemSize(elementSize(partsDType(dtype)))

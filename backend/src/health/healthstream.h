@@ -16,6 +16,9 @@ namespace shardscope::detail {
 std::optional<int> kernelCode(DType t);
 /** Kernel elements per element: 2 for complex dtypes (real and imaginary parts), else 1. */
 int kernelParts(DType t);
+/** kernels::foldSegment() on the CPU, through the vector path where it has one (same bits). */
+kernels::Accum foldOnCpu(const unsigned char *bytes, int elemSize, int code, int64_t begin,
+                         int64_t end);
 
 /** computeHealth() on the CPU over `threads` threads (0: its own choice), the same bits. */
 Result<TensorHealth> computeHealthOn(const TensorData &data, ComputeDevice device, int threads,

@@ -18,13 +18,13 @@ constexpr int kDiffBinBias = 41;
 /** Differences of one range of pairs. Sums and extremes cover the pairs where both are finite. */
 struct DiffAccum
 {
-    int64_t count;      ///< pairs
-    int64_t differing;  ///< not bit-identical (same dtype) or not equal in value (other dtypes)
-    int64_t firstDiff;  ///< flat index of the first differing pair; -1: none
-    int64_t outside;    ///< beyond the tolerance: !(|a − b| ≤ atol + rtol·|b|)
-    int64_t nonfinite;  ///< pairs where a side is NaN or infinite (not in the sums)
-    int64_t maxUlp;     ///< worst distance in ULPs of the narrower float dtype; -1: not measured
-    int64_t maxAbsAt;   ///< flat index of the largest |a − b|; -1: none
+    int64_t count;     ///< pairs
+    int64_t differing; ///< not bit-identical (same dtype) or not equal in value (other dtypes)
+    int64_t firstDiff; ///< flat index of the first differing pair; -1: none
+    int64_t outside;   ///< beyond the tolerance: !(|a − b| ≤ atol + rtol·|b|)
+    int64_t nonfinite; ///< pairs where a side is NaN or infinite (not in the sums)
+    int64_t maxUlp;    ///< worst distance in ULPs of the narrower float dtype; -1: not measured
+    int64_t maxAbsAt;  ///< flat index of the largest |a − b|; -1: none
     double maxAbs, maxRel, sumAbs, sumSq, sumA2, sumB2, sumAB;
 };
 

@@ -66,21 +66,17 @@ double number(const json &j, const char *key, double fallback)
     auto it = j.find(key);
     return it != j.end() && it->is_number() ? it->get<double>()
            : it != j.end() && it->is_null() ? INFINITY // JSON has no infinity
-                                             : fallback;
+                                            : fallback;
 }
 
 } // namespace
 
 json tensorValueDiffToJson(const TensorValueDiff &t)
 {
-    json j = {{"name", t.name},
-              {"state", t.state},
-              {"shape", t.shape},
-              {"verdict", verdictName(t.verdict)},
-              {"dtype_a", t.dtypeA},
-              {"dtype_b", t.dtypeB},
-              {"keys_a", t.keysA},
-              {"keys_b", t.keysB}};
+    json j = {{"name", t.name},      {"state", t.state},
+              {"shape", t.shape},    {"verdict", verdictName(t.verdict)},
+              {"dtype_a", t.dtypeA}, {"dtype_b", t.dtypeB},
+              {"keys_a", t.keysA},   {"keys_b", t.keysB}};
     if (t.verdict == TensorValueDiff::Verdict::NotCompared) {
         j["why"] = t.why;
         j["unreadable"] = t.unreadable;
@@ -140,8 +136,7 @@ TensorValueDiff tensorValueDiffFromJson(const json &j)
     t.rms = number(j, "rms", 0);
     t.relL2 = number(j, "rel_l2", 0);
     t.cosine = number(j, "cosine", 1);
-    t.maxUlp = j.contains("max_ulp") && j["max_ulp"].is_number() ? j["max_ulp"].get<int64_t>()
-                                                                   : -1;
+    t.maxUlp = j.contains("max_ulp") && j["max_ulp"].is_number() ? j["max_ulp"].get<int64_t>() : -1;
     t.ulpDtype = j.value("ulp_dtype", std::string());
     t.histogram = j.value("histogram", std::vector<int64_t>{});
     if (j.contains("a"))

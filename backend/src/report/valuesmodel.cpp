@@ -84,8 +84,8 @@ std::string valueFigures(const TensorValueDiff &t)
         return t.why;
     if (t.verdict == V::Identical)
         return plural(size_t(t.count), "element", "elements") + " identical" +
-               (t.dtypeA == t.dtypeB ? " bit for bit" : " in value (" + t.dtypeA + " and " +
-                                                            t.dtypeB + ")");
+               (t.dtypeA == t.dtypeB ? " bit for bit"
+                                     : " in value (" + t.dtypeA + " and " + t.dtypeB + ")");
     std::string s = std::to_string(t.differing) + " of " + std::to_string(t.count) + " differ";
     if (!t.firstDiff.empty())
         s += " (first at " + index(t.firstDiff) + ")";
@@ -94,8 +94,8 @@ std::string valueFigures(const TensorValueDiff &t)
     s += "; max |a-b| " + num(t.maxAbs);
     if (!t.maxAbsAt.empty())
         s += " at " + index(t.maxAbsAt);
-    s += "; max rel " + num(t.maxRel) + "; mean |a-b| " + num(t.meanAbs) + "; RMS " +
-         num(t.rms) + "; rel L2 " + num(t.relL2) + "; cosine " + num(t.cosine);
+    s += "; max rel " + num(t.maxRel) + "; mean |a-b| " + num(t.meanAbs) + "; RMS " + num(t.rms) +
+         "; rel L2 " + num(t.relL2) + "; cosine " + num(t.cosine);
     if (t.maxUlp >= 0)
         s += "; within " + std::to_string(t.maxUlp) + " ULP of " + t.ulpDtype;
     if (t.nonfinite)
@@ -123,9 +123,9 @@ std::string renderValueDiffText(const ValueDiffResult &r)
     using namespace report;
     std::string out = r.first + " against " + r.second + ": values\n";
     out += "named by:   " + r.layout + "\n";
-    out += "tolerance:  " + (r.rtol == 0 && r.atol == 0
-                                 ? std::string("bit-exact")
-                                 : "rtol " + num(r.rtol) + ", atol " + num(r.atol)) +
+    out += "tolerance:  " +
+           (r.rtol == 0 && r.atol == 0 ? std::string("bit-exact")
+                                       : "rtol " + num(r.rtol) + ", atol " + num(r.atol)) +
            "\n";
     out += "result:     " + valueSummary(r) + (r.cancelled ? " (cancelled)" : "") + "\n";
     std::string device = "cpu";
@@ -156,11 +156,12 @@ std::string renderValueDiffText(const ValueDiffResult &r)
         out += "  " + oneLine(g.pattern);
         if (g.members.size() > 1)
             out += "  (" + std::to_string(g.members.size()) + ")";
-        out += "\n      " + oneLine(g.members.size() > 1 && g.verdict != V::NotCompared &&
-                                            g.verdict != V::Identical
-                                        ? "worst, " + w.name + ": " + valueFigures(w)
-                                        : valueFigures(w)) +
-               "\n";
+        out +=
+            "\n      " +
+            oneLine(g.members.size() > 1 && g.verdict != V::NotCompared && g.verdict != V::Identical
+                        ? "worst, " + w.name + ": " + valueFigures(w)
+                        : valueFigures(w)) +
+            "\n";
     }
     return out;
 }

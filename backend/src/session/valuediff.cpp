@@ -37,9 +37,9 @@ Result<ValueDiffResult> runValueDiff(const ValueDiffRequest &request, const JobC
     detail::CompareOptions o;
     o.rtol = request.rtol;
     o.atol = request.atol;
-    o.maxMemory = request.maxMemory ? request.maxMemory
-                                    : uint64_t(sysconf(_SC_PHYS_PAGES)) *
-                                          uint64_t(sysconf(_SC_PAGE_SIZE)) / 4;
+    o.maxMemory = request.maxMemory
+                      ? request.maxMemory
+                      : uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)) / 4;
     o.threads = request.threads;
     o.useGpu = request.useGpu;
     o.comm = request.comm;
