@@ -4,6 +4,8 @@
 // awkward sizes, then the kernels' throughput is measured. Prints one JSON line per check and
 // exits 1 on any disagreement, 2 without a CUDA device.
 //   gpu_health_check [MiB for the throughput run, default 1024]
+#include "diffdevice.h"
+
 #include <shardscope/devices.h>
 #include <shardscope/health.h>
 
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 using namespace shardscope;
@@ -45,6 +48,73 @@ TensorData randomData(DType t, int64_t n, uint64_t seed)
         for (std::byte &b : d.bytes)
             b = std::byte(uint8_t(b) & 1);
     return d;
+}
+
+// The CUDA value-difference kernels against the shared scalar code on the CPU, segment by
+// segment merged in order as the backend's CPU path does: the same bits, for pairs of several
+// dtype combinations and awkward sizes.
+int checkValueDiff()
+{
+    using namespace kernels;
+    int failures = 0;
+    const DType pairs[][2] = {
+        {DType::Float32, DType::Float32},          {DType::BFloat16, DType::BFloat16},
+        {DType::Float16, DType::Float16},          {DType::Float32, DType::BFloat16},
+        {DType::Float64, DType::Float32},          {DType::Int64, DType::Int64},
+        {DType::Float8E4M3FN, DType::Float8E4M3FN}};
+    auto code = [](DType t) {
+        switch (t) {
+        case DType::Float32:
+            return int(kF32);
+        case DType::BFloat16:
+            return int(kBF16);
+        case DType::Float16:
+            return int(kF16);
+        case DType::Float64:
+            return int(kF64);
+        case DType::Int64:
+            return int(kI64);
+        default:
+            return int(kF8E4M3FN);
+        }
+    };
+    for (const auto &pair : pairs)
+        for (int64_t n : {int64_t(1), int64_t(4095), int64_t(4097), (int64_t(1) << 20) + 13}) {
+            const TensorData a = randomData(pair[0], n, uint64_t(n) * 7 + 1);
+            TensorData b = randomData(pair[1], n, uint64_t(n) * 7 + 2);
+            // Half the pairs equal where the dtypes match: the equal-pair paths run too.
+            if (pair[0] == pair[1])
+                std::memcpy(b.bytes.data(), a.bytes.data(), b.bytes.size() / 2);
+            const int ca = code(pair[0]), cb = code(pair[1]);
+            const int sa = elementSize(pair[0]), sb = elementSize(pair[1]);
+            const DiffParams p{1e-3, 1e-2, pair[0] == DType::Float64 ? int(kF32) : -1,
+                               pair[0] == pair[1]};
+            const auto *pa = reinterpret_cast<const unsigned char *>(a.bytes.data());
+            const auto *pb = reinterpret_cast<const unsigned char *>(b.bytes.data());
+            DiffAccum cpu = emptyDiff(), gpu = emptyDiff();
+            Accum cpuA = emptyAccum(), cpuB = emptyAccum(), gpuA = emptyAccum(),
+                  gpuB = emptyAccum();
+            unsigned long long histCpu[kDiffBins] = {}, histGpu[kDiffBins] = {};
+            for (int64_t s = 0; s * kSegment < n; ++s) {
+                const int64_t begin = s * kSegment, end = std::min(n, begin + kSegment);
+                mergeDiff(cpu, diffSegment(pa, ca, sa, pb, cb, sb, begin, end, 0, p, histCpu));
+                merge(cpuA, foldSegment(pa, sa, ca, begin, end));
+                merge(cpuB, foldSegment(pb, sb, cb, begin, end));
+            }
+            const char *error = nullptr;
+            const bool ran =
+                deviceValueDiff(pa, ca, sa, pb, cb, sb, n, 0, p, gpu, histGpu, gpuA, gpuB, error);
+            const bool ok = ran && !std::memcmp(&cpu, &gpu, sizeof cpu) &&
+                            !std::memcmp(histCpu, histGpu, sizeof histCpu) &&
+                            !std::memcmp(&cpuA, &gpuA, sizeof cpuA) &&
+                            !std::memcmp(&cpuB, &gpuB, sizeof cpuB);
+            failures += !ok;
+            std::printf("{\"value_diff\": \"%.*s/%.*s\", \"n\": %lld, \"same\": %s}\n",
+                        int(dtypeName(pair[0]).size()), dtypeName(pair[0]).data(),
+                        int(dtypeName(pair[1]).size()), dtypeName(pair[1]).data(), (long long)n,
+                        ok ? "true" : "false");
+        }
+    return failures;
 }
 
 } // namespace
@@ -103,6 +173,8 @@ int main(int argc, char **argv)
                     wrong ? "false" : "true");
     }
 
+    failures += checkValueDiff();
+
     const int64_t mib = argc > 1 ? std::atoll(argv[1]) : 1024;
     const TensorData big = randomData(DType::BFloat16, mib * (1 << 20) / 2, 7);
     using Clock = std::chrono::steady_clock;
@@ -120,6 +192,19 @@ int main(int argc, char **argv)
         "{\"throughput_bytes\": %zu, \"cpu_GBps\": %.2f, \"cuda_GBps_with_upload\": %.2f}\n",
         big.bytes.size(), double(big.bytes.size()) / best[0] / 1e9,
         double(big.bytes.size()) / best[1] / 1e9);
+    // The value-difference kernel against the device's own copy bandwidth (data on the device).
+    for (const auto &[code, size, name] : {std::tuple{int(kernels::kF32), 4, "float32"},
+                                           std::tuple{int(kernels::kBF16), 2, "bfloat16"}}) {
+        double kernelGBps = 0, copyGBps = 0;
+        const char *error = nullptr;
+        const int64_t n = mib * (1 << 20) / size;
+        if (kernels::deviceValueDiffSpeed(n, code, size, 3, kernelGBps, copyGBps, error))
+            std::printf("{\"value_diff\": \"%s\", \"pairs\": %lld, \"kernel_GBps\": %.1f, "
+                        "\"device_copy_GBps\": %.1f, \"fraction_of_copy\": %.2f}\n",
+                        name, (long long)n, kernelGBps, copyGBps, kernelGBps / copyGBps);
+        else
+            std::printf("{\"value_diff\": \"%s\", \"error\": \"%s\"}\n", name, error);
+    }
     std::printf("{\"failures\": %d}\n", failures);
     return failures ? 1 : 0;
 }

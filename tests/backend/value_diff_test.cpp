@@ -21,10 +21,9 @@ bool sameBits(const DiffAccum &a, const DiffAccum &b)
     return a.count == b.count && a.differing == b.differing && a.firstDiff == b.firstDiff &&
            a.outside == b.outside && a.nonfinite == b.nonfinite && a.maxUlp == b.maxUlp &&
            a.maxAbsAt == b.maxAbsAt && std::memcmp(&a.maxAbs, &b.maxAbs, 8) == 0 &&
-           std::memcmp(&a.maxRel, &b.maxRel, 8) == 0 &&
-           std::memcmp(&a.sumAbs, &b.sumAbs, 8) == 0 && std::memcmp(&a.sumSq, &b.sumSq, 8) == 0 &&
-           std::memcmp(&a.sumA2, &b.sumA2, 8) == 0 && std::memcmp(&a.sumB2, &b.sumB2, 8) == 0 &&
-           std::memcmp(&a.sumAB, &b.sumAB, 8) == 0;
+           std::memcmp(&a.maxRel, &b.maxRel, 8) == 0 && std::memcmp(&a.sumAbs, &b.sumAbs, 8) == 0 &&
+           std::memcmp(&a.sumSq, &b.sumSq, 8) == 0 && std::memcmp(&a.sumA2, &b.sumA2, 8) == 0 &&
+           std::memcmp(&a.sumB2, &b.sumB2, 8) == 0 && std::memcmp(&a.sumAB, &b.sumAB, 8) == 0;
 }
 
 // Pairs of float32 bits: mostly b = a moved by a few ULPs or equal, some far, some of another
@@ -59,8 +58,8 @@ void compare(const unsigned char *a, const unsigned char *b, int64_t n, const Di
             ASSERT_TRUE(sameBits(want, got))
                 << "code " << Code << " [" << begin << ", " << end << "): differing "
                 << want.differing << "/" << got.differing << ", first " << want.firstDiff << "/"
-                << got.firstDiff << ", max at " << want.maxAbsAt << "/" << got.maxAbsAt
-                << ", ulp " << want.maxUlp << "/" << got.maxUlp;
+                << got.firstDiff << ", max at " << want.maxAbsAt << "/" << got.maxAbsAt << ", ulp "
+                << want.maxUlp << "/" << got.maxUlp;
             ASSERT_EQ(0, std::memcmp(hw, hg, sizeof hw)) << "histogram, code " << Code;
         }
 }

@@ -11,4 +11,10 @@ bool deviceValueDiff(const unsigned char *, int, int, const unsigned char *, int
     return false;
 }
 
+bool deviceValueDiffSpeed(int64_t, int, int, int, double &, double &, const char *&error)
+{
+    error = "this build has no CUDA kernels";
+    return false;
+}
+
 } // namespace shardscope::kernels

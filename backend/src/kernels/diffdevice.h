@@ -19,4 +19,13 @@ bool deviceValueDiff(const unsigned char *a, int codeA, int sizeA, const unsigne
                      DiffAccum &total, unsigned long long *hist, Accum &sideA, Accum &sideB,
                      const char *&error);
 
+/**
+ * The device's own speed, for bench/gpu_check.sh: the difference kernel over `n` pairs of code
+ * `code` already on the device (no upload), and a device-to-device copy of the same bytes, each
+ * timed with CUDA events (best of `reps`). GB/s count the bytes read (both sides; the copy's
+ * read and write).
+ */
+bool deviceValueDiffSpeed(int64_t n, int code, int size, int reps, double &kernelGBps,
+                          double &copyGBps, const char *&error);
+
 } // namespace shardscope::kernels

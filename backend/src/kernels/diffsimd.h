@@ -53,8 +53,8 @@ SS_HD_HOT DiffHalf emptyDiffHalf()
 
 // Four pairs, all finite: the sums, extremes, counts and bins diffOne() makes of them.
 template<int Code>
-SS_HD_HOT void diffFour(DiffHalf &h, V4u ua, V4u ub, V4l index, const DiffParams &p,
-                        V4l &differ, V4l &outside, unsigned long long *hist)
+SS_HD_HOT void diffFour(DiffHalf &h, V4u ua, V4u ub, V4l index, const DiffParams &p, V4l &differ,
+                        V4l &outside, unsigned long long *hist)
 {
     const V4d zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0};
     const V4d a = value<Code>(ua), b = value<Code>(ub);
@@ -81,8 +81,8 @@ SS_HD_HOT void diffFour(DiffHalf &h, V4u ua, V4u ub, V4l index, const DiffParams
     }
     V4l bitsOf;
     memcpy(&bitsOf, &ad, sizeof bitsOf);
-    const V4l first = {1, 1, 1, 1}, last = {kDiffBins - 1, kDiffBins - 1, kDiffBins - 1,
-                                            kDiffBins - 1};
+    const V4l first = {1, 1, 1, 1},
+              last = {kDiffBins - 1, kDiffBins - 1, kDiffBins - 1, kDiffBins - 1};
     V4l bin = ((bitsOf >> 52) & 0x7ff) - 1023 + kDiffBinBias;
     bin = bin < first ? first : bin;
     bin = bin > last ? last : bin;
@@ -137,9 +137,8 @@ SS_HD_HOT DiffAccum diffRange(const unsigned char *a, const unsigned char *b, in
     }
     for (const DiffHalf *h : {&lo, &hi})
         for (int k = 0; k < 4; ++k) {
-            if (h->maxAt[k] >= 0 &&
-                (acc.maxAbsAt < 0 || h->maxAbs[k] > acc.maxAbs ||
-                 (h->maxAbs[k] == acc.maxAbs && h->maxAt[k] < acc.maxAbsAt))) {
+            if (h->maxAt[k] >= 0 && (acc.maxAbsAt < 0 || h->maxAbs[k] > acc.maxAbs ||
+                                     (h->maxAbs[k] == acc.maxAbs && h->maxAt[k] < acc.maxAbsAt))) {
                 acc.maxAbs = h->maxAbs[k];
                 acc.maxAbsAt = h->maxAt[k];
             }
