@@ -374,9 +374,35 @@ def case_splits(env: Env) -> None:
                   ["--max-memory", "5000"]):
         _, d, err = env.values(pa, pb, *extra)
         check(tensors(d) == tensors(ref), f"splits: {extra} gives other figures {err.strip()[:200]}")
+    _, d, err = env.values(pa, pb, "--no-gpu", "--threads", "1")
+    check(tensors(d) == tensors(ref), f"splits: --no-gpu gives other figures {err.strip()[:200]}")
     rc, d, err = env.values(pa, pb, launch=2)
     check(tensors(d) == tensors(ref) and d.get("processes") == 2,
           f"splits: 2 processes: exit {rc}, {err.strip()[-300:]}")
+
+
+def case_report(env: Env) -> None:
+    """`report A --against B --values -o FILE` adds the value differences to the fix report in
+    each format, with the figures the JSON of diff --values has; exit 1 for differences."""
+    g = torch.Generator().manual_seed(7)
+    a = {f"decoder.layers.{i}.w": torch.randn(16, 8, generator=g) for i in range(4)}
+    b = {k: v.clone() for k, v in a.items()}
+    b["decoder.layers.2.w"][1, 1] += 1.0
+    pa, pb = save_dcp(a, env.tmp / "rep-a"), save_dcp(b, env.tmp / "rep-b")
+    _, values, _ = env.values(pa, pb)
+    for ext in ("md", "html", "json"):
+        out = env.tmp / f"report.{ext}"
+        p = subprocess.run([env.cli, "report", str(pa), "--against", str(pb), "--values", "-o",
+                            str(out)], capture_output=True, text=True)
+        text = out.read_text() if out.exists() else ""
+        check(p.returncode == 1, f"report.{ext}: exit {p.returncode} {p.stderr.strip()}")
+        if ext == "json":
+            j = json.loads(text) if text else {}
+            check(j.get("values", {}).get("tensors") == values.get("tensors") and
+                  j["values"]["summary"]["different"] == 1, f"report.json: values {str(j)[:200]}")
+        else:
+            check("Value differences" in text and "decoder.layers.2.w" in text and
+                  "decoder.layers.{0,1,3}.w" in text, f"report.{ext}: no value section")
 
 
 def case_unreadable(env: Env) -> None:
@@ -394,7 +420,7 @@ def case_unreadable(env: Env) -> None:
 
 CASES = {"element": case_element, "rows_permuted": case_rows_permuted,
          "bf16_roundtrip": case_bf16_roundtrip, "ranks": case_ranks, "hf_llama": case_hf_llama,
-         "splits": case_splits, "unreadable": case_unreadable}
+         "splits": case_splits, "report": case_report, "unreadable": case_unreadable}
 
 
 def main() -> int:

@@ -51,14 +51,14 @@ TEST(ValueDiffGpu, SameAsCpu)
             std::string cpuDevice, gpuDevice;
             // Two blocks each, the second starting at a segment boundary, as the engine cuts.
             const int64_t half = std::min<int64_t>(n, kSegment);
-            for (auto [t, useGpu, dev] : {std::tuple{&cpu, false, &cpuDevice},
-                                          std::tuple{&gpu, true, &gpuDevice}}) {
-                detail::diffBlock({a.data(), c.codeA, c.sizeA}, {b.data(), c.codeB, c.sizeB},
-                                  half, 0, p, 2, useGpu, *t, *dev);
+            for (auto [t, useGpu, dev] :
+                 {std::tuple{&cpu, false, &cpuDevice}, std::tuple{&gpu, true, &gpuDevice}}) {
+                detail::diffBlock({a.data(), c.codeA, c.sizeA}, {b.data(), c.codeB, c.sizeB}, half,
+                                  0, p, 2, useGpu, *t, *dev);
                 if (n > half)
                     detail::diffBlock({a.data() + half * c.sizeA, c.codeA, c.sizeA},
-                                      {b.data() + half * c.sizeB, c.codeB, c.sizeB}, n - half,
-                                      half, p, 2, useGpu, *t, *dev);
+                                      {b.data() + half * c.sizeB, c.codeB, c.sizeB}, n - half, half,
+                                      p, 2, useGpu, *t, *dev);
             }
             ASSERT_NE(gpuDevice, "cpu") << "the GPU path did not run";
             EXPECT_EQ(0, std::memcmp(&cpu.diff, &gpu.diff, sizeof cpu.diff)) << c.codeA << " " << n;

@@ -97,7 +97,7 @@ std::string valueFigures(const TensorValueDiff &t)
     s += "; max rel " + num(t.maxRel) + "; mean |a-b| " + num(t.meanAbs) + "; RMS " + num(t.rms) +
          "; rel L2 " + num(t.relL2) + "; cosine " + num(t.cosine);
     if (t.maxUlp >= 0)
-        s += "; within " + std::to_string(t.maxUlp) + " ULP of " + t.ulpDtype;
+        s += "; at most " + std::to_string(t.maxUlp) + " ULP of " + t.ulpDtype + " apart";
     if (t.nonfinite)
         s += "; " + std::to_string(t.nonfinite) + " pairs NaN or infinite";
     if (t.dtypeA != t.dtypeB)
