@@ -381,6 +381,62 @@ def case_splits(env: Env) -> None:
           f"splits: 2 processes: exit {rc}, {err.strip()[-300:]}")
 
 
+def case_formats(env: Env) -> None:
+    """One real megatron-core MoE GPTModel (SequentialMLP experts, biases, LayerNorm) written
+    by megatron-core's dist_checkpointing (torch_dist: layers and experts stacked), by
+    torch.save and safetensors (its state dict's names), and as a legacy mp_rank_00 file with
+    its arguments: every pair of formats compares identical, tensor by tensor; one parameter
+    changed in the torch.save copy is found in it alone, with torch's figures."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import argparse as ap
+    from check_loaders import MEGATRON_RUNS, argparse_flags, megatron_build, megatron_model_parallel
+    from megatron.core import dist_checkpointing
+    from safetensors.torch import save_file
+    with megatron_model_parallel():
+        torch.manual_seed(8)
+        build, args = megatron_build(argparse_flags(MEGATRON_RUNS["moe"]))
+        model = build()
+        sd = {k: v for k, v in model.state_dict().items()
+              if isinstance(v, torch.Tensor) and not k.endswith("._extra_state")}
+        dist = env.tmp / "fmt-torch_dist"
+        dist.mkdir()
+        sharded = model.sharded_state_dict()
+        sharded["args"] = args
+        dist_checkpointing.save(sharded, str(dist))
+    saved = env.tmp / "fmt-model.pt"
+    torch.save(sd, saved)
+    st = env.tmp / "fmt-model.safetensors"
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(st))
+    legacy = env.tmp / "fmt-legacy"
+    (legacy / "iter_0000001" / "mp_rank_00").mkdir(parents=True)
+    legacy_args = ap.Namespace(**{**vars(args), "ckpt_format": "torch"})
+    torch.save({"checkpoint_version": 3.0, "iteration": 1, "model": sd, "args": legacy_args},
+               legacy / "iter_0000001" / "mp_rank_00" / "model_optim_rng.pt")
+    (legacy / "latest_checkpointed_iteration.txt").write_text("1")
+    expert = next(k for k in sd if ".local_experts.2.linear_fc1.weight" in k)
+    for first, second in ((dist, saved), (saved, dist), (dist, st), (legacy, dist), (legacy, saved)):
+        rc, d, err = env.values(first, second, "--no-optimizer")
+        t = by_name(d)
+        wrong = [(k, t.get(k, {}).get("verdict"), t.get(k, {}).get("why")) for k in sd
+                 if t.get(k, {}).get("verdict") != "identical"]
+        check(rc == 0 and not wrong, f"formats {first.name} / {second.name}: exit {rc} "
+                                     f"{err.strip()[:200]}; not identical {wrong[:3]}")
+        check(expert in t and len(t[expert]["keys_a" if first == dist else "keys_b"]) >= 1,
+              f"formats {first.name} / {second.name}: expert {expert} not paired")
+    changed = dict(sd)
+    name = "decoder.layers.1.self_attention.linear_proj.weight"
+    changed[name] = sd[name].clone()
+    changed[name][3] *= 1.5
+    bad = env.tmp / "fmt-changed.pt"
+    torch.save(changed, bad)
+    rc, d, _ = env.values(dist, bad, "--no-optimizer")
+    t = by_name(d)
+    check(rc == 1 and [k for k in sd if t.get(k, {}).get("verdict") != "identical"] == [name],
+          f"formats changed: exit {rc}, {[k for k in sd if t.get(k, {}).get('verdict') != 'identical'][:3]}")
+    if name in t:
+        check_figures("formats/changed", t[name], sd[name], changed[name])
+
+
 def case_report(env: Env) -> None:
     """`report A --against B --values -o FILE` adds the value differences to the fix report in
     each format, with the figures the JSON of diff --values has; exit 1 for differences."""
@@ -420,7 +476,7 @@ def case_unreadable(env: Env) -> None:
 
 CASES = {"element": case_element, "rows_permuted": case_rows_permuted,
          "bf16_roundtrip": case_bf16_roundtrip, "ranks": case_ranks, "hf_llama": case_hf_llama,
-         "splits": case_splits, "report": case_report, "unreadable": case_unreadable}
+         "splits": case_splits, "formats": case_formats, "report": case_report, "unreadable": case_unreadable}
 
 
 def main() -> int:
@@ -440,6 +496,6 @@ def main() -> int:
     return 1 if FAILURES else 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # megatron-core's writer forks: the cases run only here
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.exit(main())
