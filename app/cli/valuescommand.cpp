@@ -2,25 +2,15 @@
 // diff A --against B --values: the value comparison, in one process or as one rank of a job.
 #include "diffcommand.h"
 #include "inspectcommand.h"
+#include "jobexit.h"
 #include "progressbar.h"
 
 #include <shardscope/session.h>
 
-#include <csignal>
 #include <iostream>
 #include <unistd.h>
 
 namespace shardscope::cli {
-
-namespace {
-
-CancelToken g_cancel;
-extern "C" void onValuesInterrupt(int)
-{
-    g_cancel.cancel(); // an atomic store: safe in a signal handler
-}
-
-} // namespace
 
 ValueDiffRequest valueRequest(const DiffCommandOptions &o)
 {
@@ -52,12 +42,12 @@ int runValues(const DiffCommandOptions &o)
     ValueDiffRequest request = valueRequest(o);
     request.comm = comm->get();
 
-    std::signal(SIGINT, onValuesInterrupt);
+    catchInterrupt(true);
     Result<ValueDiffResult> result = makeError(Error::Code::Internal, "not run");
     {
         ProgressBar bar(leader && !o.json && isatty(STDERR_FILENO));
         JobControl control;
-        control.cancel = g_cancel;
+        control.cancel = interruptToken();
         control.progress = [&bar](const JobProgress &p) {
             if (p.stage == "compare")
                 bar.update(p.done, p.total);
@@ -65,7 +55,7 @@ int runValues(const DiffCommandOptions &o)
         };
         result = runValueDiff(request, control);
     }
-    std::signal(SIGINT, SIG_DFL);
+    catchInterrupt(false);
     if (!result) {
         std::cerr << "shardscope-cli: " << result.error().toString() << "\n";
         return ExitUnreadable;
@@ -73,16 +63,7 @@ int runValues(const DiffCommandOptions &o)
     const int code = result->cancelled || result->unreadable() ? ExitUnreadable
                      : result->withinTolerance()               ? ExitHealthy
                                                                : ExitProblems;
-    struct Done
-    {
-        Communicator *comm;
-        ~Done()
-        {
-            std::cout.flush();
-            if (comm)
-                (void)comm->barrier();
-        }
-    } done{comm->get()};
+    RanksFinish done{comm->get()};
     if (!leader)
         return code;
     for (const TensorValueDiff &t : result->tensors)

@@ -1,23 +1,17 @@
 // SPDX-License-Identifier: MIT
 #include "verifycommand.h"
 #include "inspectcommand.h"
+#include "jobexit.h"
 #include "progressbar.h"
 
 #include <shardscope/session.h>
 
-#include <csignal>
 #include <iostream>
 #include <unistd.h>
 
 namespace shardscope::cli {
 
 namespace {
-
-CancelToken g_cancel;
-extern "C" void onInterrupt(int)
-{
-    g_cancel.cancel(); // an atomic store: safe in a signal handler
-}
 
 int fail(const Error &e)
 {
@@ -102,12 +96,12 @@ int runVerify(const VerifyCommandOptions &o)
     VerifyRequest request = o.request;
     request.comm = comm->get();
 
-    std::signal(SIGINT, onInterrupt);
+    catchInterrupt(true);
     Result<VerifyReport> report = makeError(Error::Code::Internal, "not run");
     {
         ProgressBar bar(leader && !o.quiet && !o.json && isatty(STDERR_FILENO));
         JobControl control;
-        control.cancel = g_cancel;
+        control.cancel = interruptToken();
         control.progress = [&bar](const JobProgress &p) {
             if (p.stage == "verify")
                 bar.update(p.done, p.total);
@@ -115,7 +109,7 @@ int runVerify(const VerifyCommandOptions &o)
         };
         report = shardscope::runVerify(request, control);
     }
-    std::signal(SIGINT, SIG_DFL);
+    catchInterrupt(false);
     if (!report)
         return fail(report.error());
     const VerifyResult &result = report->result;
@@ -124,18 +118,7 @@ int runVerify(const VerifyCommandOptions &o)
                                       : ExitProblems;
     // Every rank has the whole result and rank 0 reports it; the others wait until it has
     // (a launcher stops the whole job when one rank exits with a non-zero code).
-    struct Done
-    {
-        Communicator *comm;
-        ~Done()
-        {
-            // Out before the barrier: once the others leave with a non-zero code, the launcher
-            // stops this process too, and a report still in stdout's buffer would be cut short.
-            std::cout.flush();
-            if (comm)
-                (void)comm->barrier();
-        }
-    } done{comm->get()};
+    RanksFinish done{comm->get()};
     if (!leader)
         return code;
     if (o.json)

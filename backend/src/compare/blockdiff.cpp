@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "compare/blockdiff.h"
 #include "health/healthstream.h"
+#include "kernels/cpuclones.h"
 #include "kernels/diffdevice.h"
 #include "kernels/diffsimd.h"
 #include "shardscope/devices.h"
@@ -14,14 +15,6 @@ namespace shardscope::detail {
 using namespace kernels;
 
 namespace {
-
-// As health.cpp's loops: built once more for AVX2 where the compiler can (chosen at load time).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
-    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-#define SS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SS_CPU_CLONES
-#endif
 
 // One segment on the CPU: two sides of one float dtype through the vector path, any other pair
 // through the shared scalar code. The same bits either way.

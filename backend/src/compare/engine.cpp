@@ -3,6 +3,7 @@
 // sides in their stored dtypes, the differences folded by the shared kernels. A pair is compared
 // wholly by one thread of one process, so the results do not depend on how the work is split;
 // across processes each rank takes every procs-th comparable pair and all merge the same list.
+#include "common/rankresults.h"
 #include "compare/blockdiff.h"
 #include "compare/compare.h"
 #include "health/healthstream.h"
@@ -337,17 +338,11 @@ Result<ValueDiffResult> compareValues(const CheckpointIndex &a, const Checkpoint
         for (size_t i : mine)
             if (out[i])
                 mine_["tensors"].push_back({{"pair", i}, {"diff", tensorValueDiffToJson(*out[i])}});
-        auto all = options.comm->allgatherText(mine_.dump());
+        auto all = gatherRankResults(*options.comm, mine_);
         if (!all)
             return all.error();
         bytes = 0;
-        for (size_t r = 0; r < all->size(); ++r) {
-            const auto j = nlohmann::json::parse((*all)[r], nullptr, false);
-            if (j.is_discarded())
-                return makeError(Error::Code::Internal,
-                                 "rank " + std::to_string(r) + " sent unreadable results");
-            if (const std::string err = j.value("error", std::string()); !err.empty())
-                return makeError(Error::Code::Io, "rank " + std::to_string(r) + ": " + err);
+        for (const nlohmann::json &j : *all) {
             bytes += j.value("bytes", uint64_t(0));
             for (const auto &t : j.at("tensors")) {
                 const size_t i = t.at("pair").get<size_t>();

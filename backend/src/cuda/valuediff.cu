@@ -32,12 +32,49 @@ __global__ void diffSegments(const unsigned char *a, int codeA, int sizeA, const
             atomicAdd(&hist[k], local[k]);
 }
 
-} // namespace
+// The device memory of one comparison: both sides, per-segment results, the histogram.
+struct Buffers
+{
+    unsigned char *a = nullptr, *b = nullptr;
+    DiffAccum *diff = nullptr;
+    Accum *sideA = nullptr, *sideB = nullptr;
+    unsigned long long *hist = nullptr;
 
-bool deviceValueDiff(const unsigned char *a, int codeA, int sizeA, const unsigned char *b,
-                     int codeB, int sizeB, int64_t n, int64_t base, const DiffParams &params,
-                     DiffAccum &total, unsigned long long *hist, Accum &sideA, Accum &sideB,
-                     const char *&error)
+    cudaError_t allocate(size_t bytesA, size_t bytesB, int64_t segments)
+    {
+        const size_t segs = size_t(segments > 0 ? segments : 1);
+        cudaError_t e = cudaMalloc(&a, bytesA ? bytesA : 1);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&b, bytesB ? bytesB : 1);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&diff, sizeof(DiffAccum) * segs);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&sideA, sizeof(Accum) * segs);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&sideB, sizeof(Accum) * segs);
+        if (e == cudaSuccess)
+            e = cudaMalloc(&hist, sizeof(unsigned long long) * kDiffBins);
+        return e;
+    }
+    void run(int codeA, int sizeA, int codeB, int sizeB, int64_t n, int64_t base,
+             const DiffParams &params, int64_t segments) const
+    {
+        const int threads = 128;
+        diffSegments<<<unsigned((segments + threads - 1) / threads), threads>>>(
+            a, codeA, sizeA, b, codeB, sizeB, n, base, params, diff, sideA, sideB, hist, segments);
+    }
+    ~Buffers()
+    {
+        cudaFree(a);
+        cudaFree(b);
+        cudaFree(diff);
+        cudaFree(sideA);
+        cudaFree(sideB);
+        cudaFree(hist);
+    }
+};
+
+bool haveDevice(const char *&error)
 {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -45,65 +82,61 @@ bool deviceValueDiff(const unsigned char *a, int codeA, int sizeA, const unsigne
         error = "no CUDA device";
         return false;
     }
+    return true;
+}
+
+bool failed(cudaError_t e, const char *&error)
+{
+    if (e == cudaSuccess)
+        return false;
+    error = cudaGetErrorString(e);
+    return true;
+}
+
+} // namespace
+
+bool deviceValueDiff(const unsigned char *a, int codeA, int sizeA, const unsigned char *b,
+                     int codeB, int sizeB, int64_t n, int64_t base, const DiffParams &params,
+                     DiffAccum &total, unsigned long long *hist, Accum &sideA, Accum &sideB,
+                     const char *&error)
+{
+    if (!haveDevice(error))
+        return false;
     const int64_t segments = (n + kSegment - 1) / kSegment;
     const size_t bytesA = size_t(n * sizeA), bytesB = size_t(n * sizeB);
-    const size_t segs = size_t(segments > 0 ? segments : 1);
-    unsigned char *dA = nullptr, *dB = nullptr;
-    DiffAccum *dDiff = nullptr;
-    Accum *dSideA = nullptr, *dSideB = nullptr;
-    unsigned long long *dHist = nullptr;
-    cudaError_t e = cudaMalloc(&dA, bytesA ? bytesA : 1);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&dB, bytesB ? bytesB : 1);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&dDiff, sizeof(DiffAccum) * segs);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&dSideA, sizeof(Accum) * segs);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&dSideB, sizeof(Accum) * segs);
-    if (e == cudaSuccess)
-        e = cudaMalloc(&dHist, sizeof(unsigned long long) * kDiffBins);
+    Buffers d;
+    cudaError_t e = d.allocate(bytesA, bytesB, segments);
     if (e == cudaSuccess && bytesA)
-        e = cudaMemcpy(dA, a, bytesA, cudaMemcpyHostToDevice);
+        e = cudaMemcpy(d.a, a, bytesA, cudaMemcpyHostToDevice);
     if (e == cudaSuccess && bytesB)
-        e = cudaMemcpy(dB, b, bytesB, cudaMemcpyHostToDevice);
+        e = cudaMemcpy(d.b, b, bytesB, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
-        e = cudaMemcpy(dHist, hist, sizeof(unsigned long long) * kDiffBins, cudaMemcpyHostToDevice);
+        e = cudaMemcpy(d.hist, hist, sizeof(unsigned long long) * kDiffBins,
+                       cudaMemcpyHostToDevice);
     std::vector<DiffAccum> parts(static_cast<size_t>(segments));
     std::vector<Accum> partsA(static_cast<size_t>(segments)), partsB(static_cast<size_t>(segments));
     if (e == cudaSuccess && segments > 0) {
-        const int threads = 128;
-        diffSegments<<<unsigned((segments + threads - 1) / threads), threads>>>(
-            dA, codeA, sizeA, dB, codeB, sizeB, n, base, params, dDiff, dSideA, dSideB, dHist,
-            segments);
+        d.run(codeA, sizeA, codeB, sizeB, n, base, params, segments);
         e = cudaGetLastError();
         if (e == cudaSuccess)
-            e = cudaMemcpy(parts.data(), dDiff, sizeof(DiffAccum) * parts.size(),
+            e = cudaMemcpy(parts.data(), d.diff, sizeof(DiffAccum) * parts.size(),
                            cudaMemcpyDeviceToHost);
         if (e == cudaSuccess)
-            e = cudaMemcpy(partsA.data(), dSideA, sizeof(Accum) * partsA.size(),
+            e = cudaMemcpy(partsA.data(), d.sideA, sizeof(Accum) * partsA.size(),
                            cudaMemcpyDeviceToHost);
         if (e == cudaSuccess)
-            e = cudaMemcpy(partsB.data(), dSideB, sizeof(Accum) * partsB.size(),
+            e = cudaMemcpy(partsB.data(), d.sideB, sizeof(Accum) * partsB.size(),
                            cudaMemcpyDeviceToHost);
     }
     if (e == cudaSuccess)
-        e = cudaMemcpy(hist, dHist, sizeof(unsigned long long) * kDiffBins, cudaMemcpyDeviceToHost);
-    if (e == cudaSuccess)
-        for (size_t s = 0; s < parts.size(); ++s) { // index order, as the CPU path merges
-            mergeDiff(total, parts[s]);
-            merge(sideA, partsA[s]);
-            merge(sideB, partsB[s]);
-        }
-    cudaFree(dA);
-    cudaFree(dB);
-    cudaFree(dDiff);
-    cudaFree(dSideA);
-    cudaFree(dSideB);
-    cudaFree(dHist);
-    if (e != cudaSuccess) {
-        error = cudaGetErrorString(e);
+        e = cudaMemcpy(hist, d.hist, sizeof(unsigned long long) * kDiffBins,
+                       cudaMemcpyDeviceToHost);
+    if (failed(e, error))
         return false;
+    for (size_t s = 0; s < parts.size(); ++s) { // index order, as the CPU path merges
+        mergeDiff(total, parts[s]);
+        merge(sideA, partsA[s]);
+        merge(sideB, partsB[s]);
     }
     return true;
 }
@@ -111,28 +144,17 @@ bool deviceValueDiff(const unsigned char *a, int codeA, int sizeA, const unsigne
 bool deviceValueDiffSpeed(int64_t n, int code, int size, int reps, double &kernelGBps,
                           double &copyGBps, const char *&error)
 {
+    if (!haveDevice(error))
+        return false;
     const size_t bytes = size_t(n) * size_t(size);
     const int64_t segments = (n + kSegment - 1) / kSegment;
-    unsigned char *dA = nullptr, *dB = nullptr;
-    DiffAccum *dDiff = nullptr;
-    Accum *dSideA = nullptr, *dSideB = nullptr;
-    unsigned long long *dHist = nullptr;
+    Buffers d;
     cudaEvent_t start = nullptr, stop = nullptr;
-    cudaError_t e = cudaMalloc(&dA, bytes);
+    cudaError_t e = d.allocate(bytes, bytes, segments);
     if (e == cudaSuccess)
-        e = cudaMalloc(&dB, bytes);
+        e = cudaMemset(d.a, 0x3c, bytes); // finite values of every float code
     if (e == cudaSuccess)
-        e = cudaMalloc(&dDiff, sizeof(DiffAccum) * size_t(segments));
-    if (e == cudaSuccess)
-        e = cudaMalloc(&dSideA, sizeof(Accum) * size_t(segments));
-    if (e == cudaSuccess)
-        e = cudaMalloc(&dSideB, sizeof(Accum) * size_t(segments));
-    if (e == cudaSuccess)
-        e = cudaMalloc(&dHist, sizeof(unsigned long long) * kDiffBins);
-    if (e == cudaSuccess)
-        e = cudaMemset(dA, 0x3c, bytes); // finite values of every float code
-    if (e == cudaSuccess)
-        e = cudaMemset(dB, 0x3b, bytes);
+        e = cudaMemset(d.b, 0x3b, bytes);
     if (e == cudaSuccess)
         e = cudaEventCreate(&start);
     if (e == cudaSuccess)
@@ -142,14 +164,10 @@ bool deviceValueDiffSpeed(int64_t n, int code, int size, int reps, double &kerne
     for (int rep = 0; rep < reps && e == cudaSuccess; ++rep)
         for (int k = 0; k < 2 && e == cudaSuccess; ++k) {
             cudaEventRecord(start);
-            if (k == 0) {
-                const int threads = 128;
-                diffSegments<<<unsigned((segments + threads - 1) / threads), threads>>>(
-                    dA, code, size, dB, code, size, n, 0, params, dDiff, dSideA, dSideB, dHist,
-                    segments);
-            } else {
-                cudaMemcpy(dB, dA, bytes, cudaMemcpyDeviceToDevice);
-            }
+            if (k == 0)
+                d.run(code, size, code, size, n, 0, params, segments);
+            else
+                cudaMemcpy(d.b, d.a, bytes, cudaMemcpyDeviceToDevice);
             cudaEventRecord(stop);
             e = cudaEventSynchronize(stop);
             float ms = 0;
@@ -161,19 +179,11 @@ bool deviceValueDiffSpeed(int64_t n, int code, int size, int reps, double &kerne
         e = cudaGetLastError();
     kernelGBps = 2.0 * double(bytes) / (double(best[0]) * 1e-3) / 1e9;
     copyGBps = 2.0 * double(bytes) / (double(best[1]) * 1e-3) / 1e9;
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    cudaFree(dA);
-    cudaFree(dB);
-    cudaFree(dDiff);
-    cudaFree(dSideA);
-    cudaFree(dSideB);
-    cudaFree(dHist);
-    if (e != cudaSuccess) {
-        error = cudaGetErrorString(e);
-        return false;
-    }
-    return true;
+    if (start)
+        cudaEventDestroy(start);
+    if (stop)
+        cudaEventDestroy(stop);
+    return !failed(e, error);
 }
 
 } // namespace shardscope::kernels

@@ -2,6 +2,7 @@
 #include "shardscope/health.h"
 
 #include "health/healthstream.h"
+#include "kernels/cpuclones.h"
 #include "kernels/healthcore.h"
 #include "kernels/healthdevice.h"
 #include "kernels/healthsimd.h"
@@ -91,16 +92,8 @@ TensorHealth finish(const Accum &a, std::vector<int64_t> histogram, uint64_t fin
     return h;
 }
 
-// The CPU's loops: float32, bfloat16 and float16 through the vector path, built once more for AVX2
-// where the compiler can (chosen at load time), everything else through the shared scalar code.
-// Not under a sanitizer: its instrumented ifunc resolvers run before its runtime is up.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
-    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-#define SS_CPU_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SS_CPU_CLONES
-#endif
-
+// The CPU's loops: float32, bfloat16 and float16 through the vector path (also built for AVX2,
+// kernels/cpuclones.h), everything else through the shared scalar code.
 SS_CPU_CLONES Accum cpuFold(const unsigned char *bytes, int es, int code, int64_t begin,
                             int64_t end)
 {

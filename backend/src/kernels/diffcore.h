@@ -134,24 +134,15 @@ struct DiffLane
     double sumAbs, sumSq, sumA2, sumB2, sumAB;
 };
 
-template<int CA, int SA, int CB, int SB>
-SS_HD_HOT void diffOne(const unsigned char *pa, const unsigned char *pb, int64_t index,
-                       const DiffParams &p, DiffLane &l, DiffAccum &acc, unsigned long long *hist)
+/** One pair, decoded: its counts, sums (into its lane), extremes and histogram bin. */
+SS_HD_HOT void diffDecoded(const Decoded &a, const Decoded &b, bool same, int64_t index,
+                           const DiffParams &p, DiffLane &l, DiffAccum &acc,
+                           unsigned long long *hist)
 {
-    const Decoded a = decode(pa, CA), b = decode(pb, CB);
-    bool same;
-    if (p.sameDtype) {
-        same = true;
-        for (int k = 0; k < SA; ++k)
-            same = same && pa[k] == pb[k];
-    } else {
-        same = (a.nan && b.nan) || (!a.nan && !b.nan && a.inf == b.inf && a.value == b.value);
-    }
     acc.differing += !same;
     if (!same && acc.firstDiff < 0)
         acc.firstDiff = index;
-    const bool finite = !a.nan && !a.inf && !b.nan && !b.inf;
-    if (!finite) {
+    if (a.nan || a.inf || b.nan || b.inf) {
         ++acc.nonfinite;
         acc.outside += !same;
         return;
@@ -180,100 +171,44 @@ SS_HD_HOT void diffOne(const unsigned char *pa, const unsigned char *pb, int64_t
     ++hist[ad == 0 ? 0 : diffBin(ad)];
 }
 
-/**
- * Pairs [begin, end) of one segment (at most kSegment), `base` the flat index of pair 0. The
- * sums go to lanes round-robin from `begin` and are added up in a fixed order; `hist` (kDiffBins)
- * is incremented.
- */
+/** Whether a pair is identical: bit for bit in one dtype, equal in value across two. */
+SS_HD_HOT bool identical(const unsigned char *pa, const unsigned char *pb, int size,
+                         const Decoded &a, const Decoded &b, bool sameDtype)
+{
+    if (!sameDtype)
+        return (a.nan && b.nan) || (!a.nan && !b.nan && a.inf == b.inf && a.value == b.value);
+    bool same = true;
+    for (int k = 0; k < size; ++k)
+        same = same && pa[k] == pb[k];
+    return same;
+}
+
 template<int CA, int SA, int CB, int SB>
-SS_HD DiffAccum diffRange(const unsigned char *a, const unsigned char *b, int64_t begin,
-                          int64_t end, int64_t base, const DiffParams &p, unsigned long long *hist)
+SS_HD_HOT void diffOne(const unsigned char *pa, const unsigned char *pb, int64_t index,
+                       const DiffParams &p, DiffLane &l, DiffAccum &acc, unsigned long long *hist)
+{
+    const Decoded a = decode(pa, CA), b = decode(pb, CB);
+    diffDecoded(a, b, identical(pa, pb, SA, a, b, p.sameDtype), index, p, l, acc, hist);
+}
+
+/** A range's accumulator before its pairs: counts from zero, the ULP measure on or off. */
+SS_HD DiffAccum startDiff(int64_t count, const DiffParams &p)
 {
     DiffAccum acc = emptyDiff();
-    acc.count = end - begin;
-    if (p.ulpCode >= 0)
-        acc.maxUlp = 0;
-    DiffLane lanes[kLanes];
-    for (int k = 0; k < kLanes; ++k)
-        lanes[k] = DiffLane{0.0, 0.0, 0.0, 0.0, 0.0};
-    int k = 0;
-    for (int64_t i = begin; i < end; ++i) {
-        diffOne<CA, SA, CB, SB>(a + i * SA, b + i * SB, base + i, p, lanes[k], acc, hist);
-        k = k + 1 == kLanes ? 0 : k + 1;
-    }
-    double v[kLanes];
-#define SS_LANE_SUM(field)                                                                         \
-    for (int j = 0; j < kLanes; ++j)                                                               \
-        v[j] = lanes[j].field;                                                                     \
-    acc.field = sumLanes(v);
-    SS_LANE_SUM(sumAbs)
-    SS_LANE_SUM(sumSq)
-    SS_LANE_SUM(sumA2)
-    SS_LANE_SUM(sumB2)
-    SS_LANE_SUM(sumAB)
-#undef SS_LANE_SUM
+    acc.count = count;
+    acc.maxUlp = p.ulpCode >= 0 ? 0 : -1;
     return acc;
 }
 
-/** Decodes each side with decode()'s switch: every code pair the float loops do not cover. */
-SS_HD DiffAccum diffRangeGeneric(const unsigned char *a, int codeA, int sizeA,
-                                 const unsigned char *b, int codeB, int sizeB, int64_t begin,
-                                 int64_t end, int64_t base, const DiffParams &p,
-                                 unsigned long long *hist)
+SS_HD void clearLanes(DiffLane *lanes)
 {
-    DiffAccum acc = emptyDiff();
-    acc.count = end - begin;
-    if (p.ulpCode >= 0)
-        acc.maxUlp = 0;
-    DiffLane lanes[kLanes];
     for (int k = 0; k < kLanes; ++k)
         lanes[k] = DiffLane{0.0, 0.0, 0.0, 0.0, 0.0};
-    int k = 0;
-    for (int64_t i = begin; i < end; ++i) {
-        const unsigned char *pa = a + i * sizeA, *pb = b + i * sizeB;
-        const Decoded da = decode(pa, codeA), db = decode(pb, codeB);
-        bool same;
-        if (p.sameDtype) {
-            same = true;
-            for (int j = 0; j < sizeA; ++j)
-                same = same && pa[j] == pb[j];
-        } else {
-            same = (da.nan && db.nan) ||
-                   (!da.nan && !db.nan && da.inf == db.inf && da.value == db.value);
-        }
-        acc.differing += !same;
-        if (!same && acc.firstDiff < 0)
-            acc.firstDiff = base + i;
-        DiffLane &l = lanes[k];
-        k = k + 1 == kLanes ? 0 : k + 1;
-        if (da.nan || da.inf || db.nan || db.inf) {
-            ++acc.nonfinite;
-            acc.outside += !same;
-            continue;
-        }
-        const double d = da.value - db.value;
-        const double ad = d < 0 ? -d : d, ab = db.value < 0 ? -db.value : db.value;
-        acc.outside += !(ad <= p.atol + p.rtol * ab);
-        l.sumAbs += ad;
-        l.sumSq += d * d;
-        l.sumA2 += da.value * da.value;
-        l.sumB2 += db.value * db.value;
-        l.sumAB += da.value * db.value;
-        if (ad > acc.maxAbs || acc.maxAbsAt < 0) {
-            acc.maxAbs = ad;
-            acc.maxAbsAt = base + i;
-        }
-        if (ab > 0) {
-            const double r = ad / ab;
-            acc.maxRel = r > acc.maxRel ? r : acc.maxRel;
-        }
-        if (p.ulpCode >= 0) {
-            const int64_t u = ulpPosition(da.value, p.ulpCode) - ulpPosition(db.value, p.ulpCode);
-            const int64_t au = u < 0 ? -u : u;
-            acc.maxUlp = au > acc.maxUlp ? au : acc.maxUlp;
-        }
-        ++hist[ad == 0 ? 0 : diffBin(ad)];
-    }
+}
+
+/** The lanes' sums into the accumulator, each field's eight added in sumLanes()'s order. */
+SS_HD void finishLanes(const DiffLane *lanes, DiffAccum &acc)
+{
     double v[kLanes];
     for (int j = 0; j < kLanes; ++j)
         v[j] = lanes[j].sumAbs;
@@ -290,6 +225,47 @@ SS_HD DiffAccum diffRangeGeneric(const unsigned char *a, int codeA, int sizeA,
     for (int j = 0; j < kLanes; ++j)
         v[j] = lanes[j].sumAB;
     acc.sumAB = sumLanes(v);
+}
+
+/**
+ * Pairs [begin, end) of one segment (at most kSegment), `base` the flat index of pair 0. The
+ * sums go to lanes round-robin from `begin` and are added up in a fixed order; `hist` (kDiffBins)
+ * is incremented.
+ */
+template<int CA, int SA, int CB, int SB>
+SS_HD DiffAccum diffRange(const unsigned char *a, const unsigned char *b, int64_t begin,
+                          int64_t end, int64_t base, const DiffParams &p, unsigned long long *hist)
+{
+    DiffAccum acc = startDiff(end - begin, p);
+    DiffLane lanes[kLanes];
+    clearLanes(lanes);
+    int k = 0;
+    for (int64_t i = begin; i < end; ++i) {
+        diffOne<CA, SA, CB, SB>(a + i * SA, b + i * SB, base + i, p, lanes[k], acc, hist);
+        k = k + 1 == kLanes ? 0 : k + 1;
+    }
+    finishLanes(lanes, acc);
+    return acc;
+}
+
+/** Decodes each side with decode()'s switch: every code pair the float loops do not cover. */
+SS_HD DiffAccum diffRangeGeneric(const unsigned char *a, int codeA, int sizeA,
+                                 const unsigned char *b, int codeB, int sizeB, int64_t begin,
+                                 int64_t end, int64_t base, const DiffParams &p,
+                                 unsigned long long *hist)
+{
+    DiffAccum acc = startDiff(end - begin, p);
+    DiffLane lanes[kLanes];
+    clearLanes(lanes);
+    int k = 0;
+    for (int64_t i = begin; i < end; ++i) {
+        const unsigned char *pa = a + i * sizeA, *pb = b + i * sizeB;
+        const Decoded da = decode(pa, codeA), db = decode(pb, codeB);
+        diffDecoded(da, db, identical(pa, pb, sizeA, da, db, p.sameDtype), base + i, p, lanes[k],
+                    acc, hist);
+        k = k + 1 == kLanes ? 0 : k + 1;
+    }
+    finishLanes(lanes, acc);
     return acc;
 }
 

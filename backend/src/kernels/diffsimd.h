@@ -127,9 +127,7 @@ SS_HD_HOT DiffAccum diffRange(const unsigned char *a, const unsigned char *b, in
     if ((rare[0] | rare[1] | rare[2] | rare[3]) != 0)
         return kernels::diffRange<Code, Size, Code, Size>(a, b, begin, end, base, p, hist);
     // Into the shared code's lanes and accumulator; the tail continues there.
-    DiffAccum acc = emptyDiff();
-    acc.count = end - begin;
-    acc.maxUlp = p.ulpCode >= 0 ? 0 : -1;
+    DiffAccum acc = startDiff(end - begin, p);
     DiffLane lanes[kLanes];
     for (int k = 0; k < 4; ++k) {
         lanes[k] = DiffLane{lo.sumAbs[k], lo.sumSq[k], lo.sumA2[k], lo.sumB2[k], lo.sumAB[k]};
@@ -152,17 +150,7 @@ SS_HD_HOT DiffAccum diffRange(const unsigned char *a, const unsigned char *b, in
     for (int k = 0; i < end; ++i, ++k)
         kernels::diffOne<Code, Size, Code, Size>(a + i * Size, b + i * Size, base + i, p, lanes[k],
                                                  acc, local);
-    double v[kLanes];
-#define SS_LANE_SUM(field)                                                                         \
-    for (int j = 0; j < kLanes; ++j)                                                               \
-        v[j] = lanes[j].field;                                                                     \
-    acc.field = sumLanes(v);
-    SS_LANE_SUM(sumAbs)
-    SS_LANE_SUM(sumSq)
-    SS_LANE_SUM(sumA2)
-    SS_LANE_SUM(sumB2)
-    SS_LANE_SUM(sumAB)
-#undef SS_LANE_SUM
+    finishLanes(lanes, acc);
     for (int k = 0; k < kDiffBins; ++k)
         hist[k] += local[k];
     return acc;

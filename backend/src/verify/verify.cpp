@@ -2,6 +2,7 @@
 // CPU load verification: the planned reads, per rank, into local shards; gathered and compared
 // bit for bit with direct reads of the stored components.
 #include "shardscope/verify.h"
+#include "common/rankresults.h"
 #include "verify/paramchecker.h"
 
 #include <nlohmann/json.hpp>
@@ -304,18 +305,12 @@ Result<VerifyResult> verifyLoad(const CheckpointIndex &checkpoint, const Layout 
                                {"checks", nlohmann::json::array()}};
         for (const auto &[pi, c] : checks)
             mine["checks"].push_back(toJson(c, pi));
-        auto all = run.comm->allgatherText(mine.dump());
+        auto all = detail::gatherRankResults(*run.comm, mine);
         if (!all)
             return all.error();
         checks.clear();
         result.bytesRead = 0;
-        for (size_t r = 0; r < all->size(); ++r) {
-            const auto j = nlohmann::json::parse((*all)[r], nullptr, false);
-            if (j.is_discarded())
-                return makeError(Error::Code::Internal,
-                                 "rank " + std::to_string(r) + " sent unreadable results");
-            if (const std::string err = j.value("error", std::string()); !err.empty())
-                return makeError(Error::Code::Io, "rank " + std::to_string(r) + ": " + err);
+        for (const nlohmann::json &j : *all) {
             result.bytesRead += j.value("bytes", uint64_t(0));
             for (const auto &c : j.at("checks"))
                 checks.emplace_back(c.at("param").get<uint32_t>(), fromJson(c));
