@@ -209,6 +209,39 @@ def case_rows_permuted(env: Env) -> None:
           f"rows: the structural diff sees a change: {p.stdout[:200]}")
 
 
+def case_mla_split(env: Env) -> None:
+    """MLA's fused down projection and its absorbed input norm in the first checkpoint, the
+    parts Megatron's MLA handler splits them into in the second (linear_q_down_proj,
+    linear_kv_down_proj, the layer's input_layernorm): identical; then the norm changed in the
+    second, found in the fused parameter's norm alone."""
+    g = torch.Generator().manual_seed(8)
+    q, kv, h = 12, 20, 16
+    att = "decoder.layers.0.self_attention."
+    down = torch.randn(q + kv, h, generator=g)
+    norm = torch.rand(h, generator=g)
+    a = {att + "linear_qkv_down_proj.weight": down, att + "linear_qkv_down_proj.layer_norm_weight": norm}
+
+    def split(n: torch.Tensor) -> dict:
+        return {"model": {"module." + att + "linear_q_down_proj.weight": down[:q].clone(),
+                          "module." + att + "linear_kv_down_proj.weight": down[q:].clone(),
+                          "module.decoder.layers.0.input_layernorm.weight": n.clone()}}
+    pa = save_dcp(a, env.tmp / "mla-a")
+    rc, d, err = env.values(pa, save_dcp(split(norm), env.tmp / "mla-b"))
+    t = by_name(d)
+    check(rc == 0 and all(t.get(k, {}).get("verdict") == "identical" for k in a) and
+          len(t.get(att + "linear_qkv_down_proj.weight", {}).get("keys_b", [])) == 2,
+          f"mla: exit {rc} {err.strip()} {[(k, t.get(k, {}).get('verdict'), t.get(k, {}).get('why')) for k in a]}")
+    moved = norm.clone()
+    moved[5] += 0.5
+    rc, d, _ = env.values(pa, save_dcp(split(moved), env.tmp / "mla-c"))
+    t = by_name(d)
+    name = att + "linear_qkv_down_proj.layer_norm_weight"
+    check(rc == 1 and t.get(att + "linear_qkv_down_proj.weight", {}).get("verdict") == "identical",
+          f"mla changed norm: exit {rc}")
+    if name in t:
+        check_figures("mla/norm", t[name], norm, moved)
+
+
 def case_bf16_roundtrip(env: Env) -> None:
     g = torch.Generator().manual_seed(3)
     w = torch.randn(128, 64, generator=g)
@@ -413,8 +446,27 @@ def case_formats(env: Env) -> None:
     torch.save({"checkpoint_version": 3.0, "iteration": 1, "model": sd, "args": legacy_args},
                legacy / "iter_0000001" / "mp_rank_00" / "model_optim_rng.pt")
     (legacy / "latest_checkpointed_iteration.txt").write_text("1")
+    # The same at EP 2: mp_rank_00_00e files, each with the dense tensors and its two experts
+    # under EP-local indices (local_experts.0-1), as Megatron's legacy save cuts them.
+    legacy_ep = env.tmp / "fmt-legacy-ep2"
+    import re
+    expert_re = re.compile(r"\.local_experts\.(\d+)\.")
+    for r in range(2):
+        part = {}
+        for k, v in sd.items():
+            m = expert_re.search(k)
+            if not m:
+                part[k] = v
+            elif int(m[1]) // 2 == r:
+                part[expert_re.sub(f".local_experts.{int(m[1]) % 2}.", k)] = v
+        (legacy_ep / "iter_0000001" / f"mp_rank_00_{r:03d}").mkdir(parents=True)
+        torch.save({"checkpoint_version": 3.0, "iteration": 1, "model": part,
+                    "args": ap.Namespace(**{**vars(legacy_args), "expert_model_parallel_size": 2})},
+                   legacy_ep / "iter_0000001" / f"mp_rank_00_{r:03d}" / "model_optim_rng.pt")
+    (legacy_ep / "latest_checkpointed_iteration.txt").write_text("1")
     expert = next(k for k in sd if ".local_experts.2.linear_fc1.weight" in k)
-    for first, second in ((dist, saved), (saved, dist), (dist, st), (legacy, dist), (legacy, saved)):
+    for first, second in ((dist, saved), (saved, dist), (dist, st), (legacy, dist), (legacy, saved),
+                          (dist, legacy_ep), (legacy_ep, saved)):
         rc, d, err = env.values(first, second, "--no-optimizer")
         t = by_name(d)
         wrong = [(k, t.get(k, {}).get("verdict"), t.get(k, {}).get("why")) for k in sd
@@ -474,7 +526,7 @@ def case_unreadable(env: Env) -> None:
           f"unreadable: exit {rc}, {err!r}")
 
 
-CASES = {"element": case_element, "rows_permuted": case_rows_permuted,
+CASES = {"element": case_element, "rows_permuted": case_rows_permuted, "mla_split": case_mla_split,
          "bf16_roundtrip": case_bf16_roundtrip, "ranks": case_ranks, "hf_llama": case_hf_llama,
          "splits": case_splits, "formats": case_formats, "report": case_report, "unreadable": case_unreadable}
 

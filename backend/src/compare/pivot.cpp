@@ -225,7 +225,10 @@ Result<Pivot> pivotLayout(const CheckpointIndex &a, const CheckpointIndex &b,
                 .inFile(hf.inputPath);
         p = std::move(*d);
     } else if (stacked(a) || stacked(b)) {
-        const CheckpointIndex &c = stacked(a) ? a : b;
+        // A legacy side's own sizes first: its rank files are cut by them.
+        const bool legacyB =
+            b.format == Format::MegatronLegacy && a.format != Format::MegatronLegacy;
+        const CheckpointIndex &c = legacyB || !stacked(a) ? b : a;
         auto d = describedBy(c);
         if (!d)
             return makeError(Error::Code::NotFound,
