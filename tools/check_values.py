@@ -14,8 +14,12 @@ wrong order: Megatron-LM#2769; the structural diff sees nothing), bf16_roundtrip
 tensor against its bfloat16 copy, and a float64 copy: a dtype change of the same values),
 ranks (the same tensors written by 1, 2 and 4 DCP ranks, chunked differently), hf_llama (a
 Hugging Face Llama against the Megatron checkpoint the test converts from it with
-Megatron-Bridge's published mapping, then with one query group swapped), splits (the same
-results whatever the threads, memory budget and processes), unreadable (a data file cut short).
+Megatron-Bridge's published mapping, then with one query group swapped; its sharded set too),
+mla_split (MLA's fused down projection and absorbed norm against the handler's parts), formats
+(one real megatron-core model in torch_dist, legacy at EP 1 and 2, torch.save, safetensors),
+layout_fixtures (make_layout_fixtures.py's fused against unfused families), splits (the same
+results whatever the threads, memory budget and processes), report (the value section of each
+report format), unreadable (a data file cut short).
 """
 from __future__ import annotations
 
@@ -49,9 +53,10 @@ def close(x, y, rel: float = 1e-9) -> bool:
 
 
 class Env:
-    def __init__(self, cli: str, fixtures: str | None):
+    def __init__(self, cli: str, fixtures: str | None, layout_fixtures: str | None = None):
         self.cli = cli
         self.fixtures = Path(fixtures) if fixtures else None
+        self.layout_fixtures = Path(layout_fixtures) if layout_fixtures else None
         self.tmp = Path(tempfile.mkdtemp(prefix="ss-values-"))
 
     def values(self, a: Path, b: Path, *extra: str, launch: int = 0) -> tuple[int, dict, str]:
@@ -327,6 +332,19 @@ def hf_llama(env: Env) -> tuple[Path, dict, dict]:
     out.mkdir()
     save_file(hf, str(out / "model.safetensors"))
     (out / "config.json").write_text(json.dumps(cfg))
+    # The same as a sharded set, as transformers writes one: two shards and an index.
+    sharded = env.tmp / "hf-llama-sharded"
+    sharded.mkdir()
+    names = sorted(hf)
+    weight_map = {}
+    for i, part in enumerate((names[: len(names) // 2], names[len(names) // 2:])):
+        shard = f"model-{i + 1:05d}-of-00002.safetensors"
+        save_file({k: hf[k] for k in part}, str(sharded / shard), metadata={"format": "pt"})
+        weight_map.update({k: shard for k in part})
+    total = sum(v.numel() * v.element_size() for v in hf.values())
+    (sharded / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    (sharded / "config.json").write_text(json.dumps(cfg))
     return out, hf, cfg
 
 
@@ -367,13 +385,18 @@ def fsdp_dtensor(m: dict) -> dict:
 
 def case_hf_llama(env: Env) -> None:
     path, hf, cfg = hf_llama(env)
+    sharded = env.tmp / "hf-llama-sharded"
+    rc, d, err = env.values(path, sharded)
+    check(rc == 0 and {t["name"] for t in d.get("tensors", []) if t["verdict"] == "identical"} == set(hf),
+          f"hf_llama: the file against its sharded set: exit {rc} {err.strip()}")
     meg = to_megatron(hf, cfg)
     good = save_dcp(fsdp_dtensor(meg), env.tmp / "megatron-converted")
-    rc, d, err = env.values(path, good)
-    t = by_name(d)
-    check(rc == 0 and set(meg) <= set(t) and all(t[k]["verdict"] == "identical" for k in meg),
-          f"hf_llama: exit {rc} {err.strip()}; "
-          f"{[(k, t.get(k, {}).get('verdict'), t.get(k, {}).get('why')) for k in meg if t.get(k, {}).get('verdict') != 'identical'][:3]}")
+    for hf_side in (path, sharded):
+        rc, d, err = env.values(hf_side, good)
+        t = by_name(d)
+        check(rc == 0 and set(meg) <= set(t) and all(t[k]["verdict"] == "identical" for k in meg),
+              f"hf_llama {hf_side.name}: exit {rc} {err.strip()}; "
+              f"{[(k, t.get(k, {}).get('verdict'), t.get(k, {}).get('why')) for k in meg if t.get(k, {}).get('verdict') != 'identical'][:3]}")
     # One query group's q rows swapped with the next's, in layer 1: found there and only there.
     bad = dict(meg)
     name = "decoder.layers.1.self_attention.linear_qkv.weight"
@@ -489,6 +512,23 @@ def case_formats(env: Env) -> None:
         check_figures("formats/changed", t[name], sd[name], changed[name])
 
 
+def case_layout_fixtures(env: Env) -> None:
+    """make_layout_fixtures.py's families (Megatron-FSDP fsdp_dtensor checkpoints with their
+    arguments, written by torch): each `fused` directory holds every fused tensor as exactly
+    torch.cat of the `unfused` one's sections (the writer checks it with torch), for model
+    tensors and optimizer states alike; SwiGLU, fused MLA with its absorbed norm, grouped and
+    sequential experts, MTP's spellings, GDN. Every tensor compares identical, none is left out."""
+    root = env.layout_fixtures
+    for family, other in (("llama", "fused"), ("deepseek_v3", "fused"), ("qwen3_next", "fused"),
+                          ("qwen3_next", "gdn_fused")):
+        a, b = root / family / "unfused", root / family / other
+        rc, d, err = env.values(a, b)
+        bad = [(t["name"], t["verdict"], t.get("why")) for t in d.get("tensors", [])
+               if t["verdict"] != "identical"]
+        check(rc == 0 and d.get("tensors") and not bad,
+              f"{family} unfused / {other}: exit {rc} {err.strip()[:200]}; {bad[:3]}")
+
+
 def case_report(env: Env) -> None:
     """`report A --against B --values -o FILE` adds the value differences to the fix report in
     each format, with the figures the JSON of diff --values has; exit 1 for differences."""
@@ -528,16 +568,17 @@ def case_unreadable(env: Env) -> None:
 
 CASES = {"element": case_element, "rows_permuted": case_rows_permuted, "mla_split": case_mla_split,
          "bf16_roundtrip": case_bf16_roundtrip, "ranks": case_ranks, "hf_llama": case_hf_llama,
-         "splits": case_splits, "formats": case_formats, "report": case_report, "unreadable": case_unreadable}
+         "splits": case_splits, "formats": case_formats, "layout_fixtures": case_layout_fixtures, "report": case_report, "unreadable": case_unreadable}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
     ap.add_argument("--fixtures", help="make_fixtures.py's output (for the ranks case)")
+    ap.add_argument("--layout-fixtures", help="make_layout_fixtures.py's output")
     ap.add_argument("case", choices=sorted(CASES))
     a = ap.parse_args()
-    env = Env(a.cli, a.fixtures)
+    env = Env(a.cli, a.fixtures, a.layout_fixtures)
     try:
         CASES[a.case](env)
     finally:

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
 
 namespace shardscope::detail {
 
@@ -78,11 +79,17 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
         std::string name;
         const TensorEntry *t;
     };
+    // MTP's inner layer by its live name (mtp_model_layer), whichever spelling a side stored:
+    // the rules map it to each side's own.
     auto named = [](const CheckpointIndex &c) {
         std::vector<Named> out;
         for (const TensorEntry &t : c.tensors)
-            if (auto n = modelName(c, t.key))
+            if (auto n = modelName(c, t.key)) {
+                if (const size_t at = n->find(".transformer_layer.");
+                    n->starts_with("mtp.layers.") && at != std::string::npos)
+                    n->replace(at, 19, ".mtp_model_layer.");
                 out.push_back({*n, &t});
+            }
         return out;
     };
     const std::vector<Named> inA = named(a), inB = named(b);
@@ -91,9 +98,23 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
         byA.emplace(n.name, n.t);
     for (const Named &n : inB)
         byB.emplace(n.name, n.t);
-    bool optimizer = false;
-    for (const TensorEntry &t : a.tensors)
-        optimizer = optimizer || t.key.starts_with("optimizer.state.");
+    // The parameters the first checkpoint keeps optimizer state for (not its buffers).
+    std::set<std::string> withState;
+    for (const TensorEntry &t : a.tensors) {
+        if (!t.key.starts_with("optimizer.state."))
+            continue;
+        std::string_view rest = std::string_view(t.key).substr(16);
+        while (rest.starts_with("module."))
+            rest = rest.substr(7);
+        if (const size_t dot = rest.rfind('.'); dot != std::string_view::npos) {
+            std::string n(rest.substr(0, dot));
+            if (const size_t at = n.find(".transformer_layer.");
+                n.starts_with("mtp.layers.") && at != std::string::npos)
+                n.replace(at, 19, ".mtp_model_layer.");
+            withState.insert(std::move(n));
+        }
+    }
+    const bool optimizer = !withState.empty();
 
     Layout l;
     l.family = "checkpoint";
@@ -104,7 +125,7 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
         p.name = name;
         p.shape = t.shape;
         p.dtype = t.dtypeName;
-        p.hasOptimizerState = optimizer;
+        p.hasOptimizerState = withState.count(name) > 0;
         return p;
     };
     // The fused parameter `name` whose parts `from` holds, sized by them; nullopt otherwise.
@@ -118,7 +139,9 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
         p.name = name;
         p.shape = shape;
         p.dtype = dtype;
-        p.hasOptimizerState = optimizer;
+        p.hasOptimizerState = withState.count(name) > 0;
+        for (const std::string &n : parts->names)
+            p.hasOptimizerState = p.hasOptimizerState || withState.count(n) > 0;
         if (parts->absorbed) {
             if (!from.count(parts->names.front()))
                 return std::nullopt;
