@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "checkpointfilterproxy.h"
 
+#include "formatting.h"
 #include "naturalcompare.h"
 #include "roles.h"
 
@@ -9,6 +10,13 @@ namespace shardscope::model {
 CheckpointFilterProxy::CheckpointFilterProxy(QObject *parent)
     : QSortFilterProxyModel(parent)
 {
+    // Whoever reads a group while the rows change (a view, a tester) must not leave a count
+    // of the rows before the change in the cache.
+    auto forget = [this] { m_matched.clear(); };
+    connect(this, &QAbstractItemModel::rowsInserted, this, forget);
+    connect(this, &QAbstractItemModel::rowsRemoved, this, forget);
+    connect(this, &QAbstractItemModel::layoutChanged, this, forget);
+    connect(this, &QAbstractItemModel::modelReset, this, forget);
     setRecursiveFilteringEnabled(true);
     setAutoAcceptChildRows(false);
     setSortRole(SortRole);
@@ -17,23 +25,29 @@ CheckpointFilterProxy::CheckpointFilterProxy(QObject *parent)
 
 bool CheckpointFilterProxy::isFiltering() const
 {
-    return !m_text.isEmpty() || !m_dtype.isEmpty() || m_problemsOnly;
+    return !m_matcher.isEmpty() || !m_dtype.isEmpty() || m_problemsOnly;
+}
+
+void CheckpointFilterProxy::setSourceModel(QAbstractItemModel *source)
+{
+    if (sourceModel())
+        disconnect(sourceModel(), nullptr, this, nullptr);
+    QSortFilterProxyModel::setSourceModel(source);
+    if (source)
+        connect(source, &QAbstractItemModel::modelReset, this, [this] { m_matched.clear(); });
+}
+
+void CheckpointFilterProxy::refilter()
+{
+    m_matched.clear();
+    invalidateFilter();
+    m_matched.clear();
 }
 
 void CheckpointFilterProxy::setFilterText(const QString &text)
 {
-    const QString t = text.trimmed();
-    if (t == m_text)
-        return;
-    m_text = t;
-    m_isGlob = t.contains(QLatin1Char('*')) || t.contains(QLatin1Char('?')) ||
-               t.contains(QLatin1Char('['));
-    if (m_isGlob) {
-        m_glob = QRegularExpression::fromWildcard(t, Qt::CaseInsensitive,
-                                                  QRegularExpression::UnanchoredWildcardConversion);
-        m_glob.optimize();
-    }
-    invalidateFilter();
+    if (m_matcher.setText(text))
+        refilter();
 }
 
 void CheckpointFilterProxy::setDTypeFilter(const QString &dtype)
@@ -41,7 +55,7 @@ void CheckpointFilterProxy::setDTypeFilter(const QString &dtype)
     if (dtype == m_dtype)
         return;
     m_dtype = dtype;
-    invalidateFilter();
+    refilter();
 }
 
 void CheckpointFilterProxy::setProblemsOnly(bool on)
@@ -49,7 +63,60 @@ void CheckpointFilterProxy::setProblemsOnly(bool on)
     if (on == m_problemsOnly)
         return;
     m_problemsOnly = on;
-    invalidateFilter();
+    refilter();
+}
+
+CheckpointFilterProxy::Matched CheckpointFilterProxy::matched(const QModelIndex &group) const
+{
+    const quintptr id = mapToSource(group).internalId();
+    if (auto it = m_matched.constFind(id); it != m_matched.constEnd())
+        return *it;
+    Matched m;
+    for (int r = 0, n = rowCount(group); r < n; ++r) {
+        const QModelIndex child = index(r, 0, group);
+        if (NodeKind(child.data(KindRole).toInt()) == NodeKind::Group) {
+            const Matched c = matched(child);
+            m.entries += c.entries;
+            m.chunks += c.chunks;
+            m.bytes += c.bytes;
+        } else {
+            const QModelIndex s = mapToSource(child);
+            ++m.entries;
+            m.chunks += s.data(ChunkCountRole).toULongLong();
+            m.bytes += s.data(BytesRole).toULongLong();
+        }
+    }
+    m_matched.insert(id, m);
+    return m;
+}
+
+QVariant CheckpointFilterProxy::data(const QModelIndex &index, int role) const
+{
+    if (!isFiltering() || !index.isValid() ||
+        NodeKind(QSortFilterProxyModel::data(index, KindRole).toInt()) != NodeKind::Group)
+        return QSortFilterProxyModel::data(index, role);
+    const Matched m = matched(index.siblingAtColumn(NameColumn));
+    switch (role) {
+    case Qt::DisplayRole:
+        if (index.column() == ShapeColumn)
+            return tr("%1 of %2 entries")
+                .arg(formatCount(m.entries),
+                     formatCount(QSortFilterProxyModel::data(index, LeafCountRole).toULongLong()));
+        if (index.column() == ChunksColumn)
+            return m.chunks ? formatCount(m.chunks) : QVariant();
+        if (index.column() == SizeColumn)
+            return formatBytes(m.bytes);
+        break;
+    case LeafCountRole:
+        return qulonglong(m.entries);
+    case ChunkCountRole:
+        return qulonglong(m.chunks);
+    case BytesRole:
+        return qulonglong(m.bytes);
+    default:
+        break;
+    }
+    return QSortFilterProxyModel::data(index, role);
 }
 
 bool CheckpointFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &sourceParent) const
@@ -65,11 +132,8 @@ bool CheckpointFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &s
         return false;
     if (!m_dtype.isEmpty() && idx.data(DTypeRole).toString() != m_dtype)
         return false;
-    if (!m_text.isEmpty()) {
-        const QString key = idx.data(KeyRole).toString();
-        if (m_isGlob ? !m_glob.match(key).hasMatch() : !key.contains(m_text, Qt::CaseInsensitive))
-            return false;
-    }
+    if (!m_matcher.isEmpty() && !m_matcher.matches(idx.data(KeyRole).toString()))
+        return false;
     return true;
 }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <QRegularExpression>
+#include "keymatcher.h"
+
+#include <QHash>
 #include <QSortFilterProxyModel>
 
 namespace shardscope::model {
@@ -22,7 +24,9 @@ class CheckpointFilterProxy : public QSortFilterProxyModel
 public:
     explicit CheckpointFilterProxy(QObject *parent = nullptr);
 
-    QString filterText() const { return m_text; }
+    QString filterText() const { return m_matcher.text(); }
+    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
+    void setSourceModel(QAbstractItemModel *source) override;
     QString dtypeFilter() const { return m_dtype; }
     bool problemsOnly() const { return m_problemsOnly; }
     /** Whether any criterion is set. */
@@ -39,9 +43,16 @@ protected:
     bool lessThan(const QModelIndex &left, const QModelIndex &right) const override;
 
 private:
-    QString m_text;
-    QRegularExpression m_glob; ///< valid only when m_text holds a wildcard
-    bool m_isGlob = false;
+    struct Matched
+    {
+        quint64 entries = 0, chunks = 0, bytes = 0;
+    };
+    /** The matching entries below a group of this proxy, cached until the filter changes. */
+    Matched matched(const QModelIndex &group) const;
+    void refilter();
+
+    KeyMatcher m_matcher;
+    mutable QHash<quintptr, Matched> m_matched; ///< by the source row's internal id
     QString m_dtype;
     bool m_problemsOnly = false;
 };

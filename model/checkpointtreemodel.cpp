@@ -36,6 +36,8 @@ struct Node
     uint64_t numel = 0;
     uint64_t bytes = 0;
     uint64_t chunks = 0;
+    uint64_t leaves = 0;  ///< entries at or below
+    uint32_t flatRow = 0; ///< a leaf's row in the flat list
 };
 
 // Appends the dot-separated parts of `key` to `out`.
@@ -62,6 +64,7 @@ struct CheckpointTreeModel::Tree
     std::string names;                                        ///< UTF-8 name pool
     std::unordered_map<std::string_view, uint32_t> leafByKey; ///< views into the snapshot
     std::vector<std::pair<uint32_t, uint32_t>> problems;      ///< (leaf node, problem), sorted
+    std::vector<uint32_t> flat;                               ///< the leaves, in entry order
 
     std::string_view name(uint32_t n) const
     {
@@ -104,6 +107,8 @@ public:
                 nodes[leaf].bytes = o.location->length;
         }
 
+        compactChains(nodes, names);
+
         // Flatten the child lists: one id vector, each node's children a contiguous slice.
         children.clear();
         children.reserve(nodes.size());
@@ -120,6 +125,31 @@ public:
     }
 
 private:
+    // A group whose only child is a group becomes one row ("state.module.module.module"), as
+    // file browsers compact folders: Megatron's wrapper chains would otherwise cost a level
+    // each. Parents come before their children, so one pass in id order folds whole chains;
+    // a folded child stays in the vector, unlinked (parent NoNode).
+    void compactChains(std::vector<Node> &nodes, std::string &names)
+    {
+        for (uint32_t g = 1; g < nodes.size(); ++g) {
+            if (nodes[g].kind != NodeKind::Group || nodes[g].parent == NoNode)
+                continue;
+            while (m_children[g].size() == 1 && nodes[m_children[g][0]].kind == NodeKind::Group) {
+                const uint32_t c = m_children[g][0];
+                const std::string joined =
+                    std::string(nameOf(nodes[g])) + '.' + std::string(nameOf(nodes[c]));
+                nodes[g].nameOffset = uint32_t(names.size());
+                nodes[g].nameLength = uint32_t(joined.size());
+                names += joined;
+                m_children[g] = std::move(m_children[c]);
+                m_children[c].clear();
+                for (uint32_t k : m_children[g])
+                    nodes[k].parent = g;
+                nodes[c].parent = NoNode;
+            }
+        }
+    }
+
     struct GroupKeyHash
     {
         const TreeBuilder *b;
@@ -252,9 +282,18 @@ void CheckpointTreeModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
         }
         std::sort(tree->problems.begin(), tree->problems.end());
 
+        for (uint32_t n = 1; n < nodes.size(); ++n)
+            if (nodes[n].kind != NodeKind::Group) {
+                nodes[n].leaves = 1;
+                nodes[n].flatRow = uint32_t(tree->flat.size());
+                tree->flat.push_back(n);
+            }
         // Parents are created before their children, so one backward pass sums every subtree.
         for (size_t n = nodes.size() - 1; n > 0; --n) {
+            if (nodes[n].parent == NoNode)
+                continue; // folded into its parent's row
             Node &p = nodes[nodes[n].parent];
+            p.leaves += nodes[n].leaves;
             p.numel += nodes[n].numel;
             p.bytes += nodes[n].bytes;
             p.chunks += nodes[n].chunks;
@@ -280,6 +319,11 @@ QModelIndex CheckpointTreeModel::index(int row, int column, const QModelIndex &p
 {
     if (row < 0 || column < 0 || column >= ColumnCount || parent.column() > 0)
         return {};
+    if (m_flat) {
+        if (parent.isValid() || size_t(row) >= m_tree->flat.size())
+            return {};
+        return createIndex(row, column, quintptr(m_tree->flat[size_t(row)]));
+    }
     const uint32_t p = parent.isValid() ? uint32_t(parent.internalId()) : RootNode;
     if (p >= m_tree->nodes.size())
         return {};
@@ -291,7 +335,7 @@ QModelIndex CheckpointTreeModel::index(int row, int column, const QModelIndex &p
 
 QModelIndex CheckpointTreeModel::parent(const QModelIndex &child) const
 {
-    if (!child.isValid())
+    if (!child.isValid() || m_flat)
         return {};
     const uint32_t n = uint32_t(child.internalId());
     const uint32_t p = m_tree->nodes[n].parent;
@@ -304,6 +348,8 @@ int CheckpointTreeModel::rowCount(const QModelIndex &parent) const
 {
     if (parent.column() > 0)
         return 0;
+    if (m_flat)
+        return parent.isValid() ? 0 : int(m_tree->flat.size());
     const uint32_t p = parent.isValid() ? uint32_t(parent.internalId()) : RootNode;
     return int(m_tree->nodes[p].childCount);
 }
@@ -330,6 +376,8 @@ Qt::ItemFlags CheckpointTreeModel::flags(const QModelIndex &index) const
 
 QString CheckpointTreeModel::nodeName(uint32_t node) const
 {
+    if (m_flat)
+        return nodeKey(node);
     const std::string_view n = m_tree->name(node);
     return QString::fromUtf8(n.data(), qsizetype(n.size()));
 }
@@ -410,6 +458,8 @@ QVariant CheckpointTreeModel::displayData(uint32_t node, int column) const
             return tr("object");
         return {};
     case ShapeColumn:
+        if (n.kind == NodeKind::Group)
+            return tr("%1 entries").arg(formatCount(n.leaves));
         if (n.kind == NodeKind::Tensor)
             return formatShape(m_index->tensors[size_t(n.entry)].shape);
         if (n.kind == NodeKind::Object) {
@@ -486,6 +536,8 @@ QVariant CheckpointTreeModel::data(const QModelIndex &index, int role) const
         return qulonglong(n.bytes);
     case ChunkCountRole:
         return qulonglong(n.chunks);
+    case LeafCountRole:
+        return qulonglong(n.leaves);
     case HasProblemRole:
         return n.problemCount > 0;
     case ProblemCountRole:
@@ -542,6 +594,7 @@ QHash<int, QByteArray> CheckpointTreeModel::roleNames() const
     names.insert(DTypeRole, "dtype");
     names.insert(EntryIndexRole, "entryIndex");
     names.insert(SortRole, "sort");
+    names.insert(LeafCountRole, "leafCount");
     return names;
 }
 
@@ -551,7 +604,17 @@ QModelIndex CheckpointTreeModel::indexForKey(const QString &key) const
     auto it = m_tree->leafByKey.find(k);
     if (it == m_tree->leafByKey.end())
         return {};
-    return createIndex(int(m_tree->nodes[it->second].row), 0, quintptr(it->second));
+    const Node &n = m_tree->nodes[it->second];
+    return createIndex(int(m_flat ? n.flatRow : n.row), 0, quintptr(it->second));
+}
+
+void CheckpointTreeModel::setFlat(bool flat)
+{
+    if (flat == m_flat)
+        return;
+    beginResetModel();
+    m_flat = flat;
+    endResetModel();
 }
 
 const TensorEntry *CheckpointTreeModel::tensorAt(const QModelIndex &index) const

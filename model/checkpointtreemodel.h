@@ -36,6 +36,12 @@ public:
     explicit CheckpointTreeModel(QObject *parent = nullptr);
     ~CheckpointTreeModel() override;
 
+    /**
+     * Flat: every entry a top-level row named by its full key (a filter's matches each read in
+     * full, at any depth); else the tree. Switching resets the model.
+     */
+    void setFlat(bool flat);
+    bool isFlat() const { return m_flat; }
     /** Replaces the contents (model reset). A null snapshot empties the model. */
     void setIndex(std::shared_ptr<const CheckpointIndex> index);
     void clear() { setIndex(nullptr); }
@@ -75,6 +81,7 @@ private:
 
     std::shared_ptr<const CheckpointIndex> m_index;
     std::unique_ptr<Tree> m_tree;
+    bool m_flat = false;
     QStringList m_dtypeNames;
 };
 

@@ -35,20 +35,44 @@ void ProblemListModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
 {
     beginResetModel();
     m_index = std::move(index);
-    m_groups = m_index ? groupProblems(m_index->problems) : std::vector<ProblemGroup>();
+    regroup();
     endResetModel();
+}
+
+void ProblemListModel::setKeyFilter(const QString &text)
+{
+    if (!m_matcher.setText(text))
+        return;
+    beginResetModel();
+    regroup();
+    endResetModel();
+}
+
+int ProblemListModel::totalProblemCount() const
+{
+    return m_index ? int(m_index->problems.size()) : 0;
+}
+
+void ProblemListModel::regroup()
+{
+    m_shown.clear();
+    if (m_index)
+        for (const Problem &p : m_index->problems)
+            if (m_matcher.matches(QString::fromStdString(p.key)))
+                m_shown.push_back(p);
+    m_groups = groupProblems(m_shown);
 }
 
 const Problem *ProblemListModel::problemAt(int row) const
 {
     if (row < 0 || size_t(row) >= m_groups.size() || m_groups[size_t(row)].members.size() != 1)
         return nullptr;
-    return &m_index->problems[m_groups[size_t(row)].members.front()];
+    return &m_shown[m_groups[size_t(row)].members.front()];
 }
 
 int ProblemListModel::problemCount() const
 {
-    return m_index ? int(m_index->problems.size()) : 0;
+    return int(m_shown.size());
 }
 
 QModelIndex ProblemListModel::index(int row, int column, const QModelIndex &parent) const
@@ -83,7 +107,7 @@ int ProblemListModel::columnCount(const QModelIndex &) const
 const Problem *ProblemListModel::problemOf(const QModelIndex &index) const
 {
     if (index.internalId() != 0)
-        return &m_index->problems[m_groups[index.internalId() - 1].members[size_t(index.row())]];
+        return &m_shown[m_groups[index.internalId() - 1].members[size_t(index.row())]];
     return problemAt(index.row());
 }
 
@@ -94,7 +118,7 @@ QVariant ProblemListModel::data(const QModelIndex &index, int role) const
     const Problem *one = problemOf(index);
     if (!one) { // a group of many
         const ProblemGroup &g = m_groups[size_t(index.row())];
-        const Problem &first = m_index->problems[g.members.front()];
+        const Problem &first = m_shown[g.members.front()];
         switch (role) {
         case Qt::DisplayRole:
             switch (index.column()) {
@@ -110,7 +134,7 @@ QVariant ProblemListModel::data(const QModelIndex &index, int role) const
                 return QString();
             }
         case Qt::ToolTipRole:
-            return QString::fromStdString(g.headline(m_index->problems));
+            return QString::fromStdString(g.headline(m_shown));
         case KeyRole: // activating a group goes to its first key
             return QString::fromStdString(first.key);
         case SortRole:

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "keymatcher.h"
+
 #include <QAbstractItemModel>
 
 #include <shardscope/session.h>
@@ -37,8 +39,12 @@ public:
     void clear() { setIndex(nullptr); }
     /** The problem of a top-level row that holds one (a group of one); null for a group. */
     const Problem *problemAt(int row) const;
-    /** Every problem, however folded. */
+    /** The problems shown (those whose key the filter matches), however folded. */
     int problemCount() const;
+    /** Every problem of the checkpoint, filtered or not. */
+    int totalProblemCount() const;
+    /** Only the problems whose key matches, as the tree's filter text matches keys. */
+    void setKeyFilter(const QString &text);
 
     QModelIndex index(int row, int column, const QModelIndex &parent = {}) const override;
     QModelIndex parent(const QModelIndex &child) const override;
@@ -51,7 +57,11 @@ public:
 private:
     const Problem *problemOf(const QModelIndex &index) const;
 
+    void regroup();
+
     std::shared_ptr<const CheckpointIndex> m_index;
+    KeyMatcher m_matcher;
+    std::vector<Problem> m_shown; ///< the problems the filter matches
     std::vector<ProblemGroup> m_groups;
 };
 

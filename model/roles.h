@@ -20,6 +20,7 @@ enum ItemRole : int {
     DTypeRole,                  ///< QString: torch dtype name; empty for groups and objects
     EntryIndexRole,             ///< int: index into CheckpointIndex::tensors or ::objects; -1
     SortRole,                   ///< per column: a QString or a number to sort by
+    LeafCountRole,              ///< qulonglong: entries at or below (a leaf: 1)
 };
 
 /** What a node of the tree stands for. */

@@ -9,7 +9,12 @@
 #include <QHeaderView>
 #include <QKeyEvent>
 #include <QMenu>
+#include <QScrollBar>
 #include <QStyle>
+#include <QTimer>
+
+#include <algorithm>
+#include <utility>
 
 using namespace shardscope::model;
 
@@ -68,6 +73,48 @@ void CheckpointTreeView::setModel(QAbstractItemModel *model)
     QTreeView::setModel(model);
     applyDefaultColumnWidths();
     sortByColumn(NameColumn, Qt::AscendingOrder);
+    if (!model)
+        return;
+    // What is in sight changes: fit the name column once the view has settled.
+    connect(model, &QAbstractItemModel::modelReset, this, &CheckpointTreeView::scheduleFit);
+    connect(model, &QAbstractItemModel::layoutChanged, this, &CheckpointTreeView::scheduleFit);
+    connect(model, &QAbstractItemModel::rowsInserted, this, &CheckpointTreeView::scheduleFit);
+    connect(this, &QTreeView::expanded, this, &CheckpointTreeView::scheduleFit);
+    connect(verticalScrollBar(), &QScrollBar::valueChanged, this, &CheckpointTreeView::scheduleFit);
+}
+
+void CheckpointTreeView::scheduleFit()
+{
+    if (std::exchange(m_fitPending, true))
+        return;
+    QTimer::singleShot(0, this, [this] {
+        m_fitPending = false;
+        fitNameColumn();
+    });
+}
+
+void CheckpointTreeView::fitNameColumn()
+{
+    if (!model() || m_defaultNameWidth == 0)
+        return;
+    // Only the rows in sight: the width of a leaf 13 levels deep is its indentation, its icon
+    // and its name (never every row: that is what ResizeToContents would do).
+    const QFontMetrics fm(font());
+    int widest = 0;
+    const int bottom = viewport()->height();
+    for (QModelIndex i = indexAt(QPoint(0, 0)); i.isValid() && visualRect(i).top() < bottom;
+         i = indexBelow(i)) {
+        int depth = 0;
+        for (QModelIndex p = i.parent(); p.isValid(); p = p.parent())
+            ++depth;
+        const int w = indentation() * (depth + 1) + iconSize().width() + 12 +
+                      fm.horizontalAdvance(i.data(Qt::DisplayRole).toString());
+        widest = std::max(widest, w);
+    }
+    // Wider than the view if need be: the horizontal scroll bar reaches the other columns.
+    const int want = std::max(widest, m_defaultNameWidth);
+    if (header()->sectionSize(NameColumn) < want)
+        header()->resizeSection(NameColumn, want);
 }
 
 void CheckpointTreeView::applyDefaultColumnWidths()
@@ -79,11 +126,13 @@ void CheckpointTreeView::applyDefaultColumnWidths()
     const int digit = fm.horizontalAdvance(QLatin1Char('0'));
     for (int c = 0; c < ColumnCount; ++c)
         h->setSectionResizeMode(c, QHeaderView::Interactive);
-    h->resizeSection(NameColumn, digit * 36);
+    m_defaultNameWidth = digit * 36;
+    h->resizeSection(NameColumn, m_defaultNameWidth);
     h->resizeSection(DTypeColumn, digit * 12);
-    h->resizeSection(ShapeColumn, digit * 14);
-    h->resizeSection(ChunksColumn, digit * 8);
-    h->resizeSection(SizeColumn, digit * 10);
+    h->resizeSection(ShapeColumn, digit * 18);
+    // Room for "12,345,678" chunks (DeepSeek-V3: 1.75 M in one checkpoint) and "1023.99 GiB".
+    h->resizeSection(ChunksColumn, digit * 13);
+    h->resizeSection(SizeColumn, digit * 12);
 }
 
 QModelIndex CheckpointTreeView::firstTensor() const

@@ -23,7 +23,9 @@ protected:
 
 /**
  * The checkpoint tree: uniform row heights (required for trees with 10^5+ rows), sortable
- * header, fixed interactive column widths (never ResizeToContents, which walks every row).
+ * header, interactive column widths (never ResizeToContents, which walks every row). The name
+ * column widens to the rows in sight, so that a leaf's name stays readable however deep it
+ * sits (a horizontal scroll bar takes the rest).
  */
 class CheckpointTreeView : public QTreeView
 {
@@ -39,6 +41,8 @@ public:
     QModelIndex firstTensor() const;
     /** Selects `index` (of this view's model), expanding its ancestors and scrolling to it. */
     void selectIndex(const QModelIndex &index);
+    /** Widens the name column to the rows in sight (never narrower than its default). */
+    void fitNameColumn();
 
 Q_SIGNALS:
     /** The current item changed; `current` is an index of this view's model (may be invalid). */
@@ -51,6 +55,9 @@ protected:
 
 private:
     void copyKey(const QModelIndex &index) const;
+    void scheduleFit();
+    bool m_fitPending = false;
+    int m_defaultNameWidth = 0;
 };
 
 } // namespace shardscope::widgets

@@ -86,4 +86,9 @@ void FilterBar::reset()
     m_problemsOnly->setChecked(false);
 }
 
+void FilterBar::setText(const QString &text)
+{
+    m_edit->setText(text);
+}
+
 } // namespace shardscope::widgets

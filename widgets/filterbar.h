@@ -29,6 +29,8 @@ public:
     bool problemsOnly() const;
     /** Offers these dtypes (keeps the selection when it is still offered). */
     void setDTypes(const QStringList &dtypes);
+    /** Sets the filter text as if typed (emitted after the debounce). */
+    void setText(const QString &text);
     /** Clears every criterion (emitting the changes at once, without debounce). */
     void reset();
     QLineEdit *lineEdit() const { return m_edit; }

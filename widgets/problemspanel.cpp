@@ -65,12 +65,16 @@ void ProblemsPanel::setModel(model::ProblemListModel *model)
 void ProblemsPanel::updateTitle()
 {
     const int n = m_model ? m_model->problemCount() : 0;
+    const int total = m_model ? m_model->totalProblemCount() : 0;
     const int groups = m_model ? m_model->rowCount() : 0;
-    m_title->setText(n == 0        ? tr("Problems: none found")
-                     : n == 1      ? tr("Problems: 1")
-                     : groups == n ? tr("Problems: %1").arg(n)
-                     : groups == 1 ? tr("Problems: %1, one cause").arg(n)
-                                   : tr("Problems: %1 in %2 groups").arg(n).arg(groups));
+    QString title = n == 0        ? tr("Problems: none found")
+                    : n == 1      ? tr("Problems: 1")
+                    : groups == n ? tr("Problems: %1").arg(n)
+                    : groups == 1 ? tr("Problems: %1, one cause").arg(n)
+                                  : tr("Problems: %1 in %2 groups").arg(n).arg(groups);
+    if (n != total) // the tree's filter holds: say so, and what it leaves out
+        title += tr(" (of %1; the filter hides the rest)").arg(total);
+    m_title->setText(title);
 }
 
 } // namespace shardscope::widgets

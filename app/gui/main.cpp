@@ -36,6 +36,13 @@ int main(int argc, char **argv)
     QCommandLineOption select(QStringList{QStringLiteral("s"), QStringLiteral("select")},
                               QStringLiteral("Select the entry with this full key once open."),
                               QStringLiteral("key"));
+    QCommandLineOption filter(QStringList{QStringLiteral("f"), QStringLiteral("filter")},
+                              QStringLiteral("Filter the keys once open (substring or glob)."),
+                              QStringLiteral("text"));
+    QCommandLineOption flat(QStringLiteral("flat"),
+                            QStringLiteral("List full keys flat instead of as a tree."));
+    parser.addOption(filter);
+    parser.addOption(flat);
     parser.addOption(select);
     parser.addOption(screenshot);
     parser.addOption(size);
@@ -54,6 +61,10 @@ int main(int argc, char **argv)
         window.resize(wh[0].toInt(), wh[1].toInt());
     if (parser.isSet(select))
         window.setInitialSelection(parser.value(select));
+    if (parser.isSet(filter))
+        window.setInitialFilter(parser.value(filter));
+    if (parser.isSet(flat))
+        window.setFlatList(true);
     if (parser.isSet(screenshot))
         new ScreenshotDriver(&window, parser.value(screenshot)); // owned by the window
     window.show();

@@ -30,6 +30,8 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include <utility>
+
 using namespace shardscope::model;
 using namespace shardscope::widgets;
 
@@ -137,6 +139,8 @@ MainWindow::MainWindow(QWidget *parent)
     createActions();
 
     connect(m_filterBar, &FilterBar::textChanged, m_proxy, &CheckpointFilterProxy::setFilterText);
+    // The problems list follows the filter text: what the tree shows, the list shows.
+    connect(m_filterBar, &FilterBar::textChanged, m_problemModel, &ProblemListModel::setKeyFilter);
     connect(m_filterBar, &FilterBar::dtypeChanged, m_proxy, &CheckpointFilterProxy::setDTypeFilter);
     connect(m_filterBar, &FilterBar::problemsOnlyChanged, m_proxy,
             &CheckpointFilterProxy::setProblemsOnly);
@@ -177,6 +181,11 @@ MainWindow::MainWindow(QWidget *parent)
 
 MainWindow::~MainWindow() = default;
 
+void MainWindow::setFlatList(bool on)
+{
+    m_flatAction->setChecked(on);
+}
+
 void MainWindow::createActions()
 {
     QMenu *file = menuBar()->addMenu(tr("&File"));
@@ -204,6 +213,19 @@ void MainWindow::createActions()
     QAction *clearFilter = view->addAction(tr("&Clear Filters"));
     connect(clearFilter, &QAction::triggered, m_filterBar, &FilterBar::reset);
     view->addSeparator();
+    // Full keys as a flat list: a match deep in Megatron's nesting reads in full.
+    QAction *flat = m_flatAction = view->addAction(tr("&Flat List of Full Keys"));
+    flat->setCheckable(true);
+    flat->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    connect(flat, &QAction::toggled, this, [this](bool on) {
+        const QString key = detailsKey();
+        m_treeModel->setFlat(on);
+        if (const QModelIndex at = m_proxy->mapFromSource(m_treeModel->indexForKey(key));
+            at.isValid())
+            m_tree->selectIndex(at);
+        if (!on && m_proxy->isFiltering())
+            m_tree->expandAll();
+    });
     QAction *expand = view->addAction(tr("&Expand All"));
     connect(expand, &QAction::triggered, m_tree, &QTreeView::expandAll);
     QAction *collapse = view->addAction(tr("C&ollapse All"));
@@ -264,6 +286,8 @@ void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
     m_filterBar->setDTypes(m_treeModel->dtypeNames());
     m_tree->expandToDepth(0);
     updateStatusBar();
+    if (!m_initialFilter.isEmpty())
+        m_filterBar->setText(std::exchange(m_initialFilter, QString()));
     QModelIndex select;
     if (!m_initialKey.isEmpty()) {
         select = m_proxy->mapFromSource(m_treeModel->indexForKey(m_initialKey));

@@ -42,6 +42,10 @@ public:
     model::CheckpointSession *session() const { return m_session; }
     /** Opens a checkpoint directory or file (asynchronously). */
     void openPath(const QString &path);
+    /** Filter text to apply once the next checkpoint is open. */
+    void setInitialFilter(const QString &text) { m_initialFilter = text; }
+    /** Show full keys as a flat list instead of the tree. */
+    void setFlatList(bool on);
     /** The key to select once the next checkpoint is open (instead of none). */
     void setInitialSelection(const QString &key) { m_initialKey = key; }
     /** With no initial key, select the first tensor once open (screenshots). */
@@ -89,6 +93,8 @@ private:
     QToolButton *m_cancelJob = nullptr;
 
     QString m_initialKey;
+    QString m_initialFilter;
+    QAction *m_flatAction = nullptr;
     bool m_selectFirstTensor = false;
 };
 

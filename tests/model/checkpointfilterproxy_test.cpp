@@ -99,16 +99,38 @@ TEST_F(FilterProxyTest, DTypeFilterHidesOtherDTypesAndObjects)
     EXPECT_EQ(visibleLeaves(proxy).size(), 9);
 }
 
+// A filter's counts are the matches': a group shows how many of its entries matched, and the
+// chunks and bytes of those (ancestors do not keep their unfiltered counts).
+TEST_F(FilterProxyTest, GroupCountsAreTheMatches)
+{
+    proxy.setFilterText(QStringLiteral("mlp"));
+    const QModelIndex layers = path(proxy, strings({"model", "layers"}));
+    ASSERT_TRUE(layers.isValid());
+    EXPECT_EQ(layers.siblingAtColumn(ShapeColumn).data().toString(),
+              QStringLiteral("2 of 5 entries"));
+    // The two mlp weights: 4 + 1 chunks, 32×8 float32 each.
+    EXPECT_EQ(layers.data(ChunkCountRole).toULongLong(), 5u);
+    EXPECT_EQ(layers.siblingAtColumn(ChunksColumn).data().toString(), QStringLiteral("5"));
+    EXPECT_EQ(layers.data(BytesRole).toULongLong(), 2u * 32 * 8 * 4);
+    EXPECT_EQ(layers.data(LeafCountRole).toULongLong(), 2u);
+    // A narrower filter recomputes them; none gives the source's own again.
+    proxy.setFilterText(QStringLiteral("layers.1.mlp"));
+    EXPECT_EQ(path(proxy, strings({"model", "layers"})).data(LeafCountRole).toULongLong(), 1u);
+    proxy.setFilterText(QString());
+    EXPECT_EQ(path(proxy, strings({"model", "layers"})).siblingAtColumn(ShapeColumn).data(),
+              QStringLiteral("5 entries"));
+}
+
 TEST_F(FilterProxyTest, SortsNamesNaturallyAndNumbersNumerically)
 {
     const QModelIndex layers = path(proxy, strings({"model", "layers"}));
     ASSERT_TRUE(layers.isValid());
     proxy.sort(NameColumn, Qt::DescendingOrder);
     EXPECT_EQ(childNames(proxy, path(proxy, strings({"model", "layers"}))),
-              strings({"10", "1", "0"}));
+              strings({"10.attn", "1", "0"}));
     proxy.sort(NameColumn, Qt::AscendingOrder);
     EXPECT_EQ(childNames(proxy, path(proxy, strings({"model", "layers"}))),
-              strings({"0", "1", "10"}));
+              strings({"0", "1", "10.attn"}));
     // Groups first by name; at the top level the group "model" leads the leaves.
     EXPECT_EQ(childNames(proxy), strings({"model", "iteration", "scale"}));
     // By size: under model, norm (32 B) < embed (256 B) < layers (2.75 KiB).

@@ -44,7 +44,8 @@ TEST_F(TreeModelTest, GroupsKeysByDottedPrefix)
     const QModelIndex m = path(model, strings({"model"}));
     EXPECT_EQ(childNames(model, m), strings({"embed", "layers", "norm"}));
     const QModelIndex layers = path(model, strings({"model", "layers"}));
-    EXPECT_EQ(childNames(model, layers), strings({"0", "1", "10"}));
+    // Layer 10 holds only attn: the single-child chain is one row.
+    EXPECT_EQ(childNames(model, layers), strings({"0", "1", "10.attn"}));
     const QModelIndex layer0 = path(model, strings({"model", "layers", "0"}));
     EXPECT_EQ(childNames(model, layer0), strings({"attn", "mlp"}));
     EXPECT_EQ(layer0.parent(), layers);
@@ -142,13 +143,67 @@ TEST_F(TreeModelTest, SplitsRecordedNestingAtDotsToo)
     index->tensors.push_back(makeTensor("a", DType::Float32, {1}));
     index->tensors.push_back(makeTensor("a.b", DType::Float32, {1}));
     model.setIndex(index);
-    EXPECT_EQ(childNames(model, path(model, strings({"model", "module", "decoder", "layers"}))),
-              strings({"0"}));
-    EXPECT_EQ(path(model, strings({"model", "module", "decoder", "layers", "0", "weight"}))
-                  .data(KeyRole)
-                  .toString(),
-              QStringLiteral("model.module.decoder.layers.0.weight"));
-    EXPECT_EQ(childNames(model), strings({"model", "x", "a", "a"}));
+    // model › module › decoder › layers › 0 holds one leaf: one row, the leaf below it.
+    const QModelIndex chain = path(model, strings({"model.module.decoder.layers.0"}));
+    EXPECT_EQ(chain.data(KeyRole).toString(), QStringLiteral("model.module.decoder.layers.0"));
+    EXPECT_EQ(childNames(model, chain), strings({"weight"}));
+    EXPECT_EQ(
+        path(model, strings({"model.module.decoder.layers.0", "weight"})).data(KeyRole).toString(),
+        QStringLiteral("model.module.decoder.layers.0.weight"));
+    EXPECT_EQ(childNames(model), strings({"model.module.decoder.layers.0", "x", "a", "a"}));
+}
+
+// Megatron's wrapper chains (optimizer.state.module.module.module.decoder…) cost one row, not
+// a level each, and the chain's sums and key are the whole subtree's.
+TEST_F(TreeModelTest, CompactsSingleChildChains)
+{
+    auto index = std::make_shared<CheckpointIndex>();
+    for (const char *k : {"optimizer.state.module.module.module.decoder.layers.0.w.exp_avg",
+                          "optimizer.state.module.module.module.decoder.layers.1.w.exp_avg",
+                          "optimizer.param_to_group_meta.lr"})
+        index->tensors.push_back(makeTensor(k, DType::Float32, {4}));
+    model.setIndex(index);
+    EXPECT_EQ(childNames(model), strings({"optimizer"}));
+    const QModelIndex chain =
+        path(model, strings({"optimizer", "state.module.module.module.decoder.layers"}));
+    ASSERT_TRUE(chain.isValid());
+    EXPECT_EQ(chain.data(KeyRole).toString(),
+              QStringLiteral("optimizer.state.module.module.module.decoder.layers"));
+    EXPECT_EQ(childNames(model, chain), strings({"0.w", "1.w"}));
+    const QModelIndex leaf =
+        path(model,
+             strings({"optimizer", "state.module.module.module.decoder.layers", "0.w", "exp_avg"}));
+    EXPECT_EQ(leaf.data(KeyRole).toString(),
+              QStringLiteral("optimizer.state.module.module.module.decoder.layers.0.w.exp_avg"));
+    EXPECT_EQ(model.indexForKey(leaf.data(KeyRole).toString()), leaf);
+    EXPECT_EQ(chain.siblingAtColumn(SizeColumn).data().toString(), QStringLiteral("32 B"));
+    // param_to_group_meta holds one leaf: it stays a group of its own.
+    EXPECT_EQ(childNames(model, path(model, strings({"optimizer", "param_to_group_meta"}))),
+              strings({"lr"}));
+}
+
+// One toggle away: every entry a top-level row named by its full key, whatever its depth.
+TEST_F(TreeModelTest, FlatListNamesEveryEntryByItsKey)
+{
+    QSignalSpy resets(&model, &QAbstractItemModel::modelReset);
+    auto index = makeSmallIndex();
+    model.setIndex(index);
+    model.setFlat(true);
+    EXPECT_EQ(resets.count(), 2);
+    ASSERT_EQ(model.rowCount(), int(index->tensors.size() + index->objects.size()));
+    for (int r = 0; r < model.rowCount(); ++r) {
+        const QModelIndex i = model.index(r, 0);
+        EXPECT_EQ(i.data().toString(), i.data(KeyRole).toString());
+        EXPECT_FALSE(model.hasChildren(i));
+        EXPECT_FALSE(i.parent().isValid());
+        EXPECT_EQ(model.indexForKey(i.data(KeyRole).toString()), i);
+    }
+    EXPECT_EQ(model.index(0, 0).data().toString(), QStringLiteral("model.embed.weight"));
+    model.setFlat(false);
+    EXPECT_EQ(childNames(model), strings({"model", "scale", "iteration"}));
+    // A group says how many entries it holds.
+    EXPECT_EQ(path(model, strings({"model", "layers"})).siblingAtColumn(ShapeColumn).data(),
+              QStringLiteral("5 entries"));
 }
 
 TEST_F(TreeModelTest, ResetReplacesContents)
@@ -200,7 +255,7 @@ TEST(TreeModelScale, DeepSeekSizedIndexBuildsFast)
                 static_cast<long long>(ms));
     EXPECT_LT(ms, 1000);
     EXPECT_EQ(model.rowCount(), 1);
-    const QModelIndex experts0 = path(model, strings({"model", "layers", "0", "mlp", "experts"}));
+    const QModelIndex experts0 = path(model, strings({"model.layers", "0", "mlp.experts"}));
     EXPECT_EQ(model.rowCount(experts0), experts);
     EXPECT_EQ(model.index(0, 0).data(ChunkCountRole).toULongLong(), chunks);
 
@@ -210,7 +265,7 @@ TEST(TreeModelScale, DeepSeekSizedIndexBuildsFast)
     proxy.sort(NameColumn, Qt::AscendingOrder);
     timer.restart();
     proxy.setFilterText(QStringLiteral("layers.6*.experts.25?.down"));
-    const QModelIndex layerGroup = path(proxy, strings({"model", "layers"}));
+    const QModelIndex layerGroup = path(proxy, strings({"model.layers"}));
     const qint64 filterMs = timer.elapsed();
     std::printf("  filtered %zu keys in %lld ms\n", index->tensors.size(),
                 static_cast<long long>(filterMs));

@@ -41,6 +41,24 @@ TEST(ChunkTableModel, ShowsOneRowPerChunk)
     EXPECT_EQ(model.tensor(), nullptr);
 }
 
+// The problems list follows the tree's filter text (substring or glob on the key).
+TEST(ProblemListModel, FollowsTheKeyFilter)
+{
+    ProblemListModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    model.setIndex(makeSmallIndex());
+    EXPECT_EQ(model.problemCount(), 2);
+    model.setKeyFilter(QStringLiteral("mlp"));
+    EXPECT_EQ(model.problemCount(), 1);
+    EXPECT_EQ(model.totalProblemCount(), 2);
+    EXPECT_EQ(model.index(0, ProblemListModel::KeyColumn).data().toString(),
+              QStringLiteral("model.layers.0.mlp.weight"));
+    model.setKeyFilter(QStringLiteral("layers.*.attn"));
+    EXPECT_EQ(model.problemCount(), 0);
+    model.setKeyFilter(QString());
+    EXPECT_EQ(model.problemCount(), 2);
+}
+
 TEST(ProblemListModel, ListsProblems)
 {
     ProblemListModel model;
