@@ -2,6 +2,9 @@
 #include "checkpointsession.h"
 
 #include <QFile>
+#include <QFileInfo>
+
+#include <fstream>
 
 namespace shardscope::model {
 
@@ -47,7 +50,13 @@ CheckpointSession::CheckpointSession(QObject *parent)
         Q_EMIT jobEnded(ok, message);
     };
     connect(m_runner, &BackendRunner::jobFinished, this,
-            [ended](quint64 id, const QVariant &) { ended(id, true, tr("Done")); });
+            [this, ended](quint64 id, const QVariant &value) {
+                if (id == m_layoutJob) {
+                    m_layoutJob = 0;
+                    setLayout(value.toString());
+                }
+                ended(id, true, tr("Done"));
+            });
     connect(m_runner, &BackendRunner::jobFailed, this,
             [ended](quint64 id, const QString &error) { ended(id, false, error); });
     connect(m_runner, &BackendRunner::jobCancelled, this,
@@ -107,6 +116,33 @@ void CheckpointSession::setLayout(const QString &path)
     m_layoutPath = path;
     clearResults(true);
     Q_EMIT layoutChanged(path);
+}
+
+void CheckpointSession::setConfig(const QString &configPath, const LayoutOptions &options)
+{
+    if (!m_layoutDir.isValid()) {
+        Q_EMIT jobEnded(false, tr("no temporary folder for the generated layout"));
+        return;
+    }
+    const QString out =
+        m_layoutDir.filePath(QStringLiteral("layout-%1.json").arg(++m_layoutSerial));
+    const std::string config = QFile::encodeName(configPath).toStdString();
+    const std::string path = QFile::encodeName(out).toStdString();
+    if (m_job)
+        m_runner->cancelJobs();
+    m_layoutJob = m_runner->startJob(
+        tr("Layout from %1").arg(QFileInfo(configPath).fileName()),
+        [config, path, options, out](const JobControl &) -> BackendRunner::JobOutcome {
+            auto layout = layoutFromConfig(config, options);
+            if (!layout)
+                return {{}, QString::fromStdString(layout.error().toString()), false};
+            std::ofstream file(path, std::ios::binary | std::ios::trunc);
+            file << layoutToJson(*layout);
+            if (!file)
+                return {{}, tr("cannot write %1").arg(out), false};
+            return {QVariant(out), {}, false};
+        });
+    track(m_layoutJob);
 }
 
 // One job at a time: the callers cancel the running one first, so the newest asked for wins.

@@ -5,6 +5,7 @@
 
 #include <QObject>
 #include <QString>
+#include <QTemporaryDir>
 
 namespace shardscope::model {
 
@@ -42,6 +43,13 @@ public Q_SLOTS:
     void openCompare(const QString &path);
     /** The layout JSON that diff and verify check against. */
     void setLayout(const QString &path);
+    /**
+     * The layout generated from a model config (Hugging Face config.json, Megatron arguments,
+     * or a Megatron checkpoint's saved args) with the CLI's layout options, on the long lane;
+     * it becomes the layout (layoutChanged) once written to the session's own temporary
+     * folder. A failure ends the job with the backend's one-line error.
+     */
+    void setConfig(const QString &configPath, const shardscope::LayoutOptions &options = {});
     void runDiff(const shardscope::DiffOptions &options = {});
     /** The request's parallel overrides, rules and budget are kept; paths are the session's. */
     void runVerify(shardscope::VerifyRequest request = {});
@@ -75,7 +83,10 @@ private:
     DiffSnapshot m_diff;
     VerifySnapshot m_verification;
     CompareSnapshot m_comparison;
-    quint64 m_job = 0; ///< the job whose progress is shown; 0: none
+    quint64 m_job = 0;         ///< the job whose progress is shown; 0: none
+    quint64 m_layoutJob = 0;   ///< the running setConfig() job; 0: none
+    QTemporaryDir m_layoutDir; ///< generated layouts (never next to a checkpoint)
+    int m_layoutSerial = 0;
 };
 
 } // namespace shardscope::model

@@ -459,7 +459,7 @@ QVariant CheckpointTreeModel::displayData(uint32_t node, int column) const
         return {};
     case ShapeColumn:
         if (n.kind == NodeKind::Group)
-            return tr("%1 entries").arg(formatCount(n.leaves));
+            return n.leaves == 1 ? tr("1 entry") : tr("%1 entries").arg(formatCount(n.leaves));
         if (n.kind == NodeKind::Tensor)
             return formatShape(m_index->tensors[size_t(n.entry)].shape);
         if (n.kind == NodeKind::Object) {

@@ -107,7 +107,8 @@ void CheckpointTreeView::fitNameColumn()
         int depth = 0;
         for (QModelIndex p = i.parent(); p.isValid(); p = p.parent())
             ++depth;
-        const int w = indentation() * (depth + 1) + iconSize().width() + 12 +
+        // The decoration's and the item's margins on both sides of icon and text.
+        const int w = indentation() * (depth + 1) + iconSize().width() + 28 +
                       fm.horizontalAdvance(i.data(Qt::DisplayRole).toString());
         widest = std::max(widest, w);
     }

@@ -6,8 +6,26 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
 
 #include <cstdio>
+
+namespace {
+
+// The demo next to an installed binary (share/shardscope/demo), else the source tree's.
+QString bundledDemo()
+{
+    const QDir bin(QCoreApplication::applicationDirPath());
+    for (const QString &candidate :
+         {bin.filePath(QStringLiteral("../share/shardscope/demo/dsv3-mini")),
+          QStringLiteral(SHARDSCOPE_DEMO_DIR)})
+        if (QFileInfo(candidate + QStringLiteral("/config.json")).exists())
+            return QDir(candidate).absolutePath();
+    return {};
+}
+
+} // namespace
 
 int main(int argc, char **argv)
 {
@@ -41,6 +59,28 @@ int main(int argc, char **argv)
                               QStringLiteral("text"));
     QCommandLineOption flat(QStringLiteral("flat"),
                             QStringLiteral("List full keys flat instead of as a tree."));
+    QCommandLineOption layout(QStringLiteral("layout"),
+                              QStringLiteral("Check the checkpoint against this layout JSON."),
+                              QStringLiteral("file"));
+    QCommandLineOption config(
+        QStringLiteral("config"),
+        QStringLiteral("Check it against the layout of this model config (Hugging Face "
+                       "config.json, Megatron arguments, or a Megatron checkpoint's saved args)."),
+        QStringLiteral("file"));
+    QCommandLineOption against(QStringLiteral("against"),
+                               QStringLiteral("A second checkpoint to compare with."),
+                               QStringLiteral("path"));
+    QList<QCommandLineOption> sizes;
+    for (const char *name : {"tp", "pp", "ep", "etp", "dp"})
+        sizes.append(QCommandLineOption(
+            QString::fromLatin1(name),
+            QStringLiteral("With --config: the %1 size.").arg(QString::fromLatin1(name).toUpper()),
+            QStringLiteral("n")));
+    parser.addOption(layout);
+    parser.addOption(config);
+    parser.addOption(against);
+    for (const QCommandLineOption &o : sizes)
+        parser.addOption(o);
     parser.addOption(filter);
     parser.addOption(flat);
     parser.addOption(select);
@@ -49,10 +89,6 @@ int main(int argc, char **argv)
     parser.process(app);
 
     const QStringList args = parser.positionalArguments();
-    if (parser.isSet(screenshot) && args.isEmpty()) {
-        std::fprintf(stderr, "shardscope: --screenshot needs a checkpoint path\n");
-        return 2;
-    }
 
     using namespace shardscope::gui;
     MainWindow window;
@@ -67,8 +103,36 @@ int main(int argc, char **argv)
         window.setFlatList(true);
     if (parser.isSet(screenshot))
         new ScreenshotDriver(&window, parser.value(screenshot)); // owned by the window
+    if (!parser.isSet(screenshot))
+        window.restoreSettings();
     window.show();
-    if (!args.isEmpty())
-        window.openPath(args.first());
+    // No checkpoint named: the bundled demo with its layout (what a first run should show).
+    QString path = args.isEmpty() ? QString() : args.first();
+    QString configPath = parser.value(config);
+    if (path.isEmpty()) {
+        const QString demo = bundledDemo();
+        if (!demo.isEmpty()) {
+            path = demo;
+            if (configPath.isEmpty() && !parser.isSet(layout))
+                configPath = demo + QStringLiteral("/config.json");
+        }
+    }
+    if (!path.isEmpty())
+        window.openPath(path);
+    if (parser.isSet(layout)) {
+        window.setLayoutPath(parser.value(layout));
+    } else if (!configPath.isEmpty()) {
+        shardscope::LayoutOptions options;
+        int *fields[] = {&options.parallel.tp, &options.parallel.pp, &options.parallel.ep,
+                         &options.parallel.etp, &options.parallel.dpShard};
+        for (int i = 0; i < 5; ++i)
+            if (parser.isSet(sizes[i])) {
+                *fields[i] = parser.value(sizes[i]).toInt();
+                options.parallelGiven = true;
+            }
+        window.setConfigPath(configPath, options);
+    }
+    if (parser.isSet(against))
+        window.setComparePath(parser.value(against));
     return QApplication::exec();
 }

@@ -15,6 +15,7 @@
 #include <shardscope/checkpoint.h>
 
 #include <QApplication>
+#include <QCloseEvent>
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -25,6 +26,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QToolButton>
@@ -114,8 +116,11 @@ MainWindow::MainWindow(QWidget *parent)
     m_progress->setMaximumHeight(16);
     m_progress->setTextVisible(false);
     m_progress->hide();
-    for (QLabel *label : {m_formatLabel, m_countsLabel, m_problemsLabel})
+    m_diffLabel = new QLabel(this);
+    m_diffLabel->hide();
+    for (QLabel *label : {m_formatLabel, m_countsLabel, m_problemsLabel, m_diffLabel})
         label->setContentsMargins(10, 0, 10, 0);
+    statusBar()->addPermanentWidget(m_diffLabel);
     statusBar()->addPermanentWidget(m_formatLabel);
     statusBar()->addPermanentWidget(m_countsLabel);
     statusBar()->addPermanentWidget(m_problemsLabel);
@@ -161,6 +166,12 @@ MainWindow::MainWindow(QWidget *parent)
         setWindowTitle(tr("%1 — ShardScope").arg(QFileInfo(path).fileName()));
     });
     connect(m_session, &CheckpointSession::opened, this, &MainWindow::onCheckpointOpened);
+    connect(m_session, &CheckpointSession::layoutChanged, this, [this] {
+        m_diffWanted = true;
+        m_configPending = false;
+        runDiffWhenReady();
+    });
+    connect(m_session, &CheckpointSession::diffChanged, this, &MainWindow::onDiffChanged);
     connect(m_session, &CheckpointSession::openFailed, this, &MainWindow::onOpenFailed);
     connect(m_session, &CheckpointSession::jobStarted, this, [this](const QString &title) {
         m_jobLabel->setText(title);
@@ -198,6 +209,32 @@ void MainWindow::createActions()
     QAction *reloadAction = file->addAction(tr("&Reload"));
     reloadAction->setShortcut(QKeySequence::Refresh);
     connect(reloadAction, &QAction::triggered, this, &MainWindow::reload);
+    m_recentMenu = file->addMenu(tr("Open &Recent"));
+    connect(m_recentMenu, &QMenu::aboutToShow, this, &MainWindow::rebuildRecentMenu);
+    file->addSeparator();
+    QAction *layout = file->addAction(tr("Check Against &Layout…"));
+    connect(layout, &QAction::triggered, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            this, tr("Layout"), QFileInfo(m_session->path()).absolutePath(),
+            tr("Layouts (*.json);;All files (*)"));
+        if (!path.isEmpty())
+            setLayoutPath(path);
+    });
+    QAction *config = file->addAction(tr("Check Against Model &Config…"));
+    connect(config, &QAction::triggered, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            this, tr("Model config: config.json, Megatron arguments"),
+            QFileInfo(m_session->path()).absolutePath(), tr("All files (*)"));
+        if (!path.isEmpty())
+            setConfigPath(path);
+    });
+    QAction *compare = file->addAction(tr("Compare &With…"));
+    connect(compare, &QAction::triggered, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(
+            this, tr("Checkpoint to compare with"), QFileInfo(m_session->path()).absolutePath());
+        if (!dir.isEmpty())
+            setComparePath(dir);
+    });
     file->addSeparator();
     QAction *quit = file->addAction(tr("&Quit"));
     quit->setShortcut(QKeySequence::Quit);
@@ -268,6 +305,90 @@ void MainWindow::reload()
 void MainWindow::openPath(const QString &path)
 {
     m_session->open(path);
+    QSettings settings;
+    QStringList recent = settings.value(QStringLiteral("recentFiles")).toStringList();
+    const QString absolute = QFileInfo(path).absoluteFilePath();
+    recent.removeAll(absolute);
+    recent.prepend(absolute);
+    while (recent.size() > 10)
+        recent.removeLast();
+    settings.setValue(QStringLiteral("recentFiles"), recent);
+}
+
+QStringList MainWindow::recentFiles()
+{
+    return QSettings().value(QStringLiteral("recentFiles")).toStringList();
+}
+
+void MainWindow::rebuildRecentMenu()
+{
+    m_recentMenu->clear();
+    const QStringList recent = recentFiles();
+    if (recent.isEmpty())
+        m_recentMenu->addAction(tr("(none yet)"))->setEnabled(false);
+    for (const QString &path : recent)
+        connect(m_recentMenu->addAction(path), &QAction::triggered, this,
+                [this, path] { openPath(path); });
+}
+
+void MainWindow::setLayoutPath(const QString &path)
+{
+    m_session->setLayout(path);
+}
+
+void MainWindow::setConfigPath(const QString &path, const LayoutOptions &options)
+{
+    m_configPending = true;
+    m_session->setConfig(path, options);
+}
+
+void MainWindow::setComparePath(const QString &path)
+{
+    m_session->openCompare(path);
+}
+
+// Once both a checkpoint and a layout are there (in either order), the diff runs.
+void MainWindow::runDiffWhenReady()
+{
+    if (m_diffWanted && m_session->index() && !m_session->layoutPath().isEmpty())
+        m_session->runDiff();
+}
+
+void MainWindow::onDiffChanged(const DiffSnapshot &diff)
+{
+    if (!diff) {
+        m_diffLabel->hide();
+        return;
+    }
+    const size_t kept = diff->outcome.keptAtInit.size();
+    QString text = tr("Load: %1, %2 of %3 parameters filled")
+                       .arg(QString::fromUtf8(actionName(diff->outcome.action).data(),
+                                              qsizetype(actionName(diff->outcome.action).size())),
+                            formatCount(diff->loadableModel), formatCount(diff->expectedModel));
+    if (kept)
+        text += tr(", %1 silently kept at initial values").arg(formatCount(kept));
+    m_diffLabel->setText(text);
+    m_diffLabel->setToolTip(QString::fromStdString(diff->outcome.message));
+    const bool clean = diff->clean();
+    m_diffLabel->setStyleSheet(clean ? QString() : QStringLiteral("color: #b02a1a;"));
+    m_diffLabel->show();
+}
+
+void MainWindow::restoreSettings()
+{
+    QSettings settings;
+    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    m_hsplit->restoreState(settings.value(QStringLiteral("window/hsplit")).toByteArray());
+    m_vsplit->restoreState(settings.value(QStringLiteral("window/vsplit")).toByteArray());
+}
+
+void MainWindow::closeEvent(QCloseEvent *event)
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/hsplit"), m_hsplit->saveState());
+    settings.setValue(QStringLiteral("window/vsplit"), m_vsplit->saveState());
+    QMainWindow::closeEvent(event);
 }
 
 QString MainWindow::detailsKey() const
@@ -286,6 +407,7 @@ void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
     m_filterBar->setDTypes(m_treeModel->dtypeNames());
     m_tree->expandToDepth(0);
     updateStatusBar();
+    runDiffWhenReady();
     if (!m_initialFilter.isEmpty())
         m_filterBar->setText(std::exchange(m_initialFilter, QString()));
     QModelIndex select;

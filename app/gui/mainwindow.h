@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "model/backendrunner.h"
 #include "model/tensordetails.h"
 
 #include <QMainWindow>
 
 class QLabel;
+class QMenu;
 class QProgressBar;
 class QSplitter;
 class QToolButton;
@@ -40,8 +42,20 @@ public:
     ~MainWindow() override;
 
     model::CheckpointSession *session() const { return m_session; }
-    /** Opens a checkpoint directory or file (asynchronously). */
+    /** Opens a checkpoint directory or file (asynchronously); remembered as a recent file. */
     void openPath(const QString &path);
+    /** What the checkpoint is diffed against: a layout JSON, or one generated from a config
+     *  (Hugging Face config.json, Megatron arguments, a checkpoint's saved args). */
+    void setLayoutPath(const QString &path);
+    void setConfigPath(const QString &path, const shardscope::LayoutOptions &options = {});
+    /** A second checkpoint to compare the open one with. */
+    void setComparePath(const QString &path);
+    /** Window geometry, splitters and the tree's columns from the last run (QSettings). */
+    void restoreSettings();
+    /** A layout or config was given: a diff is coming for the open checkpoint. */
+    bool expectsDiff() const { return m_diffWanted || m_configPending; }
+    /** Recently opened checkpoints, newest first. */
+    static QStringList recentFiles();
     /** Filter text to apply once the next checkpoint is open. */
     void setInitialFilter(const QString &text) { m_initialFilter = text; }
     /** Show full keys as a flat list instead of the tree. */
@@ -54,6 +68,7 @@ public:
     QString detailsKey() const;
 
 protected:
+    void closeEvent(QCloseEvent *event) override;
     void dragEnterEvent(QDragEnterEvent *event) override;
     void dropEvent(QDropEvent *event) override;
 
@@ -71,6 +86,9 @@ private:
     void onTensorDetails(const QString &key, const model::TensorDetails &details);
     void onProblemActivated(const QString &key);
     void updateStatusBar();
+    void runDiffWhenReady();
+    void onDiffChanged(const model::DiffSnapshot &diff);
+    void rebuildRecentMenu();
 
     model::CheckpointSession *m_session = nullptr;
     model::CheckpointTreeModel *m_treeModel = nullptr;
@@ -92,6 +110,10 @@ private:
     QLabel *m_jobLabel = nullptr;
     QToolButton *m_cancelJob = nullptr;
 
+    QLabel *m_diffLabel = nullptr;
+    QMenu *m_recentMenu = nullptr;
+    bool m_diffWanted = false;    ///< a layout is set: diff each checkpoint opened
+    bool m_configPending = false; ///< a layout is being generated from a config
     QString m_initialKey;
     QString m_initialFilter;
     QAction *m_flatAction = nullptr;

@@ -53,6 +53,25 @@ void ScreenshotDriver::take()
 {
     if (!m_pending)
         return;
+    // With a layout or config, the picture shows its diff: wait for it.
+    if (m_window->expectsDiff() && !m_window->session()->diff()) {
+        if (!m_waitingForDiff) {
+            m_waitingForDiff = true;
+            connect(m_window->session(), &CheckpointSession::diffChanged, this,
+                    [this](const DiffSnapshot &diff) {
+                        if (diff)
+                            QTimer::singleShot(250, this, &ScreenshotDriver::take);
+                    });
+            connect(m_window->session(), &CheckpointSession::jobEnded, this,
+                    [](bool ok, const QString &message) {
+                        if (!ok) {
+                            std::fprintf(stderr, "shardscope: %s\n", qPrintable(message));
+                            QApplication::exit(1);
+                        }
+                    });
+        }
+        return;
+    }
     m_pending = false;
     const bool saved = m_window->grab().save(m_file, "PNG");
     if (!saved)

@@ -28,6 +28,7 @@ private:
     MainWindow *m_window;
     QString m_file;
     bool m_pending = true;
+    bool m_waitingForDiff = false;
 };
 
 } // namespace shardscope::gui

@@ -368,3 +368,44 @@ TEST(CheckpointSessionTest, StagesAndWhatClearsThem)
     ASSERT_TRUE(opened.wait(Timeout));
     EXPECT_TRUE(session.index());
 }
+
+// A layout generated from the demo's config.json on the long lane becomes the layout; the same
+// as the CLI's `layout --from-config`, so the demo diffs clean against it. A config that does
+// not describe a model ends the job with the backend's one-line error, and no layout.
+TEST(CheckpointSessionTest, LayoutFromAModelConfig)
+{
+    const QString demo = QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR);
+    CheckpointSession session;
+    QSignalSpy opened(&session, &CheckpointSession::opened);
+    QSignalSpy layouts(&session, &CheckpointSession::layoutChanged);
+    QSignalSpy diffs(&session, &CheckpointSession::diffChanged);
+    QSignalSpy ended(&session, &CheckpointSession::jobEnded);
+    session.open(demo);
+    ASSERT_TRUE(opened.wait(Timeout));
+    session.setConfig(demo + QStringLiteral("/config.json"));
+    ASSERT_TRUE(layouts.wait(Timeout));
+    const QString path = layouts.last().at(0).toString();
+    EXPECT_EQ(session.layoutPath(), path);
+    auto layout = readLayout(QFile::encodeName(path).toStdString());
+    ASSERT_TRUE(layout.ok()) << layout.error().toString();
+    auto cli = layoutFromConfig(
+        QFile::encodeName(demo + QStringLiteral("/config.json")).toStdString(), {});
+    ASSERT_TRUE(cli.ok());
+    EXPECT_EQ(layoutToJson(*layout), layoutToJson(*cli));
+    session.runDiff();
+    ASSERT_TRUE(diffs.wait(Timeout));
+    ASSERT_TRUE(session.diff());
+    EXPECT_TRUE(session.diff()->clean());
+
+    QTemporaryDir dir;
+    QFile bad(dir.filePath(QStringLiteral("config.json")));
+    ASSERT_TRUE(bad.open(QIODevice::WriteOnly));
+    bad.write(R"({"model_type": "llama", "hidden_size": 64})");
+    bad.close();
+    ended.clear();
+    session.setConfig(bad.fileName());
+    ASSERT_TRUE(ended.wait(Timeout));
+    EXPECT_FALSE(ended.last().at(0).toBool());
+    EXPECT_TRUE(ended.last().at(1).toString().contains(bad.fileName()));
+    EXPECT_EQ(session.layoutPath(), path); // the previous one stays
+}
