@@ -76,6 +76,17 @@ int main(int argc, char **argv)
             QString::fromLatin1(name),
             QStringLiteral("With --config: the %1 size.").arg(QString::fromLatin1(name).toUpper()),
             QStringLiteral("n")));
+    QCommandLineOption disableRule(QStringLiteral("disable-rule"),
+                                   QStringLiteral("Switch a rule off in the diff (repeatable)."),
+                                   QStringLiteral("rule"));
+    QCommandLineOption strictness(QStringLiteral("strictness"),
+                                  QStringLiteral("Megatron's --dist-ckpt-strictness."),
+                                  QStringLiteral("name"));
+    QCommandLineOption noStrict(QStringLiteral("no-strict"),
+                                QStringLiteral("A partial (non-strict) load."));
+    parser.addOption(disableRule);
+    parser.addOption(strictness);
+    parser.addOption(noStrict);
     parser.addOption(layout);
     parser.addOption(config);
     parser.addOption(against);
@@ -105,6 +116,20 @@ int main(int argc, char **argv)
         new ScreenshotDriver(&window, parser.value(screenshot)); // owned by the window
     if (!parser.isSet(screenshot))
         window.restoreSettings();
+    shardscope::DiffOptions diffOptions;
+    for (const QString &rule : parser.values(disableRule))
+        diffOptions.disabledRules.push_back(rule.toStdString());
+    if (parser.isSet(strictness)) {
+        const auto s = shardscope::strictnessFromName(parser.value(strictness).toStdString());
+        if (!s) {
+            std::fprintf(stderr, "shardscope: unknown --strictness %s\n",
+                         qPrintable(parser.value(strictness)));
+            return 2;
+        }
+        diffOptions.strictness = *s;
+    }
+    diffOptions.strictLoad = !parser.isSet(noStrict);
+    window.setDiffOptions(diffOptions);
     window.show();
     // No checkpoint named: the bundled demo with its layout (what a first run should show).
     QString path = args.isEmpty() ? QString() : args.first();

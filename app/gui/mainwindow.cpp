@@ -4,10 +4,12 @@
 #include "model/checkpointfilterproxy.h"
 #include "model/checkpointsession.h"
 #include "model/checkpointtreemodel.h"
+#include "model/difflistmodel.h"
 #include "model/formatting.h"
 #include "model/problemlistmodel.h"
 #include "model/roles.h"
 #include "widgets/checkpointtreeview.h"
+#include "widgets/diffpanel.h"
 #include "widgets/filterbar.h"
 #include "widgets/problemspanel.h"
 #include "widgets/tensordetailspanel.h"
@@ -29,6 +31,7 @@
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -97,9 +100,16 @@ MainWindow::MainWindow(QWidget *parent)
     m_hsplit->setStretchFactor(1, 2);
     m_hsplit->setChildrenCollapsible(false);
 
+    // Bottom: the problems the reader found, and the load diff once there is a layout.
+    m_diffPanel = new DiffPanel(this);
+    m_bottomTabs = new QTabWidget(this);
+    m_bottomTabs->setDocumentMode(true);
+    m_bottomTabs->addTab(m_problems, tr("Problems"));
+    m_bottomTabs->addTab(m_diffPanel, tr("Load diff"));
+
     m_vsplit = new QSplitter(Qt::Vertical, this);
     m_vsplit->addWidget(m_hsplit);
-    m_vsplit->addWidget(m_problems);
+    m_vsplit->addWidget(m_bottomTabs);
     m_vsplit->setStretchFactor(0, 5);
     m_vsplit->setStretchFactor(1, 1);
     m_vsplit->setChildrenCollapsible(false);
@@ -172,6 +182,25 @@ MainWindow::MainWindow(QWidget *parent)
         runDiffWhenReady();
     });
     connect(m_session, &CheckpointSession::diffChanged, this, &MainWindow::onDiffChanged);
+    connect(m_diffPanel, &DiffPanel::optionsChanged, m_session, [this](const DiffOptions &options) {
+        if (m_session->index() && !m_session->layoutPath().isEmpty())
+            m_session->runDiff(options);
+    });
+    connect(m_filterBar, &FilterBar::textChanged, m_diffPanel, &DiffPanel::setFilterText);
+    // A selected parameter shows in the tree where it is stored (its first stored key).
+    connect(m_diffPanel, &DiffPanel::entrySelected, this, [this](const QString &name) {
+        const int row = m_diffPanel->listModel()->rowOf(name);
+        const QString sources = m_diffPanel->listModel()
+                                    ->index(row, 0)
+                                    .data(model::DiffListModel::SourcesRole)
+                                    .toString();
+        const QString key = sources.section(QStringLiteral("; "), 0, 0)
+                                .section(QLatin1Char(' '), 0, 0)
+                                .section(QLatin1Char('['), 0, 0);
+        const QModelIndex at = m_proxy->mapFromSource(m_treeModel->indexForKey(key));
+        if (at.isValid())
+            m_tree->selectIndex(at);
+    });
     connect(m_session, &CheckpointSession::openFailed, this, &MainWindow::onOpenFailed);
     connect(m_session, &CheckpointSession::jobStarted, this, [this](const QString &title) {
         m_jobLabel->setText(title);
@@ -342,6 +371,11 @@ void MainWindow::setConfigPath(const QString &path, const LayoutOptions &options
     m_session->setConfig(path, options);
 }
 
+void MainWindow::setDiffOptions(const DiffOptions &options)
+{
+    m_diffPanel->setOptions(options);
+}
+
 void MainWindow::setComparePath(const QString &path)
 {
     m_session->openCompare(path);
@@ -351,13 +385,14 @@ void MainWindow::setComparePath(const QString &path)
 void MainWindow::runDiffWhenReady()
 {
     if (m_diffWanted && m_session->index() && !m_session->layoutPath().isEmpty())
-        m_session->runDiff();
+        m_session->runDiff(m_diffPanel->options());
 }
 
 void MainWindow::onDiffChanged(const DiffSnapshot &diff)
 {
     if (!diff) {
         m_diffLabel->hide();
+        m_diffPanel->setDiff(diff);
         return;
     }
     const size_t kept = diff->outcome.keptAtInit.size();
@@ -372,6 +407,14 @@ void MainWindow::onDiffChanged(const DiffSnapshot &diff)
     const bool clean = diff->clean();
     m_diffLabel->setStyleSheet(clean ? QString() : QStringLiteral("color: #b02a1a;"));
     m_diffLabel->show();
+    m_diffPanel->setDiff(diff);
+    if (!clean) { // something to read: the diff's tab, with room for it
+        m_bottomTabs->setCurrentWidget(m_diffPanel);
+        const QList<int> sizes = m_vsplit->sizes();
+        const int total = sizes.value(0) + sizes.value(1);
+        if (sizes.value(1) < total * 2 / 5)
+            m_vsplit->setSizes({total * 3 / 5, total * 2 / 5});
+    }
 }
 
 void MainWindow::restoreSettings()

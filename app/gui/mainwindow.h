@@ -7,6 +7,7 @@
 #include <QMainWindow>
 
 class QLabel;
+class QTabWidget;
 class QMenu;
 class QProgressBar;
 class QSplitter;
@@ -21,6 +22,7 @@ class ProblemListModel;
 
 namespace shardscope::widgets {
 class CheckpointTreeView;
+class DiffPanel;
 class FilterBar;
 class ProblemsPanel;
 class TensorDetailsPanel;
@@ -48,6 +50,8 @@ public:
      *  (Hugging Face config.json, Megatron arguments, a checkpoint's saved args). */
     void setLayoutPath(const QString &path);
     void setConfigPath(const QString &path, const shardscope::LayoutOptions &options = {});
+    /** The diff's rules, strictness and partial load (the diff panel's controls). */
+    void setDiffOptions(const shardscope::DiffOptions &options);
     /** A second checkpoint to compare the open one with. */
     void setComparePath(const QString &path);
     /** Window geometry, splitters and the tree's columns from the last run (QSettings). */
@@ -99,6 +103,8 @@ private:
     widgets::CheckpointTreeView *m_tree = nullptr;
     widgets::TensorDetailsPanel *m_details = nullptr;
     widgets::ProblemsPanel *m_problems = nullptr;
+    widgets::DiffPanel *m_diffPanel = nullptr;
+    QTabWidget *m_bottomTabs = nullptr;
     QSplitter *m_hsplit = nullptr;
     QSplitter *m_vsplit = nullptr;
 

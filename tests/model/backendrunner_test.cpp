@@ -3,6 +3,8 @@
 #include "model/backendrunner.h"
 #include "model/checkpointsession.h"
 #include "model/checkpointtreemodel.h"
+#include "model/difffilterproxy.h"
+#include "model/difflistmodel.h"
 
 #include <QAbstractItemModelTester>
 #include <QDir>
@@ -16,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <numeric>
 
@@ -408,4 +411,65 @@ TEST(CheckpointSessionTest, LayoutFromAModelConfig)
     EXPECT_FALSE(ended.last().at(0).toBool());
     EXPECT_TRUE(ended.last().at(1).toString().contains(bad.fileName()));
     EXPECT_EQ(session.layoutPath(), path); // the previous one stays
+}
+
+// The load diff as the window lists it: every entry of the demo's clean diff fills, none is a
+// problem; with the MLA rule switched off, a partial load under ignore_all keeps exactly the
+// parameters the diff names at their initial values, and the list marks those rows (the ten
+// fused MLA parameters of the README's negative control).
+TEST(DiffListModelTest, MarksWhatTheLoadKeepsAtInit)
+{
+    const QString demo = QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR);
+    CheckpointSession session;
+    QSignalSpy opened(&session, &CheckpointSession::opened);
+    QSignalSpy layouts(&session, &CheckpointSession::layoutChanged);
+    QSignalSpy diffs(&session, &CheckpointSession::diffChanged);
+    session.open(demo);
+    ASSERT_TRUE(opened.wait(Timeout));
+    session.setConfig(demo + QStringLiteral("/config.json"));
+    ASSERT_TRUE(layouts.wait(Timeout));
+    session.runDiff();
+    ASSERT_TRUE(diffs.wait(Timeout));
+
+    DiffListModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    model.setDiff(session.diff());
+    ASSERT_GT(model.rowCount(), 0);
+    for (int r = 0; r < model.rowCount(); ++r)
+        EXPECT_FALSE(model.index(r, 0).data(DiffListModel::ProblemRole).toBool())
+            << model.index(r, 0).data().toString().toStdString();
+
+    DiffOptions options;
+    options.disabledRules = {"mla_down_proj"};
+    options.strictLoad = false;
+    options.strictness = Strictness::IgnoreAll;
+    session.runDiff(options);
+    ASSERT_TRUE(diffs.wait(Timeout));
+    if (!session.diff()) {
+        ASSERT_TRUE(diffs.wait(Timeout));
+    }
+    model.setDiff(session.diff());
+    const auto &kept = session.diff()->outcome.keptAtInit;
+    EXPECT_EQ(kept.size(), 10u);
+    int marked = 0;
+    for (int r = 0; r < model.rowCount(); ++r) {
+        const QModelIndex i = model.index(r, 0);
+        if (i.data(DiffListModel::KeptAtInitRole).toBool()) {
+            ++marked;
+            EXPECT_TRUE(std::find(kept.begin(), kept.end(), i.data().toString().toStdString()) !=
+                        kept.end());
+            EXPECT_EQ(model.index(r, DiffListModel::LoadColumn).data().toString(),
+                      QStringLiteral("silently kept at initial values"));
+        }
+    }
+    EXPECT_EQ(marked, 10);
+
+    DiffFilterProxy proxy;
+    proxy.setSourceModel(&model);
+    proxy.setStatusFilter(QStringLiteral("problems"));
+    EXPECT_GE(proxy.rowCount(), 10);
+    proxy.setFilterText(QStringLiteral("linear_qkv_down_proj"));
+    for (int r = 0; r < proxy.rowCount(); ++r)
+        EXPECT_TRUE(
+            proxy.index(r, 0).data().toString().contains(QStringLiteral("linear_qkv_down_proj")));
 }

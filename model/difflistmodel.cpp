@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+#include "difflistmodel.h"
+
+#include "formatting.h"
+
+#include <algorithm>
+
+namespace shardscope::model {
+
+namespace {
+
+QString text(std::string_view s)
+{
+    return QString::fromUtf8(s.data(), qsizetype(s.size()));
+}
+
+QString sourcesText(const DiffEntry &e)
+{
+    QStringList parts;
+    for (const DiffSource &s : e.sources) {
+        QString p = QString::fromStdString(s.key);
+        if (!s.index.empty()) {
+            QStringList at;
+            for (int64_t i : s.index)
+                at.push_back(QString::number(i));
+            p += QStringLiteral("[%1]").arg(at.join(QStringLiteral(", ")));
+        }
+        if (s.end > s.begin)
+            p += QStringLiteral(" → rows %1–%2").arg(s.begin).arg(s.end);
+        parts.push_back(p);
+    }
+    return parts.join(QStringLiteral("; "));
+}
+
+} // namespace
+
+DiffListModel::DiffListModel(QObject *parent)
+    : QAbstractTableModel(parent)
+{}
+
+void DiffListModel::setDiff(DiffSnapshot diff)
+{
+    beginResetModel();
+    m_diff = std::move(diff);
+    m_keptAtInit.clear();
+    if (m_diff)
+        for (const std::string &k : m_diff->outcome.keptAtInit)
+            m_keptAtInit.push_back(k);
+    std::sort(m_keptAtInit.begin(), m_keptAtInit.end());
+    endResetModel();
+}
+
+int DiffListModel::rowOf(const QString &name) const
+{
+    if (!m_diff)
+        return -1;
+    const std::string n = name.toStdString();
+    for (size_t i = 0; i < m_diff->entries.size(); ++i)
+        if (m_diff->entries[i].name == n)
+            return int(i);
+    for (size_t i = 0; i < m_diff->unconsumed.size(); ++i)
+        if (m_diff->unconsumed[i].key == n)
+            return int(m_diff->entries.size() + i);
+    return -1;
+}
+
+int DiffListModel::rowCount(const QModelIndex &parent) const
+{
+    if (parent.isValid() || !m_diff)
+        return 0;
+    return int(m_diff->entries.size() + m_diff->unconsumed.size());
+}
+
+int DiffListModel::columnCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant DiffListModel::data(const QModelIndex &index, int role) const
+{
+    if (!index.isValid() || !m_diff || index.row() >= rowCount())
+        return {};
+    const size_t row = size_t(index.row());
+    if (row >= m_diff->entries.size()) { // a stored key nothing reads
+        const UnconsumedKey &u = m_diff->unconsumed[row - m_diff->entries.size()];
+        switch (role) {
+        case Qt::DisplayRole:
+        case Qt::ToolTipRole:
+            switch (index.column()) {
+            case NameColumn:
+            case StoredColumn:
+                return QString::fromStdString(u.key);
+            case StatusColumn:
+                return tr("unconsumed");
+            case LoadColumn:
+                return tr("not read");
+            case ReasonColumn:
+                return QString::fromStdString(u.note);
+            default:
+                return {};
+            }
+        case DiffStatusRole:
+            return QStringLiteral("unconsumed");
+        case FillsRole:
+            return false;
+        case ProblemRole:
+            return false;
+        case KeptAtInitRole:
+            return false;
+        case SourcesRole:
+            return QString::fromStdString(u.key);
+        default:
+            return {};
+        }
+    }
+    const DiffEntry &e = m_diff->entries[row];
+    const bool kept =
+        std::binary_search(m_keptAtInit.begin(), m_keptAtInit.end(), std::string_view(e.name));
+    switch (role) {
+    case Qt::DisplayRole:
+    case Qt::ToolTipRole:
+        switch (index.column()) {
+        case NameColumn:
+            return QString::fromStdString(e.name);
+        case StatusColumn:
+            return text(statusName(e.status));
+        case LoadColumn:
+            return kept             ? tr("silently kept at initial values")
+                   : e.wrongSource  ? tr("filled from the wrong key")
+                   : e.realLoadFills ? tr("filled")
+                                     : tr("not filled");
+        case StoredColumn:
+            return sourcesText(e);
+        case ReasonColumn:
+            return QString::fromStdString(e.reason);
+        default:
+            return {};
+        }
+    case DiffStatusRole:
+        return text(statusName(e.status));
+    case FillsRole:
+        return e.realLoadFills && !e.wrongSource;
+    case ProblemRole:
+        return !e.realLoadFills || e.wrongSource ||
+               (e.status != LoadStatus::Ok && e.status != LoadStatus::Split &&
+                e.status != LoadStatus::Rename && e.status != LoadStatus::Cast);
+    case FixRole:
+        return QString::fromStdString(e.fix);
+    case SourcesRole:
+        return sourcesText(e);
+    case KeptAtInitRole:
+        return kept;
+    default:
+        return {};
+    }
+}
+
+QVariant DiffListModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case NameColumn:
+        return tr("Parameter / key");
+    case StatusColumn:
+        return tr("Status");
+    case LoadColumn:
+        return tr("Real load");
+    case StoredColumn:
+        return tr("Stored as");
+    case ReasonColumn:
+        return tr("Reason");
+    default:
+        return {};
+    }
+}
+
+} // namespace shardscope::model

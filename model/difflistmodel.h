@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "backendrunner.h"
+
+#include <QAbstractTableModel>
+
+namespace shardscope::model {
+
+/**
+ * A load diff's entries, one row each (every expected parameter, its optimizer states and the
+ * stored keys nothing reads): name, status, what the real load does with it, where it is stored,
+ * the reason. Problems first in the order the diff lists them; read-only over the snapshot.
+ * DiffStatusRole carries the status name, FillsRole whether the real load fills it, so that a
+ * view colours and marks them (not by colour alone) and a proxy filters by status.
+ */
+class DiffListModel : public QAbstractTableModel
+{
+    Q_OBJECT
+
+public:
+    enum Column : int {
+        NameColumn,
+        StatusColumn,
+        LoadColumn,
+        StoredColumn,
+        ReasonColumn,
+        ColumnCount,
+    };
+    enum Role : int {
+        DiffStatusRole = Qt::UserRole + 100, ///< QString: statusName(), or "unconsumed"
+        FillsRole,                           ///< bool: the real load fills it
+        ProblemRole,                         ///< bool: a row the load diff calls a problem
+        FixRole,                             ///< QString: the fix, if any
+        SourcesRole,                         ///< QString: stored keys and the rows they fill
+        KeptAtInitRole,                      ///< bool: a partial load silently keeps it
+    };
+
+    explicit DiffListModel(QObject *parent = nullptr);
+
+    /** Replaces the contents (model reset); null empties it. */
+    void setDiff(DiffSnapshot diff);
+    const DiffSnapshot &diff() const { return m_diff; }
+    /** The row of the entry named `name`; -1 when there is none. */
+    int rowOf(const QString &name) const;
+
+    int rowCount(const QModelIndex &parent = {}) const override;
+    int columnCount(const QModelIndex &parent = {}) const override;
+    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
+    QVariant headerData(int section, Qt::Orientation orientation,
+                        int role = Qt::DisplayRole) const override;
+
+private:
+    DiffSnapshot m_diff;
+    std::vector<std::string_view> m_keptAtInit; ///< sorted, views into the snapshot
+};
+
+} // namespace shardscope::model

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: MIT
+#include "diffpanel.h"
+
+#include "model/difffilterproxy.h"
+#include "model/difflistmodel.h"
+#include "model/formatting.h"
+
+#include <QApplication>
+#include <QSignalBlocker>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMenu>
+#include <QShortcut>
+#include <QSplitter>
+#include <QStyle>
+#include <QStyledItemDelegate>
+#include <QTextBrowser>
+#include <QToolButton>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+#include <algorithm>
+
+namespace shardscope::widgets {
+
+using model::DiffListModel;
+
+namespace {
+
+// Status in colour and with an icon (never colour alone): problems red with a stop sign, what
+// a load changes amber with a warning sign, what loads as is plain.
+class StatusDelegate : public QStyledItemDelegate
+{
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+
+protected:
+    void initStyleOption(QStyleOptionViewItem *option, const QModelIndex &index) const override
+    {
+        QStyledItemDelegate::initStyleOption(option, index);
+        if (index.column() != DiffListModel::StatusColumn &&
+            index.column() != DiffListModel::LoadColumn)
+            return;
+        const QStyle *style = option->widget ? option->widget->style() : QApplication::style();
+        const bool kept = index.data(DiffListModel::KeptAtInitRole).toBool();
+        const bool problem = index.data(DiffListModel::ProblemRole).toBool();
+        const QString status = index.data(DiffListModel::DiffStatusRole).toString();
+        const bool dark = option->palette.color(QPalette::Base).lightness() < 128;
+        option->features |= QStyleOptionViewItem::HasDecoration;
+        if (kept || problem) {
+            option->icon = style->standardIcon(QStyle::SP_MessageBoxCritical);
+            option->palette.setColor(QPalette::Text, dark ? QColor(0xff, 0x8a, 0x80)
+                                                          : QColor(0xb0, 0x2a, 0x1a));
+            if (kept)
+                option->font.setBold(true);
+        } else if (status == QStringLiteral("unconsumed") || status == QStringLiteral("cast")) {
+            option->icon = style->standardIcon(QStyle::SP_MessageBoxWarning);
+            option->palette.setColor(QPalette::Text, dark ? QColor(0xff, 0xcc, 0x66)
+                                                          : QColor(0x8a, 0x5a, 0x00));
+        } else {
+            option->icon = style->standardIcon(QStyle::SP_DialogApplyButton);
+        }
+    }
+};
+
+} // namespace
+
+DiffPanel::DiffPanel(QWidget *parent)
+    : QWidget(parent)
+    , m_model(new DiffListModel(this))
+    , m_proxy(new model::DiffFilterProxy(this))
+    , m_banner(new QLabel(this))
+    , m_status(new QComboBox(this))
+    , m_rules(new QToolButton(this))
+    , m_strictness(new QComboBox(this))
+    , m_partial(new QCheckBox(tr("Partial load"), this))
+    , m_view(new QTreeView(this))
+    , m_details(new QTextBrowser(this))
+{
+    m_proxy->setSourceModel(m_model);
+    m_banner->setWordWrap(true);
+    m_banner->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_banner->setText(tr("No layout: File ▸ Check Against Layout… or Model Config…"));
+
+    m_status->addItem(tr("All entries"), QString());
+    m_status->addItem(tr("Problems"), QStringLiteral("problems"));
+    for (const char *s : {"ok", "split", "merge", "rename", "cast", "shape_mismatch", "partial",
+                          "unloadable", "unreadable", "wrong_source", "unconsumed"})
+        m_status->addItem(QString::fromLatin1(s), QString::fromLatin1(s));
+    m_status->setToolTip(tr("Show entries of one status"));
+    connect(m_status, &QComboBox::currentIndexChanged, this,
+            [this] { m_proxy->setStatusFilter(m_status->currentData().toString()); });
+
+    // The rules, each switchable: what a missing handler does shows at once.
+    m_rules->setText(tr("Rules"));
+    m_rules->setPopupMode(QToolButton::InstantPopup);
+    auto *rules = new QMenu(m_rules);
+    for (const RuleInfo &r : allRules()) {
+        QAction *a = rules->addAction(QString::fromStdString(r.name));
+        a->setCheckable(true);
+        a->setChecked(true);
+        a->setToolTip(QString::fromStdString(r.description));
+        connect(a, &QAction::toggled, this, [this] { Q_EMIT optionsChanged(options()); });
+    }
+    rules->setToolTipsVisible(true);
+    m_rules->setMenu(rules);
+
+    for (int s = 0; s <= int(Strictness::IgnoreAll); ++s) {
+        const std::string_view name = strictnessName(Strictness(s));
+        m_strictness->addItem(QString::fromUtf8(name.data(), qsizetype(name.size())));
+    }
+    m_strictness->setToolTip(tr("Megatron's --dist-ckpt-strictness"));
+    connect(m_strictness, &QComboBox::currentIndexChanged, this,
+            [this] { Q_EMIT optionsChanged(options()); });
+    m_partial->setToolTip(tr("A non-strict load: --no-strict-fsdp-dtensor-load, or "
+                             "load_state_dict(strict=False)"));
+    connect(m_partial, &QCheckBox::toggled, this, [this] { Q_EMIT optionsChanged(options()); });
+
+    m_view->setModel(m_proxy);
+    m_view->setRootIsDecorated(false);
+    m_view->setUniformRowHeights(true);
+    m_view->setAlternatingRowColors(true);
+    m_view->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_view->setItemDelegate(new StatusDelegate(m_view));
+    m_view->setTextElideMode(Qt::ElideMiddle);
+    const int digit = fontMetrics().horizontalAdvance(QLatin1Char('0'));
+    m_view->header()->resizeSection(DiffListModel::NameColumn, digit * 52);
+    m_view->header()->resizeSection(DiffListModel::StatusColumn, digit * 16);
+    m_view->header()->resizeSection(DiffListModel::LoadColumn, digit * 34);
+    m_view->header()->resizeSection(DiffListModel::StoredColumn, digit * 40);
+    connect(m_view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this](const QModelIndex &current) { showDetails(current); });
+
+    auto *controls = new QHBoxLayout;
+    controls->addWidget(m_status);
+    controls->addWidget(m_rules);
+    controls->addWidget(new QLabel(tr("Strictness"), this));
+    controls->addWidget(m_strictness);
+    controls->addWidget(m_partial);
+    controls->addStretch(1);
+
+    auto *split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(m_view);
+    split->addWidget(m_details);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 1);
+
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(m_banner);
+    layout->addLayout(controls);
+    layout->addWidget(split, 1);
+
+    auto *next = new QShortcut(QKeySequence(Qt::Key_F8), this);
+    connect(next, &QShortcut::activated, this, [this] { gotoProblem(true); });
+    auto *previous = new QShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F8), this);
+    connect(previous, &QShortcut::activated, this, [this] { gotoProblem(false); });
+    for (QShortcut *s : {next, previous})
+        s->setContext(Qt::WindowShortcut);
+}
+
+void DiffPanel::setDiff(const model::DiffSnapshot &diff)
+{
+    m_model->setDiff(diff);
+    updateBanner();
+    m_details->clear();
+}
+
+shardscope::DiffOptions DiffPanel::options() const
+{
+    DiffOptions o;
+    for (const QAction *a : m_rules->menu()->actions())
+        if (!a->isChecked())
+            o.disabledRules.push_back(a->text().toStdString());
+    o.strictness = Strictness(m_strictness->currentIndex());
+    o.strictLoad = !m_partial->isChecked();
+    return o;
+}
+
+void DiffPanel::setOptions(const DiffOptions &o)
+{
+    const QSignalBlocker blockStrictness(m_strictness), blockPartial(m_partial);
+    for (QAction *a : m_rules->menu()->actions()) {
+        const QSignalBlocker block(a);
+        a->setChecked(std::find(o.disabledRules.begin(), o.disabledRules.end(),
+                                a->text().toStdString()) == o.disabledRules.end());
+    }
+    m_strictness->setCurrentIndex(int(o.strictness));
+    m_partial->setChecked(!o.strictLoad);
+}
+
+void DiffPanel::setFilterText(const QString &text)
+{
+    m_proxy->setFilterText(text);
+}
+
+bool DiffPanel::gotoProblem(bool forward)
+{
+    const int rows = m_proxy->rowCount();
+    const int from = m_view->currentIndex().isValid() ? m_view->currentIndex().row()
+                     : forward                        ? -1
+                                                      : rows;
+    for (int r = from + (forward ? 1 : -1); r >= 0 && r < rows; r += forward ? 1 : -1) {
+        const QModelIndex i = m_proxy->index(r, 0);
+        if (i.data(DiffListModel::ProblemRole).toBool() ||
+            i.data(DiffListModel::KeptAtInitRole).toBool()) {
+            m_view->setCurrentIndex(i);
+            m_view->scrollTo(i);
+            return true;
+        }
+    }
+    return false;
+}
+
+void DiffPanel::updateBanner()
+{
+    const model::DiffSnapshot &d = m_model->diff();
+    if (!d) {
+        m_banner->setText(tr("No diff yet."));
+        return;
+    }
+    const LoadOutcome &o = d->outcome;
+    const std::string_view action = actionName(o.action);
+    QString html = tr("<b>Real load: %1</b> · %2 of %3 parameters filled")
+                       .arg(QString::fromUtf8(action.data(), qsizetype(action.size())),
+                            model::formatCount(d->loadableModel),
+                            model::formatCount(d->expectedModel));
+    if (!o.message.empty())
+        html += QStringLiteral("<br><code>%1</code>")
+                    .arg(QString::fromStdString(o.message).toHtmlEscaped());
+    if (!o.keptAtInit.empty())
+        html += tr("<br><span style=\"color:#d0301a; font-weight:bold\">%1 parameters silently "
+                   "keep their initial values</span>")
+                    .arg(model::formatCount(o.keptAtInit.size()));
+    for (const std::string &w : o.warnings)
+        html += QStringLiteral("<br>⚠ %1").arg(QString::fromStdString(w).toHtmlEscaped());
+    m_banner->setText(html);
+}
+
+void DiffPanel::showDetails(const QModelIndex &proxyIndex)
+{
+    if (!proxyIndex.isValid()) {
+        m_details->clear();
+        return;
+    }
+    const QModelIndex i = proxyIndex.siblingAtColumn(DiffListModel::NameColumn);
+    const QString name = i.data().toString();
+    auto cell = [&](int column) {
+        return proxyIndex.siblingAtColumn(column).data().toString().toHtmlEscaped();
+    };
+    QString html = QStringLiteral("<p><b>%1</b></p>").arg(name.toHtmlEscaped());
+    html += tr("<p>Status: %1 · real load: %2</p>")
+                .arg(cell(DiffListModel::StatusColumn), cell(DiffListModel::LoadColumn));
+    const QString sources = i.data(DiffListModel::SourcesRole).toString();
+    if (!sources.isEmpty())
+        html += tr("<p>Stored as: <code>%1</code></p>").arg(sources.toHtmlEscaped());
+    if (!cell(DiffListModel::ReasonColumn).isEmpty())
+        html += tr("<p>%1</p>").arg(cell(DiffListModel::ReasonColumn));
+    const QString fix = i.data(DiffListModel::FixRole).toString();
+    if (!fix.isEmpty())
+        html += tr("<p><b>Fix:</b> %1</p>").arg(fix.toHtmlEscaped());
+    m_details->setHtml(html);
+    Q_EMIT entrySelected(name);
+}
+
+} // namespace shardscope::widgets
