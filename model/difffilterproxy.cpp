@@ -29,7 +29,8 @@ bool DiffFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &sourceP
     if (m_status == QStringLiteral("problems")) {
         if (!i.data(DiffListModel::ProblemRole).toBool())
             return false;
-    } else if (!m_status.isEmpty() && i.data(DiffListModel::DiffStatusRole).toString() != m_status) {
+    } else if (!m_status.isEmpty() &&
+               i.data(DiffListModel::DiffStatusRole).toString() != m_status) {
         return false;
     }
     return m_matcher.matches(i.data(Qt::DisplayRole).toString());

@@ -125,8 +125,8 @@ QVariant DiffListModel::data(const QModelIndex &index, int role) const
         case StatusColumn:
             return text(statusName(e.status));
         case LoadColumn:
-            return kept             ? tr("silently kept at initial values")
-                   : e.wrongSource  ? tr("filled from the wrong key")
+            return kept              ? tr("silently kept at initial values")
+                   : e.wrongSource   ? tr("filled from the wrong key")
                    : e.realLoadFills ? tr("filled")
                                      : tr("not filled");
         case StoredColumn:

@@ -6,7 +6,6 @@
 #include "model/formatting.h"
 
 #include <QApplication>
-#include <QSignalBlocker>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -14,6 +13,7 @@
 #include <QLabel>
 #include <QMenu>
 #include <QShortcut>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QStyle>
 #include <QStyledItemDelegate>
@@ -52,14 +52,14 @@ protected:
         option->features |= QStyleOptionViewItem::HasDecoration;
         if (kept || problem) {
             option->icon = style->standardIcon(QStyle::SP_MessageBoxCritical);
-            option->palette.setColor(QPalette::Text, dark ? QColor(0xff, 0x8a, 0x80)
-                                                          : QColor(0xb0, 0x2a, 0x1a));
+            option->palette.setColor(QPalette::Text,
+                                     dark ? QColor(0xff, 0x8a, 0x80) : QColor(0xb0, 0x2a, 0x1a));
             if (kept)
                 option->font.setBold(true);
         } else if (status == QStringLiteral("unconsumed") || status == QStringLiteral("cast")) {
             option->icon = style->standardIcon(QStyle::SP_MessageBoxWarning);
-            option->palette.setColor(QPalette::Text, dark ? QColor(0xff, 0xcc, 0x66)
-                                                          : QColor(0x8a, 0x5a, 0x00));
+            option->palette.setColor(QPalette::Text,
+                                     dark ? QColor(0xff, 0xcc, 0x66) : QColor(0x8a, 0x5a, 0x00));
         } else {
             option->icon = style->standardIcon(QStyle::SP_DialogApplyButton);
         }
@@ -225,10 +225,10 @@ void DiffPanel::updateBanner()
     }
     const LoadOutcome &o = d->outcome;
     const std::string_view action = actionName(o.action);
-    QString html = tr("<b>Real load: %1</b> · %2 of %3 parameters filled")
-                       .arg(QString::fromUtf8(action.data(), qsizetype(action.size())),
-                            model::formatCount(d->loadableModel),
-                            model::formatCount(d->expectedModel));
+    QString html =
+        tr("<b>Real load: %1</b> · %2 of %3 parameters filled")
+            .arg(QString::fromUtf8(action.data(), qsizetype(action.size())),
+                 model::formatCount(d->loadableModel), model::formatCount(d->expectedModel));
     if (!o.message.empty())
         html += QStringLiteral("<br><code>%1</code>")
                     .arg(QString::fromStdString(o.message).toHtmlEscaped());
