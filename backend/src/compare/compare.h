@@ -49,6 +49,9 @@ struct TensorPair
     bool unreadable = false; ///< a side's data cannot be read
 };
 
+/** The config.json in a checkpoint's directory (or beside its file); it may not exist. */
+std::string configBeside(const CheckpointIndex &c);
+
 /** Megatron-Bridge's Llama-family mapping of a Hugging Face checkpoint (hfllama.cpp). */
 struct HfLlama
 {

@@ -7,24 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <fstream>
 #include <regex>
 
 namespace shardscope::detail {
-
-namespace {
-
-std::string configOf(const CheckpointIndex &c)
-{
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const fs::path dir = fs::is_directory(c.inputPath, ec) ? fs::path(c.inputPath)
-                                                           : fs::path(c.inputPath).parent_path();
-    return (dir / "config.json").string();
-}
-
-} // namespace
 
 std::optional<HfLlama> hfLlamaOf(const CheckpointIndex &index)
 {
@@ -33,7 +19,7 @@ std::optional<HfLlama> hfLlamaOf(const CheckpointIndex &index)
         return std::nullopt;
     if (!index.findTensor("model.layers.0.self_attn.q_proj.weight"))
         return std::nullopt;
-    std::ifstream in(configOf(index));
+    std::ifstream in(configBeside(index));
     if (!in)
         return std::nullopt;
     const auto c = nlohmann::json::parse(in, nullptr, false);

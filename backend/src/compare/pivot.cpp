@@ -35,6 +35,15 @@ std::optional<std::string> modelName(const CheckpointIndex &c, const std::string
     return key;
 }
 
+// MTP's inner layer by its live name (mtp_model_layer), whichever spelling a side stored: the
+// rules map it to each side's own.
+void liveMtpName(std::string &name)
+{
+    if (const size_t at = name.find(".transformer_layer.");
+        name.starts_with("mtp.layers.") && at != std::string::npos)
+        name.replace(at, 19, ".mtp_model_layer.");
+}
+
 // A fused parameter's sections as one side keeps them apart (Megatron's handlers' names, §6).
 struct Parts
 {
@@ -79,15 +88,11 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
         std::string name;
         const TensorEntry *t;
     };
-    // MTP's inner layer by its live name (mtp_model_layer), whichever spelling a side stored:
-    // the rules map it to each side's own.
     auto named = [](const CheckpointIndex &c) {
         std::vector<Named> out;
         for (const TensorEntry &t : c.tensors)
             if (auto n = modelName(c, t.key)) {
-                if (const size_t at = n->find(".transformer_layer.");
-                    n->starts_with("mtp.layers.") && at != std::string::npos)
-                    n->replace(at, 19, ".mtp_model_layer.");
+                liveMtpName(*n);
                 out.push_back({*n, &t});
             }
         return out;
@@ -108,9 +113,7 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
             rest = rest.substr(7);
         if (const size_t dot = rest.rfind('.'); dot != std::string_view::npos) {
             std::string n(rest.substr(0, dot));
-            if (const size_t at = n.find(".transformer_layer.");
-                n.starts_with("mtp.layers.") && at != std::string::npos)
-                n.replace(at, 19, ".mtp_model_layer.");
+            liveMtpName(n);
             withState.insert(std::move(n));
         }
     }
@@ -199,15 +202,6 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
     return l;
 }
 
-std::string configBeside(const CheckpointIndex &c)
-{
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::path dir = fs::is_directory(c.inputPath, ec) ? fs::path(c.inputPath)
-                                                     : fs::path(c.inputPath).parent_path();
-    return (dir / "config.json").string();
-}
-
 // A layout from a side's own description: its saved Megatron arguments, or its config.json.
 std::optional<Pivot> describedBy(const CheckpointIndex &c)
 {
@@ -225,6 +219,15 @@ std::optional<Pivot> describedBy(const CheckpointIndex &c)
 }
 
 } // namespace
+
+std::string configBeside(const CheckpointIndex &c)
+{
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path dir = fs::is_directory(c.inputPath, ec) ? fs::path(c.inputPath)
+                                                           : fs::path(c.inputPath).parent_path();
+    return (dir / "config.json").string();
+}
 
 Result<Pivot> pivotLayout(const CheckpointIndex &a, const CheckpointIndex &b,
                           const std::string &layoutPath)
