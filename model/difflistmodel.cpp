@@ -50,20 +50,6 @@ void DiffListModel::setDiff(DiffSnapshot diff)
     endResetModel();
 }
 
-int DiffListModel::rowOf(const QString &name) const
-{
-    if (!m_diff)
-        return -1;
-    const std::string n = name.toStdString();
-    for (size_t i = 0; i < m_diff->entries.size(); ++i)
-        if (m_diff->entries[i].name == n)
-            return int(i);
-    for (size_t i = 0; i < m_diff->unconsumed.size(); ++i)
-        if (m_diff->unconsumed[i].key == n)
-            return int(m_diff->entries.size() + i);
-    return -1;
-}
-
 int DiffListModel::rowCount(const QModelIndex &parent) const
 {
     if (parent.isValid() || !m_diff)
@@ -108,6 +94,7 @@ QVariant DiffListModel::data(const QModelIndex &index, int role) const
         case KeptAtInitRole:
             return false;
         case SourcesRole:
+        case StoredKeyRole:
             return QString::fromStdString(u.key);
         default:
             return {};
@@ -150,6 +137,8 @@ QVariant DiffListModel::data(const QModelIndex &index, int role) const
         return sourcesText(e);
     case KeptAtInitRole:
         return kept;
+    case StoredKeyRole:
+        return e.sources.empty() ? QString() : QString::fromStdString(e.sources.front().key);
     default:
         return {};
     }

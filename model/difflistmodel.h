@@ -34,6 +34,7 @@ public:
         FixRole,                             ///< QString: the fix, if any
         SourcesRole,                         ///< QString: stored keys and the rows they fill
         KeptAtInitRole,                      ///< bool: a partial load silently keeps it
+        StoredKeyRole,                       ///< QString: the first stored key it draws from
     };
 
     explicit DiffListModel(QObject *parent = nullptr);
@@ -41,8 +42,6 @@ public:
     /** Replaces the contents (model reset); null empties it. */
     void setDiff(DiffSnapshot diff);
     const DiffSnapshot &diff() const { return m_diff; }
-    /** The row of the entry named `name`; -1 when there is none. */
-    int rowOf(const QString &name) const;
 
     int rowCount(const QModelIndex &parent = {}) const override;
     int columnCount(const QModelIndex &parent = {}) const override;

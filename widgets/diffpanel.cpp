@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "diffpanel.h"
 
+#include "model/diffchoices.h"
 #include "model/difffilterproxy.h"
 #include "model/difflistmodel.h"
 #include "model/formatting.h"
@@ -98,20 +99,17 @@ DiffPanel::DiffPanel(QWidget *parent)
     m_rules->setText(tr("Rules"));
     m_rules->setPopupMode(QToolButton::InstantPopup);
     auto *rules = new QMenu(m_rules);
-    for (const RuleInfo &r : allRules()) {
-        QAction *a = rules->addAction(QString::fromStdString(r.name));
+    for (const model::RuleChoice &r : model::diffRules()) {
+        QAction *a = rules->addAction(r.name);
         a->setCheckable(true);
         a->setChecked(true);
-        a->setToolTip(QString::fromStdString(r.description));
+        a->setToolTip(r.description);
         connect(a, &QAction::toggled, this, [this] { Q_EMIT optionsChanged(options()); });
     }
     rules->setToolTipsVisible(true);
     m_rules->setMenu(rules);
 
-    for (int s = 0; s <= int(Strictness::IgnoreAll); ++s) {
-        const std::string_view name = strictnessName(Strictness(s));
-        m_strictness->addItem(QString::fromUtf8(name.data(), qsizetype(name.size())));
-    }
+    m_strictness->addItems(model::strictnessNames());
     m_strictness->setToolTip(tr("Megatron's --dist-ckpt-strictness"));
     connect(m_strictness, &QComboBox::currentIndexChanged, this,
             [this] { Q_EMIT optionsChanged(options()); });
@@ -224,11 +222,9 @@ void DiffPanel::updateBanner()
         return;
     }
     const LoadOutcome &o = d->outcome;
-    const std::string_view action = actionName(o.action);
-    QString html =
-        tr("<b>Real load: %1</b> · %2 of %3 parameters filled")
-            .arg(QString::fromUtf8(action.data(), qsizetype(action.size())),
-                 model::formatCount(d->loadableModel), model::formatCount(d->expectedModel));
+    QString html = tr("<b>Real load: %1</b> · %2 of %3 parameters filled")
+                       .arg(model::loadActionName(o.action), model::formatCount(d->loadableModel),
+                            model::formatCount(d->expectedModel));
     if (!o.message.empty())
         html += QStringLiteral("<br><code>%1</code>")
                     .arg(QString::fromStdString(o.message).toHtmlEscaped());
@@ -264,7 +260,7 @@ void DiffPanel::showDetails(const QModelIndex &proxyIndex)
     if (!fix.isEmpty())
         html += tr("<p><b>Fix:</b> %1</p>").arg(fix.toHtmlEscaped());
     m_details->setHtml(html);
-    Q_EMIT entrySelected(name);
+    Q_EMIT entrySelected(name, i.data(DiffListModel::StoredKeyRole).toString());
 }
 
 } // namespace shardscope::widgets

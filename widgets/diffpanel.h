@@ -48,8 +48,8 @@ public Q_SLOTS:
 Q_SIGNALS:
     /** The controls changed: the caller runs the diff again with these options. */
     void optionsChanged(const shardscope::DiffOptions &options);
-    /** A parameter or key was selected. */
-    void entrySelected(const QString &name);
+    /** A parameter or key was selected; `storedKey`: the first stored key it draws from. */
+    void entrySelected(const QString &name, const QString &storedKey);
 
 private:
     void showDetails(const QModelIndex &proxyIndex);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "mainwindow.h"
+#include "model/diffchoices.h"
 #include "screenshotdriver.h"
 
 #include <shardscope/version.h>
@@ -120,13 +121,13 @@ int main(int argc, char **argv)
     for (const QString &rule : parser.values(disableRule))
         diffOptions.disabledRules.push_back(rule.toStdString());
     if (parser.isSet(strictness)) {
-        const auto s = shardscope::strictnessFromName(parser.value(strictness).toStdString());
-        if (!s) {
+        const int s = shardscope::model::strictnessNames().indexOf(parser.value(strictness));
+        if (s < 0) {
             std::fprintf(stderr, "shardscope: unknown --strictness %s\n",
                          qPrintable(parser.value(strictness)));
             return 2;
         }
-        diffOptions.strictness = *s;
+        diffOptions.strictness = shardscope::Strictness(s);
     }
     diffOptions.strictLoad = !parser.isSet(noStrict);
     window.setDiffOptions(diffOptions);

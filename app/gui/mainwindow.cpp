@@ -4,7 +4,7 @@
 #include "model/checkpointfilterproxy.h"
 #include "model/checkpointsession.h"
 #include "model/checkpointtreemodel.h"
-#include "model/difflistmodel.h"
+#include "model/diffchoices.h"
 #include "model/formatting.h"
 #include "model/problemlistmodel.h"
 #include "model/roles.h"
@@ -188,19 +188,12 @@ MainWindow::MainWindow(QWidget *parent)
     });
     connect(m_filterBar, &FilterBar::textChanged, m_diffPanel, &DiffPanel::setFilterText);
     // A selected parameter shows in the tree where it is stored (its first stored key).
-    connect(m_diffPanel, &DiffPanel::entrySelected, this, [this](const QString &name) {
-        const int row = m_diffPanel->listModel()->rowOf(name);
-        const QString sources = m_diffPanel->listModel()
-                                    ->index(row, 0)
-                                    .data(model::DiffListModel::SourcesRole)
-                                    .toString();
-        const QString key = sources.section(QStringLiteral("; "), 0, 0)
-                                .section(QLatin1Char(' '), 0, 0)
-                                .section(QLatin1Char('['), 0, 0);
-        const QModelIndex at = m_proxy->mapFromSource(m_treeModel->indexForKey(key));
-        if (at.isValid())
-            m_tree->selectIndex(at);
-    });
+    connect(m_diffPanel, &DiffPanel::entrySelected, this,
+            [this](const QString &, const QString &storedKey) {
+                const QModelIndex at = m_proxy->mapFromSource(m_treeModel->indexForKey(storedKey));
+                if (at.isValid())
+                    m_tree->selectIndex(at);
+            });
     connect(m_session, &CheckpointSession::openFailed, this, &MainWindow::onOpenFailed);
     connect(m_session, &CheckpointSession::jobStarted, this, [this](const QString &title) {
         m_jobLabel->setText(title);
@@ -395,14 +388,7 @@ void MainWindow::onDiffChanged(const DiffSnapshot &diff)
         m_diffPanel->setDiff(diff);
         return;
     }
-    const size_t kept = diff->outcome.keptAtInit.size();
-    QString text = tr("Load: %1, %2 of %3 parameters filled")
-                       .arg(QString::fromUtf8(actionName(diff->outcome.action).data(),
-                                              qsizetype(actionName(diff->outcome.action).size())),
-                            formatCount(diff->loadableModel), formatCount(diff->expectedModel));
-    if (kept)
-        text += tr(", %1 silently kept at initial values").arg(formatCount(kept));
-    m_diffLabel->setText(text);
+    m_diffLabel->setText(loadSummary(*diff));
     m_diffLabel->setToolTip(QString::fromStdString(diff->outcome.message));
     const bool clean = diff->clean();
     m_diffLabel->setStyleSheet(clean ? QString() : QStringLiteral("color: #b02a1a;"));
