@@ -636,6 +636,20 @@ def case_bad_layouts(env: Env) -> None:
         rc, _, err = run([env.cli, "layout", "--from-config", str(cfg)])
         check(rc == 2 and len(err.strip().splitlines()) == 1 and str(cfg) in err and
               "key 'moe_layer_freq'" in err, f"{name}: exit {rc}, {err!r}")
+    # A normalization Megatron does not build, and a --megatron-version that names no release:
+    # one line naming the file and what is wrong.
+    cfg = env.tmp / "norm.json"
+    cfg.write_text(json.dumps({"num_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
+                               "padded_vocab_size": 16, "normalization": "BatchNorm",
+                               "position_embedding_type": "rope"}))
+    rc, _, err = run([env.cli, "layout", "--from-config", str(cfg)])
+    check(rc == 2 and len(err.strip().splitlines()) == 1 and str(cfg) in err and
+          "key 'normalization'" in err, f"normalization: exit {rc}, {err!r}")
+    cfg.write_text(json.dumps({"num_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
+                               "padded_vocab_size": 16, "position_embedding_type": "rope"}))
+    rc, _, err = run([env.cli, "layout", "--from-config", str(cfg), "--megatron-version", "x"])
+    check(rc == 2 and len(err.strip().splitlines()) == 1 and "--megatron-version 'x'" in err,
+          f"megatron version: exit {rc}, {err!r}")
 
 
 def case_sequential(env: Env) -> None:
