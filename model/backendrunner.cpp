@@ -493,4 +493,24 @@ quint64 BackendRunner::startCompare(DiffOptions options)
     });
 }
 
+quint64 BackendRunner::startValueDiff(ValueDiffRequest request)
+{
+    request.firstOpened = m_ownerIndex;
+    request.secondOpened = m_ownerCompare;
+    request.comm = nullptr;
+    const quint64 gen = m_generation.load();
+    return startJob(tr("Compare values"), [this, gen, request](const JobControl &control) {
+        if (!request.firstOpened || !request.secondOpened)
+            return JobOutcome{{}, tr("open two checkpoints to compare"), false};
+        auto values = runValueDiff(request, control);
+        if (!values)
+            return failed(values.error());
+        const bool cancelled = values->cancelled;
+        auto snapshot = std::make_shared<const ValueDiffResult>(std::move(*values));
+        if (!cancelled)
+            deliver(gen, [this, snapshot] { Q_EMIT valuesReady(snapshot); });
+        return JobOutcome{QVariant::fromValue(ValuesSnapshot(snapshot)), {}, cancelled};
+    });
+}
+
 } // namespace shardscope::model

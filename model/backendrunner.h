@@ -21,6 +21,7 @@ namespace shardscope::model {
 using DiffSnapshot = std::shared_ptr<const shardscope::DiffResult>;
 using VerifySnapshot = std::shared_ptr<const shardscope::VerifyReport>;
 using CompareSnapshot = std::shared_ptr<const shardscope::CheckpointDiff>;
+using ValuesSnapshot = std::shared_ptr<const shardscope::ValueDiffResult>;
 
 /**
  * Runs every backend call on two dedicated threads, its lanes, and hands results back to the
@@ -102,6 +103,9 @@ public:
     quint64 startVerify(shardscope::VerifyRequest request);
     /** The primary checkpoint against the compare slot's; answers compareReady. */
     quint64 startCompare(shardscope::DiffOptions options = {});
+    /** Both open checkpoints value by value (the paths and opened indexes are the runner's);
+     *  answers valuesReady. */
+    quint64 startValueDiff(shardscope::ValueDiffRequest request);
     /** Cancels the running job and drops the queued ones (each answers jobCancelled). */
     void cancelJobs();
 
@@ -125,6 +129,7 @@ Q_SIGNALS:
     void diffReady(shardscope::model::DiffSnapshot diff);
     void verifyReady(shardscope::model::VerifySnapshot report);
     void compareReady(shardscope::model::CompareSnapshot diff);
+    void valuesReady(shardscope::model::ValuesSnapshot values);
 
 private:
     class Lane;
@@ -163,3 +168,4 @@ private:
 Q_DECLARE_METATYPE(shardscope::model::DiffSnapshot)
 Q_DECLARE_METATYPE(shardscope::model::VerifySnapshot)
 Q_DECLARE_METATYPE(shardscope::model::CompareSnapshot)
+Q_DECLARE_METATYPE(shardscope::model::ValuesSnapshot)

@@ -2,6 +2,7 @@
 #include "checkpointfilterproxy.h"
 
 #include "formatting.h"
+#include "loadmarks.h"
 #include "naturalcompare.h"
 #include "roles.h"
 
@@ -33,8 +34,15 @@ void CheckpointFilterProxy::setSourceModel(QAbstractItemModel *source)
     if (sourceModel())
         disconnect(sourceModel(), nullptr, this, nullptr);
     QSortFilterProxyModel::setSourceModel(source);
-    if (source)
-        connect(source, &QAbstractItemModel::modelReset, this, [this] { m_matched.clear(); });
+    if (!source)
+        return;
+    connect(source, &QAbstractItemModel::modelReset, this, [this] { m_matched.clear(); });
+    // New load marks change which leaves "problems only" keeps, at every depth.
+    connect(source, &QAbstractItemModel::dataChanged, this,
+            [this](const QModelIndex &, const QModelIndex &, const QList<int> &roles) {
+                if (m_problemsOnly && roles.contains(LoadMarkRole))
+                    refilter();
+            });
 }
 
 void CheckpointFilterProxy::refilter()
@@ -128,7 +136,8 @@ bool CheckpointFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &s
     // them matches, and the leaves' keys already contain the group's prefix.
     if (NodeKind(idx.data(KindRole).toInt()) == NodeKind::Group)
         return false;
-    if (m_problemsOnly && !idx.data(HasProblemRole).toBool())
+    if (m_problemsOnly && !idx.data(HasProblemRole).toBool() &&
+        idx.data(LoadMarkRole).toInt() < int(FirstAttentionMark))
         return false;
     if (!m_dtype.isEmpty() && idx.data(DTypeRole).toString() != m_dtype)
         return false;

@@ -10,8 +10,9 @@ namespace shardscope::model {
 
 /**
  * Filters and sorts a CheckpointTreeModel. Leaves are matched on their typed roles (KeyRole,
- * DTypeRole, HasProblemRole); a group stays visible while any leaf below it matches (recursive
- * filtering). With no criterion set every row is accepted without looking at it.
+ * DTypeRole, HasProblemRole, LoadMarkRole: "problems only" keeps what the reader flagged and
+ * what the load misses or gets wrong); a group stays visible while any leaf below it matches
+ * (recursive filtering). With no criterion set every row is accepted without looking at it.
  *
  * Filter text is a case-insensitive substring of the full key, or a glob (`*`, `?`, `[...]`)
  * matched anywhere in the key. Sorting reads SortRole: names compare naturally ("layers.9"

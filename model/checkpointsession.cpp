@@ -34,6 +34,10 @@ CheckpointSession::CheckpointSession(QObject *parent)
         m_comparison = diff;
         Q_EMIT comparisonChanged(diff);
     });
+    connect(m_runner, &BackendRunner::valuesReady, this, [this](const ValuesSnapshot &values) {
+        m_values = values;
+        Q_EMIT valuesChanged(values);
+    });
     connect(m_runner, &BackendRunner::jobStarted, this, [this](quint64 id, const QString &title) {
         if (id == m_job)
             Q_EMIT jobStarted(title);
@@ -51,11 +55,16 @@ CheckpointSession::CheckpointSession(QObject *parent)
     };
     connect(m_runner, &BackendRunner::jobFinished, this,
             [this, ended](quint64 id, const QVariant &value) {
-                if (id == m_layoutJob) {
+                // The layout job ends before the diff that its layout starts supersedes it.
+                const bool layout = id == m_layoutJob;
+                if (layout)
                     m_layoutJob = 0;
-                    setLayout(value.toString());
-                }
                 ended(id, true, tr("Done"));
+                if (layout) {
+                    m_configPath = m_pendingConfig;
+                    m_layoutOptions = m_pendingOptions;
+                    applyLayout(value.toString());
+                }
             });
     connect(m_runner, &BackendRunner::jobFailed, this,
             [ended](quint64 id, const QString &error) { ended(id, false, error); });
@@ -77,6 +86,18 @@ void CheckpointSession::clearResults(bool diffToo)
     }
 }
 
+void CheckpointSession::clearComparison()
+{
+    if (m_comparison) {
+        m_comparison.reset();
+        Q_EMIT comparisonChanged(nullptr);
+    }
+    if (m_values) {
+        m_values.reset();
+        Q_EMIT valuesChanged(nullptr);
+    }
+}
+
 void CheckpointSession::open(const QString &path)
 {
     if (m_job) { // the runner cancels it: it was about the old checkpoint
@@ -86,10 +107,7 @@ void CheckpointSession::open(const QString &path)
     m_path = path;
     m_index.reset();
     clearResults(true);
-    if (m_comparison) {
-        m_comparison.reset();
-        Q_EMIT comparisonChanged(nullptr);
-    }
+    clearComparison();
     Q_EMIT opening(path);
     m_runner->openCheckpoint(path);
 }
@@ -104,14 +122,18 @@ void CheckpointSession::openCompare(const QString &path)
 {
     m_comparePath = path;
     m_compareIndex.reset();
-    if (m_comparison) {
-        m_comparison.reset();
-        Q_EMIT comparisonChanged(nullptr);
-    }
+    clearComparison();
     m_runner->openCheckpoint(path, BackendRunner::Slot::Compare);
 }
 
 void CheckpointSession::setLayout(const QString &path)
+{
+    m_configPath.clear();
+    m_layoutOptions = {};
+    applyLayout(path);
+}
+
+void CheckpointSession::applyLayout(const QString &path)
 {
     m_layoutPath = path;
     clearResults(true);
@@ -126,10 +148,11 @@ void CheckpointSession::setConfig(const QString &configPath, const LayoutOptions
     }
     const QString out =
         m_layoutDir.filePath(QStringLiteral("layout-%1.json").arg(++m_layoutSerial));
+    m_pendingConfig = configPath;
+    m_pendingOptions = options;
     const std::string config = QFile::encodeName(configPath).toStdString();
     const std::string path = QFile::encodeName(out).toStdString();
-    if (m_job)
-        m_runner->cancelJobs();
+    supersede();
     m_layoutJob = m_runner->startJob(
         tr("Layout from %1").arg(QFileInfo(configPath).fileName()),
         [config, path, options, out](const JobControl &) -> BackendRunner::JobOutcome {
@@ -142,13 +165,23 @@ void CheckpointSession::setConfig(const QString &configPath, const LayoutOptions
                 return {{}, tr("cannot write %1").arg(out), false};
             return {QVariant(out), {}, false};
         });
-    track(m_layoutJob);
+    track(m_layoutJob, JobKind::Layout);
 }
 
-// One job at a time: the callers cancel the running one first, so the newest asked for wins.
-void CheckpointSession::track(quint64 job)
+// One job at a time: the newest asked for wins; the one it replaces ends, cancelled.
+void CheckpointSession::supersede()
+{
+    if (!m_job)
+        return;
+    m_runner->cancelJobs();
+    m_job = 0;
+    Q_EMIT jobEnded(false, tr("Cancelled"));
+}
+
+void CheckpointSession::track(quint64 job, JobKind kind)
 {
     m_job = job;
+    m_jobKind = kind;
 }
 
 void CheckpointSession::runDiff(const DiffOptions &options)
@@ -158,9 +191,9 @@ void CheckpointSession::runDiff(const DiffOptions &options)
     request.layout = QFile::encodeName(m_layoutPath).toStdString();
     request.options = options;
     request.opened = m_index;
-    if (m_job)
-        m_runner->cancelJobs();
-    track(m_runner->startDiff(std::move(request)));
+    supersede();
+    clearResults(false); // a verification of other rules no longer says what this load does
+    track(m_runner->startDiff(std::move(request)), JobKind::Diff);
 }
 
 void CheckpointSession::runVerify(VerifyRequest request)
@@ -168,16 +201,61 @@ void CheckpointSession::runVerify(VerifyRequest request)
     request.checkpoint = QFile::encodeName(m_path).toStdString();
     request.layout = QFile::encodeName(m_layoutPath).toStdString();
     request.opened = m_index;
-    if (m_job)
-        m_runner->cancelJobs();
-    track(m_runner->startVerify(std::move(request)));
+    supersede();
+    track(m_runner->startVerify(std::move(request)), JobKind::Verify);
 }
 
 void CheckpointSession::runCompare(const DiffOptions &options)
 {
-    if (m_job)
-        m_runner->cancelJobs();
-    track(m_runner->startCompare(options));
+    supersede();
+    track(m_runner->startCompare(options), JobKind::Compare);
+}
+
+void CheckpointSession::runValues(ValueDiffRequest request)
+{
+    request.first = QFile::encodeName(m_path).toStdString();
+    request.second = QFile::encodeName(m_comparePath).toStdString();
+    if (request.layout.empty() && !m_layoutPath.isEmpty())
+        request.layout = QFile::encodeName(m_layoutPath).toStdString();
+    supersede();
+    track(m_runner->startValueDiff(std::move(request)), JobKind::Values);
+}
+
+bool CheckpointSession::layoutIsGenerated() const
+{
+    return !m_layoutPath.isEmpty() && m_layoutDir.isValid() &&
+           QFileInfo(m_layoutPath).absolutePath() ==
+               QFileInfo(m_layoutDir.path()).absoluteFilePath();
+}
+
+void CheckpointSession::exportReport(ReportRequest request, const QString &path)
+{
+    if (request.diff)
+        request.diff->opened = m_index;
+    if (request.against) {
+        request.against->firstOpened = m_index;
+        request.against->secondOpened = m_compareIndex;
+    }
+    if (request.values) {
+        request.values->firstOpened = m_index;
+        request.values->secondOpened = m_compareIndex;
+    }
+    const std::string out = QFile::encodeName(path).toStdString();
+    supersede();
+    track(m_runner->startJob(
+              tr("Export %1").arg(QFileInfo(path).fileName()),
+              [request, out, path](const JobControl &control) -> BackendRunner::JobOutcome {
+                  auto report = runReport(request, control);
+                  if (!report)
+                      return {{}, QString::fromStdString(report.error().toString()), false};
+                  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+                  file << report->text;
+                  file.close();
+                  if (!file)
+                      return {{}, tr("cannot write %1").arg(path), false};
+                  return {QVariant(path), {}, false};
+              }),
+          JobKind::Export);
 }
 
 void CheckpointSession::cancel()

@@ -23,6 +23,10 @@ class CheckpointSession : public QObject
     Q_OBJECT
 
 public:
+    /** What the session's current (or last) job computes. */
+    enum class JobKind { None, Layout, Diff, Verify, Compare, Values, Export };
+    Q_ENUM(JobKind)
+
     explicit CheckpointSession(QObject *parent = nullptr);
     ~CheckpointSession() override;
 
@@ -30,12 +34,21 @@ public:
     QString path() const { return m_path; }
     QString comparePath() const { return m_comparePath; }
     QString layoutPath() const { return m_layoutPath; }
+    /** The config the layout was generated from, and its options; empty for a layout file. */
+    QString configPath() const { return m_configPath; }
+    shardscope::LayoutOptions layoutOptions() const { return m_layoutOptions; }
+    /** The layout was generated from a config into the session's temporary folder (it goes
+     *  when the session does). */
+    bool layoutIsGenerated() const;
     IndexSnapshot index() const { return m_index; }
     IndexSnapshot compareIndex() const { return m_compareIndex; }
     DiffSnapshot diff() const { return m_diff; }
     VerifySnapshot verification() const { return m_verification; }
     CompareSnapshot comparison() const { return m_comparison; }
+    ValuesSnapshot values() const { return m_values; }
     bool isJobRunning() const { return m_job != 0; }
+    /** The kind of the job jobStarted/jobProgress/jobEnded speak of (kept after it ends). */
+    JobKind jobKind() const { return m_jobKind; }
 
 public Q_SLOTS:
     void open(const QString &path);
@@ -54,6 +67,17 @@ public Q_SLOTS:
     /** The request's parallel overrides, rules and budget are kept; paths are the session's. */
     void runVerify(shardscope::VerifyRequest request = {});
     void runCompare(const shardscope::DiffOptions &options = {});
+    /**
+     * Both checkpoints value by value; the paths are the session's, and the layout (when the
+     * request names none) the session's layout, so that both sides are read as the diff reads
+     * them.
+     */
+    void runValues(shardscope::ValueDiffRequest request = {});
+    /**
+     * Renders the report `request` describes (its requests' opened indexes are filled from the
+     * session) and writes it to `path`, on the long lane; jobEnded says whether it was written.
+     */
+    void exportReport(shardscope::ReportRequest request, const QString &path);
     /** Stops the running job (and the queued ones). */
     void cancel();
 
@@ -66,6 +90,7 @@ Q_SIGNALS:
     void diffChanged(shardscope::model::DiffSnapshot diff);
     void verificationChanged(shardscope::model::VerifySnapshot report);
     void comparisonChanged(shardscope::model::CompareSnapshot diff);
+    void valuesChanged(shardscope::model::ValuesSnapshot values);
 
     void jobStarted(const QString &title);
     /** Throttled by the runner. permille -1: unknown; etaSeconds < 0: no estimate yet. */
@@ -74,16 +99,24 @@ Q_SIGNALS:
     void jobEnded(bool ok, const QString &message);
 
 private:
-    void track(quint64 job);
+    void supersede();
+    void applyLayout(const QString &path);
+    void track(quint64 job, JobKind kind);
     void clearResults(bool diffToo);
+    void clearComparison();
 
     BackendRunner *m_runner;
-    QString m_path, m_comparePath, m_layoutPath;
+    QString m_path, m_comparePath, m_layoutPath, m_configPath;
+    shardscope::LayoutOptions m_layoutOptions;
+    QString m_pendingConfig; ///< of the running setConfig() job
+    shardscope::LayoutOptions m_pendingOptions;
     IndexSnapshot m_index, m_compareIndex;
     DiffSnapshot m_diff;
     VerifySnapshot m_verification;
     CompareSnapshot m_comparison;
-    quint64 m_job = 0;         ///< the job whose progress is shown; 0: none
+    ValuesSnapshot m_values;
+    quint64 m_job = 0; ///< the job whose progress is shown; 0: none
+    JobKind m_jobKind = JobKind::None;
     quint64 m_layoutJob = 0;   ///< the running setConfig() job; 0: none
     QTemporaryDir m_layoutDir; ///< generated layouts (never next to a checkpoint)
     int m_layoutSerial = 0;

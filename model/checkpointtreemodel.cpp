@@ -65,6 +65,9 @@ struct CheckpointTreeModel::Tree
     std::unordered_map<std::string_view, uint32_t> leafByKey; ///< views into the snapshot
     std::vector<std::pair<uint32_t, uint32_t>> problems;      ///< (leaf node, problem), sorted
     std::vector<uint32_t> flat;                               ///< the leaves, in entry order
+    std::vector<LoadMark> marks;                              ///< per node; empty: no marks
+    std::vector<uint32_t> markCounts;                  ///< per group: leaves below with its mark
+    std::unordered_map<uint32_t, std::string> markWhy; ///< per marked leaf
 
     std::string_view name(uint32_t n) const
     {
@@ -477,11 +480,73 @@ QVariant CheckpointTreeModel::displayData(uint32_t node, int column) const
         if (n.kind == NodeKind::Object && n.bytes == 0)
             return {};
         return formatBytes(n.bytes);
+    case LoadColumn:
+        return loadText(node);
     case StatusColumn:
         return statusText(node);
     default:
         return {};
     }
+}
+
+QString CheckpointTreeModel::loadText(uint32_t node) const
+{
+    if (m_tree->marks.empty())
+        return {};
+    const LoadMark mark = m_tree->marks[node];
+    if (mark == LoadMark::None || m_tree->nodes[node].kind != NodeKind::Group)
+        return loadMarkName(mark);
+    return tr("%1 %2").arg(formatCount(m_tree->markCounts[node]), loadMarkName(mark));
+}
+
+void CheckpointTreeModel::setLoadMarks(const std::vector<KeyMark> &marks)
+{
+    Tree &t = *m_tree;
+    const bool had = !t.marks.empty();
+    t.marks.clear();
+    t.markCounts.clear();
+    t.markWhy.clear();
+    if (!marks.empty() && !t.nodes.empty()) {
+        t.marks.assign(t.nodes.size(), LoadMark::None);
+        t.markCounts.assign(t.nodes.size(), 0);
+        for (const KeyMark &k : marks) {
+            auto it = t.leafByKey.find(k.key);
+            if (it == t.leafByKey.end() || k.mark <= t.marks[it->second])
+                continue;
+            t.marks[it->second] = k.mark;
+            t.markWhy[it->second] = k.why;
+        }
+        // Each marked leaf raises its ancestors to its mark, or adds to their count of it.
+        for (const auto &[key, leaf] : t.leafByKey) {
+            const LoadMark m = t.marks[leaf];
+            if (m == LoadMark::None)
+                continue;
+            for (uint32_t n = t.nodes[leaf].parent; n != NoNode; n = t.nodes[n].parent) {
+                if (m > t.marks[n]) {
+                    t.marks[n] = m;
+                    t.markCounts[n] = 1;
+                } else if (m == t.marks[n]) {
+                    ++t.markCounts[n];
+                }
+            }
+        }
+    }
+    if ((had || !t.marks.empty()) && rowCount() > 0) {
+        // The view repaints what it shows; proxies re-filter the rows (and below) they hold.
+        Q_EMIT dataChanged(
+            index(0, 0), index(rowCount() - 1, ColumnCount - 1),
+            {Qt::DisplayRole, Qt::ToolTipRole, LoadMarkRole, LoadMarkCountRole, SortRole});
+    }
+}
+
+size_t CheckpointTreeModel::markedLeaves(LoadMark mark) const
+{
+    if (m_tree->marks.empty())
+        return 0;
+    size_t n = 0;
+    for (const auto &[key, leaf] : m_tree->leafByKey)
+        n += m_tree->marks[leaf] == mark;
+    return n;
 }
 
 QVariant CheckpointTreeModel::sortData(uint32_t node, int column) const
@@ -498,6 +563,8 @@ QVariant CheckpointTreeModel::sortData(uint32_t node, int column) const
         return qulonglong(n.chunks);
     case SizeColumn:
         return qulonglong(n.bytes);
+    case LoadColumn:
+        return m_tree->marks.empty() ? 0u : uint(m_tree->marks[node]);
     case StatusColumn:
         return uint(n.problemCount);
     default:
@@ -517,6 +584,10 @@ QVariant CheckpointTreeModel::data(const QModelIndex &index, int role) const
     case Qt::ToolTipRole:
         if (index.column() == StatusColumn && n.problemCount > 0 && n.kind != NodeKind::Group)
             return statusToolTip(node);
+        if (index.column() == LoadColumn && !m_tree->marks.empty()) {
+            auto it = m_tree->markWhy.find(node);
+            return it == m_tree->markWhy.end() ? QVariant() : QString::fromStdString(it->second);
+        }
         if (index.column() == NameColumn)
             return nodeKey(node);
         if (index.column() == SizeColumn && n.kind != NodeKind::Object)
@@ -538,6 +609,10 @@ QVariant CheckpointTreeModel::data(const QModelIndex &index, int role) const
         return qulonglong(n.chunks);
     case LeafCountRole:
         return qulonglong(n.leaves);
+    case LoadMarkRole:
+        return m_tree->marks.empty() ? 0 : int(m_tree->marks[node]);
+    case LoadMarkCountRole:
+        return m_tree->marks.empty() ? 0 : int(m_tree->markCounts[node]);
     case HasProblemRole:
         return n.problemCount > 0;
     case ProblemCountRole:
@@ -574,6 +649,8 @@ QVariant CheckpointTreeModel::headerData(int section, Qt::Orientation orientatio
         return tr("Chunks");
     case SizeColumn:
         return tr("Size");
+    case LoadColumn:
+        return tr("Load");
     case StatusColumn:
         return tr("Status");
     default:
@@ -595,6 +672,8 @@ QHash<int, QByteArray> CheckpointTreeModel::roleNames() const
     names.insert(EntryIndexRole, "entryIndex");
     names.insert(SortRole, "sort");
     names.insert(LeafCountRole, "leafCount");
+    names.insert(LoadMarkRole, "loadMark");
+    names.insert(LoadMarkCountRole, "loadMarkCount");
     return names;
 }
 

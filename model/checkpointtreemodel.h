@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "loadmarks.h"
 #include "roles.h"
 
 #include <QAbstractItemModel>
@@ -67,6 +68,14 @@ public:
     std::vector<const Problem *> problemsAt(const QModelIndex &index) const;
     /** Distinct torch dtype names of the tensors, sorted. */
     QStringList dtypeNames() const { return m_dtypeNames; }
+    /**
+     * What the load does with each stored key (loadMarks()), replacing the marks before; an
+     * empty list clears them. Groups show their worst mark and how many leaves carry it. The
+     * Load column and LoadMarkRole change (dataChanged); the rows stay.
+     */
+    void setLoadMarks(const std::vector<KeyMark> &marks);
+    /** Leaves whose mark is `mark`. */
+    size_t markedLeaves(LoadMark mark) const;
     /** Nodes in the tree, the invisible root included. */
     size_t nodeCount() const;
 
@@ -78,6 +87,7 @@ private:
     QVariant sortData(uint32_t node, int column) const;
     QString statusText(uint32_t node) const;
     QString statusToolTip(uint32_t node) const;
+    QString loadText(uint32_t node) const;
 
     std::shared_ptr<const CheckpointIndex> m_index;
     std::unique_ptr<Tree> m_tree;

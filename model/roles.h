@@ -21,6 +21,8 @@ enum ItemRole : int {
     EntryIndexRole,             ///< int: index into CheckpointIndex::tensors or ::objects; -1
     SortRole,                   ///< per column: a QString or a number to sort by
     LeafCountRole,              ///< qulonglong: entries at or below (a leaf: 1)
+    LoadMarkRole,               ///< int: a LoadMark (groups: the worst below)
+    LoadMarkCountRole,          ///< int: groups: leaves below with the worst mark
 };
 
 /** What a node of the tree stands for. */
@@ -37,6 +39,7 @@ enum Column : int {
     ShapeColumn,
     ChunksColumn,
     SizeColumn,
+    LoadColumn, ///< what the load does with it (once diffed; loadmarks.h)
     StatusColumn,
     ColumnCount,
 };

@@ -35,6 +35,7 @@ void registerMetaTypes()
     qRegisterMetaType<DiffSnapshot>("shardscope::model::DiffSnapshot");
     qRegisterMetaType<VerifySnapshot>("shardscope::model::VerifySnapshot");
     qRegisterMetaType<CompareSnapshot>("shardscope::model::CompareSnapshot");
+    qRegisterMetaType<ValuesSnapshot>("shardscope::model::ValuesSnapshot");
 }
 
 } // namespace shardscope::model

@@ -2,6 +2,7 @@
 #include "checkpointtreeview.h"
 
 #include "model/roles.h"
+#include "statusstyle.h"
 
 #include <QApplication>
 #include <QClipboard>
@@ -38,10 +39,14 @@ void CheckpointItemDelegate::initStyleOption(QStyleOptionViewItem *option,
             option->icon = style->standardIcon(QStyle::SP_FileDialogInfoView);
             break;
         }
+    } else if (index.column() == LoadColumn) {
+        const auto mark = LoadMark(index.data(LoadMarkRole).toInt());
+        if (mark != LoadMark::None)
+            applyAttention(option, attentionFor(mark));
     } else if (index.column() == StatusColumn && index.data(HasProblemRole).toBool()) {
         option->features |= QStyleOptionViewItem::HasDecoration;
         option->icon = style->standardIcon(QStyle::SP_MessageBoxWarning);
-        option->palette.setColor(QPalette::Text, QColor(0xb0, 0x2a, 0x1a));
+        option->palette.setColor(QPalette::Text, attentionColor(Attention::Bad, option->palette));
     } else if (index.column() == DTypeColumn || index.column() == ShapeColumn) {
         if (NodeKind(index.data(KindRole).toInt()) == NodeKind::Object)
             option->palette.setColor(QPalette::Text,
@@ -134,6 +139,10 @@ void CheckpointTreeView::applyDefaultColumnWidths()
     // Room for "12,345,678" chunks (DeepSeek-V3: 1.75 M in one checkpoint) and "1023.99 GiB".
     h->resizeSection(ChunksColumn, digit * 13);
     h->resizeSection(SizeColumn, digit * 12);
+    h->resizeSection(LoadColumn, digit * 20);
+    // What the load does with a key reads next to its name.
+    if (h->visualIndex(LoadColumn) != 1)
+        h->moveSection(h->visualIndex(LoadColumn), 1);
 }
 
 QModelIndex CheckpointTreeView::firstTensor() const

@@ -5,6 +5,7 @@
 #include "model/difffilterproxy.h"
 #include "model/difflistmodel.h"
 #include "model/formatting.h"
+#include "statusstyle.h"
 
 #include <QApplication>
 #include <QCheckBox>
@@ -13,7 +14,6 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QMenu>
-#include <QShortcut>
 #include <QSignalBlocker>
 #include <QSplitter>
 #include <QStyle>
@@ -31,8 +31,8 @@ using model::DiffListModel;
 
 namespace {
 
-// Status in colour and with an icon (never colour alone): problems red with a stop sign, what
-// a load changes amber with a warning sign, what loads as is plain.
+// Status in colour and with an icon (never colour alone): kept at init loudest, problems red
+// with a stop sign, what a load changes amber with a warning sign, what loads as is a check.
 class StatusDelegate : public QStyledItemDelegate
 {
 public:
@@ -45,25 +45,17 @@ protected:
         if (index.column() != DiffListModel::StatusColumn &&
             index.column() != DiffListModel::LoadColumn)
             return;
-        const QStyle *style = option->widget ? option->widget->style() : QApplication::style();
         const bool kept = index.data(DiffListModel::KeptAtInitRole).toBool();
         const bool problem = index.data(DiffListModel::ProblemRole).toBool();
         const QString status = index.data(DiffListModel::DiffStatusRole).toString();
-        const bool dark = option->palette.color(QPalette::Base).lightness() < 128;
-        option->features |= QStyleOptionViewItem::HasDecoration;
-        if (kept || problem) {
-            option->icon = style->standardIcon(QStyle::SP_MessageBoxCritical);
-            option->palette.setColor(QPalette::Text,
-                                     dark ? QColor(0xff, 0x8a, 0x80) : QColor(0xb0, 0x2a, 0x1a));
-            if (kept)
-                option->font.setBold(true);
-        } else if (status == QStringLiteral("unconsumed") || status == QStringLiteral("cast")) {
-            option->icon = style->standardIcon(QStyle::SP_MessageBoxWarning);
-            option->palette.setColor(QPalette::Text,
-                                     dark ? QColor(0xff, 0xcc, 0x66) : QColor(0x8a, 0x5a, 0x00));
-        } else {
-            option->icon = style->standardIcon(QStyle::SP_DialogApplyButton);
-        }
+        if (kept)
+            applyAttention(option, Attention::Worst);
+        else if (problem)
+            applyAttention(option, Attention::Bad);
+        else if (status == QStringLiteral("unconsumed") || status == QStringLiteral("cast"))
+            applyAttention(option, Attention::Warning);
+        else
+            applyAttention(option, Attention::Fine);
     }
 };
 
@@ -82,6 +74,13 @@ DiffPanel::DiffPanel(QWidget *parent)
     , m_details(new QTextBrowser(this))
 {
     m_proxy->setSourceModel(m_model);
+    // Names for tests and accessibility tools.
+    m_banner->setObjectName(QStringLiteral("banner"));
+    m_status->setObjectName(QStringLiteral("statusFilter"));
+    m_rules->setObjectName(QStringLiteral("rules"));
+    m_strictness->setObjectName(QStringLiteral("strictness"));
+    m_partial->setObjectName(QStringLiteral("partialLoad"));
+    m_view->setObjectName(QStringLiteral("entries"));
     m_banner->setWordWrap(true);
     m_banner->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_banner->setText(tr("No layout: File ▸ Check Against Layout… or Model Config…"));
@@ -152,13 +151,7 @@ DiffPanel::DiffPanel(QWidget *parent)
     layout->addWidget(m_banner);
     layout->addLayout(controls);
     layout->addWidget(split, 1);
-
-    auto *next = new QShortcut(QKeySequence(Qt::Key_F8), this);
-    connect(next, &QShortcut::activated, this, [this] { gotoProblem(true); });
-    auto *previous = new QShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F8), this);
-    connect(previous, &QShortcut::activated, this, [this] { gotoProblem(false); });
-    for (QShortcut *s : {next, previous})
-        s->setContext(Qt::WindowShortcut);
+    // F8 / Shift+F8 are the window's (Tools ▸ Next Problem), so they work from any view.
 }
 
 void DiffPanel::setDiff(const model::DiffSnapshot &diff)
@@ -212,6 +205,11 @@ bool DiffPanel::gotoProblem(bool forward)
         }
     }
     return false;
+}
+
+QString DiffPanel::currentFix() const
+{
+    return m_view->currentIndex().siblingAtColumn(0).data(DiffListModel::FixRole).toString();
 }
 
 void DiffPanel::updateBanner()

@@ -24,7 +24,7 @@ namespace shardscope::widgets {
  * parameters it silently keeps at their initial values, in the strongest colour), the entries
  * with their status in colour and with an icon, a status filter, the rules as checkable items
  * and the strictness as a selector (each change asks for the diff again), F8 / Shift+F8 to the
- * next / previous problem, and the selected entry's stored keys, reason and fix.
+ * next / previous problem (gotoProblem()), and the selected entry's stored keys, reason and fix.
  */
 class DiffPanel : public QWidget
 {
@@ -41,6 +41,8 @@ public:
     /** Selects the next (or previous) problem row after the current one; false at the end. */
     bool gotoProblem(bool forward);
     model::DiffListModel *listModel() const { return m_model; }
+    /** The selected entry's fix; empty when none is selected or it has none. */
+    QString currentFix() const;
 
 public Q_SLOTS:
     void setFilterText(const QString &text);

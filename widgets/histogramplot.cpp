@@ -3,37 +3,17 @@
 
 #include "qcustomplotinclude.h"
 
-#include <QVBoxLayout>
-
 #include <algorithm>
 #include <cmath>
 
 namespace shardscope::widgets {
 
 HistogramPlot::HistogramPlot(QWidget *parent)
-    : QWidget(parent)
-    , m_plot(new QCustomPlot(this))
+    : PlotFrame(parent)
+    , m_plot(plot())
 {
-    auto *layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_plot);
-
-    const QPalette pal = palette();
-    m_plot->setBackground(pal.brush(QPalette::Base));
-    m_plot->axisRect()->setAutoMargins(QCP::msLeft | QCP::msBottom);
-    m_plot->axisRect()->setMargins(QMargins(0, 6, 10, 0));
-    QFont tickFont = font();
-    tickFont.setPointSizeF(tickFont.pointSizeF() * 0.85);
-    for (QCPAxis *axis : {m_plot->xAxis, m_plot->yAxis}) {
-        axis->setTickLabelFont(tickFont);
-        axis->setLabelFont(tickFont);
-        axis->setBasePen(QPen(pal.color(QPalette::Mid)));
-        axis->setTickPen(QPen(pal.color(QPalette::Mid)));
-        axis->setSubTickPen(QPen(pal.color(QPalette::Mid)));
-        axis->setTickLabelColor(pal.color(QPalette::Text));
-        axis->setLabelColor(pal.color(QPalette::Text));
-        axis->grid()->setPen(QPen(pal.color(QPalette::Midlight), 0, Qt::DotLine));
-    }
+    // Zooming a histogram of 64 bins says nothing more: hover and save only.
+    m_plot->setInteractions({});
     m_plot->yAxis->setLabel(tr("count"));
     m_plot->yAxis->setNumberFormat(QStringLiteral("gb"));
     m_plot->yAxis->ticker()->setTickCount(4);

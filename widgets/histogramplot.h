@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "plotframe.h"
+
 #include <QSharedPointer>
-#include <QWidget>
 
 #include <cstdint>
 #include <vector>
 
-class QCustomPlot;
 class QCPBars;
 class QCPAxisTicker;
 class QCPItemStraightLine;
@@ -15,7 +15,7 @@ class QCPItemStraightLine;
 namespace shardscope::widgets {
 
 /** A bar histogram of a tensor's finite values (QCustomPlot), with a dashed line at the mean. */
-class HistogramPlot : public QWidget
+class HistogramPlot : public PlotFrame
 {
     Q_OBJECT
 
@@ -25,7 +25,6 @@ public:
     /** Equal bins over [lo, hi]; `mean` is marked when finite. */
     void setHistogram(const std::vector<uint64_t> &bins, double lo, double hi, double mean);
     void clear();
-    QCustomPlot *plot() const { return m_plot; }
 
 private:
     QCustomPlot *m_plot = nullptr;

@@ -211,18 +211,7 @@ int main(int argc, char **argv)
             std::cerr << "shardscope-cli: --layout and --against go together only with --values\n";
             return ExitUnreadable;
         }
-        // The reproduce command: each argument shell-quoted ('…', with ' as '\'').
-        for (int i = 0; i < argc; ++i) {
-            const std::string a = argv[i];
-            const bool plain =
-                !a.empty() &&
-                a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                    "0123456789-_./=,:+@%") == std::string::npos;
-            std::string quoted = "'";
-            for (char c : a)
-                quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-            diff.commandLine += (i ? " " : "") + (plain ? a : quoted + "'");
-        }
+        diff.commandLine = shardscope::shellCommand(std::vector<std::string>(argv, argv + argc));
         if (*rep)
             diff.reportPath = reportPath;
         return runDiff(diff);

@@ -3,6 +3,8 @@
 #include "model/diffchoices.h"
 #include "screenshotdriver.h"
 
+#include "model/checkpointsession.h"
+
 #include <shardscope/version.h>
 
 #include <QApplication>
@@ -71,6 +73,13 @@ int main(int argc, char **argv)
     QCommandLineOption against(QStringLiteral("against"),
                                QStringLiteral("A second checkpoint to compare with."),
                                QStringLiteral("path"));
+    QCommandLineOption verify(QStringLiteral("verify"),
+                              QStringLiteral("Verify the load once the diff is there."));
+    QCommandLineOption values(QStringLiteral("values"),
+                              QStringLiteral("With --against: compare the values too."));
+    QCommandLineOption panel(QStringLiteral("panel"),
+                             QStringLiteral("Show a panel: problems, diff, verify or compare."),
+                             QStringLiteral("name"));
     QList<QCommandLineOption> sizes;
     for (const char *name : {"tp", "pp", "ep", "etp", "dp"})
         sizes.append(QCommandLineOption(
@@ -91,6 +100,9 @@ int main(int argc, char **argv)
     parser.addOption(layout);
     parser.addOption(config);
     parser.addOption(against);
+    parser.addOption(verify);
+    parser.addOption(values);
+    parser.addOption(panel);
     for (const QCommandLineOption &o : sizes)
         parser.addOption(o);
     parser.addOption(filter);
@@ -113,8 +125,12 @@ int main(int argc, char **argv)
         window.setInitialFilter(parser.value(filter));
     if (parser.isSet(flat))
         window.setFlatList(true);
-    if (parser.isSet(screenshot))
-        new ScreenshotDriver(&window, parser.value(screenshot)); // owned by the window
+    ScreenshotDriver *driver = nullptr;
+    if (parser.isSet(screenshot)) {
+        driver = new ScreenshotDriver(&window, parser.value(screenshot)); // owned by the window
+        driver->setVerify(parser.isSet(verify));
+        driver->setValues(parser.isSet(values) && parser.isSet(against));
+    }
     if (!parser.isSet(screenshot))
         window.restoreSettings();
     shardscope::DiffOptions diffOptions;
@@ -160,5 +176,23 @@ int main(int argc, char **argv)
     }
     if (parser.isSet(against))
         window.setComparePath(parser.value(against));
+    if (!driver) { // the screenshot driver starts these itself, once what they need is there
+        if (parser.isSet(verify))
+            QObject::connect(window.session(), &shardscope::model::CheckpointSession::diffChanged,
+                             &window, [&window](const shardscope::model::DiffSnapshot &d) {
+                                 if (d && !window.session()->verification() &&
+                                     !window.session()->isJobRunning())
+                                     window.verifyLoad();
+                             });
+        if (parser.isSet(values))
+            QObject::connect(window.session(),
+                             &shardscope::model::CheckpointSession::comparisonChanged, &window,
+                             [&window](const shardscope::model::CompareSnapshot &c) {
+                                 if (c && !window.session()->values())
+                                     window.compareValues();
+                             });
+    }
+    if (parser.isSet(panel))
+        window.showPanel(parser.value(panel));
     return QApplication::exec();
 }

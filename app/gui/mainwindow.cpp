@@ -6,17 +6,22 @@
 #include "model/checkpointtreemodel.h"
 #include "model/diffchoices.h"
 #include "model/formatting.h"
+#include "model/loadmarks.h"
 #include "model/problemlistmodel.h"
+#include "model/reprocommand.h"
 #include "model/roles.h"
 #include "widgets/checkpointtreeview.h"
+#include "widgets/comparepanel.h"
 #include "widgets/diffpanel.h"
 #include "widgets/filterbar.h"
 #include "widgets/problemspanel.h"
 #include "widgets/tensordetailspanel.h"
+#include "widgets/verifypanel.h"
 
 #include <shardscope/checkpoint.h>
 
 #include <QApplication>
+#include <QClipboard>
 #include <QCloseEvent>
 #include <QDragEnterEvent>
 #include <QFileDialog>
@@ -106,6 +111,10 @@ MainWindow::MainWindow(QWidget *parent)
     m_bottomTabs->setDocumentMode(true);
     m_bottomTabs->addTab(m_problems, tr("Problems"));
     m_bottomTabs->addTab(m_diffPanel, tr("Load diff"));
+    m_verifyPanel = new VerifyPanel(this);
+    m_bottomTabs->addTab(m_verifyPanel, tr("Verify"));
+    m_comparePanel = new ComparePanel(this);
+    m_bottomTabs->addTab(m_comparePanel, tr("Compare"));
 
     m_vsplit = new QSplitter(Qt::Vertical, this);
     m_vsplit->addWidget(m_hsplit);
@@ -189,18 +198,73 @@ MainWindow::MainWindow(QWidget *parent)
     connect(m_filterBar, &FilterBar::textChanged, m_diffPanel, &DiffPanel::setFilterText);
     // A selected parameter shows in the tree where it is stored (its first stored key).
     connect(m_diffPanel, &DiffPanel::entrySelected, this,
-            [this](const QString &, const QString &storedKey) {
-                const QModelIndex at = m_proxy->mapFromSource(m_treeModel->indexForKey(storedKey));
-                if (at.isValid())
-                    m_tree->selectIndex(at);
+            [this](const QString &, const QString &storedKey) { selectStoredKey(storedKey); });
+    connect(m_verifyPanel, &VerifyPanel::parameterSelected, this,
+            [this](const QString &, const QString &storedKey) { selectStoredKey(storedKey); });
+    // The verification loads with the rules the diff shows (a rule switched off stays off).
+    connect(m_verifyPanel, &VerifyPanel::runRequested, this, [this](VerifyRequest request) {
+        request.disabledRules = m_diffPanel->options().disabledRules;
+        m_session->runVerify(std::move(request));
+    });
+    connect(m_verifyPanel, &VerifyPanel::cancelRequested, m_session, &CheckpointSession::cancel);
+    // Compare: the structure as soon as the second checkpoint is open; values when asked.
+    connect(m_comparePanel, &ComparePanel::chooseRequested, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(
+            this, tr("Checkpoint to compare with"), QFileInfo(m_session->path()).absolutePath());
+        if (!dir.isEmpty())
+            setComparePath(dir);
+    });
+    connect(m_comparePanel, &ComparePanel::valuesRequested, this, [this] { compareValues(); });
+    connect(m_comparePanel, &ComparePanel::keySelected, this, &MainWindow::selectStoredKey);
+    connect(m_session, &CheckpointSession::compareOpened, this, [this] {
+        m_comparePanel->setComparePath(m_session->comparePath());
+        if (m_session->index())
+            m_session->runCompare(m_diffPanel->options());
+        showPanel(QStringLiteral("compare"));
+    });
+    connect(m_session, &CheckpointSession::comparisonChanged, m_comparePanel,
+            &ComparePanel::setComparison);
+    connect(m_session, &CheckpointSession::valuesChanged, m_comparePanel, &ComparePanel::setValues);
+    connect(m_session, &CheckpointSession::verificationChanged, this,
+            [this](const VerifySnapshot &report) {
+                m_verifyPanel->setReport(report, m_session->diff());
+                updateLoadMarks();
+                if (report && !report->result.clean())
+                    showPanel(QStringLiteral("verify"));
             });
     connect(m_session, &CheckpointSession::openFailed, this, &MainWindow::onOpenFailed);
     connect(m_session, &CheckpointSession::jobStarted, this, [this](const QString &title) {
         m_jobLabel->setText(title);
         onJobProgress({}, -1, -1);
+        if (m_session->jobKind() == CheckpointSession::JobKind::Verify)
+            m_verifyPanel->jobStarted();
+        if (m_session->jobKind() == CheckpointSession::JobKind::Values)
+            m_comparePanel->jobStarted();
     });
     connect(m_session, &CheckpointSession::jobProgress, this, &MainWindow::onJobProgress);
+    connect(m_session, &CheckpointSession::jobProgress, this,
+            [this](const QString &stage, int permille, double eta) {
+                if (m_session->jobKind() == CheckpointSession::JobKind::Verify)
+                    m_verifyPanel->jobProgress(stage, permille, eta);
+            });
     connect(m_session, &CheckpointSession::jobEnded, this, &MainWindow::onJobEnded);
+    connect(m_session, &CheckpointSession::jobEnded, this, [this](bool ok, const QString &message) {
+        switch (m_session->jobKind()) {
+        case CheckpointSession::JobKind::Verify:
+            m_verifyPanel->jobEnded(ok, message);
+            break;
+        case CheckpointSession::JobKind::Values:
+            m_comparePanel->jobEnded(ok, message);
+            break;
+        case CheckpointSession::JobKind::Layout:
+        case CheckpointSession::JobKind::Export:
+            if (!ok && message != tr("Cancelled"))
+                showError(m_jobLabel->text(), message);
+            break;
+        default:
+            break;
+        }
+    });
     BackendRunner *runner = m_session->runner();
     connect(runner, &BackendRunner::progress, this, &MainWindow::onProgress);
     connect(runner, &BackendRunner::tensorDetailsReady, this, &MainWindow::onTensorDetails);
@@ -251,6 +315,7 @@ void MainWindow::createActions()
             setConfigPath(path);
     });
     QAction *compare = file->addAction(tr("Compare &With…"));
+    compare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
     connect(compare, &QAction::triggered, this, [this] {
         const QString dir = QFileDialog::getExistingDirectory(
             this, tr("Checkpoint to compare with"), QFileInfo(m_session->path()).absolutePath());
@@ -258,11 +323,94 @@ void MainWindow::createActions()
             setComparePath(dir);
     });
     file->addSeparator();
+    QAction *exportAction = file->addAction(tr("&Export Report…"));
+    exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+    connect(exportAction, &QAction::triggered, this, [this] {
+        const QString path = QFileDialog::getSaveFileName(
+            this, tr("Export Report"),
+            QFileInfo(m_session->path()).absolutePath() + QStringLiteral("/shardscope-report.md"),
+            tr("Markdown (*.md);;HTML (*.html);;JSON (*.json)"));
+        if (!path.isEmpty())
+            exportReport(path);
+    });
+    file->addSeparator();
     QAction *quit = file->addAction(tr("&Quit"));
     quit->setShortcut(QKeySequence::Quit);
     connect(quit, &QAction::triggered, this, &QWidget::close);
 
+    QMenu *edit = menuBar()->addMenu(tr("&Edit"));
+    QAction *copyKey = edit->addAction(tr("Copy &Key"));
+    copyKey->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K));
+    connect(copyKey, &QAction::triggered, this, [this] {
+        const QString key = m_tree->currentIndex().data(KeyRole).toString();
+        if (!key.isEmpty())
+            QApplication::clipboard()->setText(key);
+    });
+    QAction *copyFix = edit->addAction(tr("Copy &Fix"));
+    copyFix->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
+    connect(copyFix, &QAction::triggered, this, [this] {
+        const QString fix = m_diffPanel->currentFix();
+        if (fix.isEmpty())
+            statusBar()->showMessage(tr("Select a parameter with a fix in the load diff"), 4000);
+        else
+            QApplication::clipboard()->setText(fix);
+    });
+    QAction *copyRepro = edit->addAction(tr("Copy &Reproduce Command"));
+    copyRepro->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
+    connect(copyRepro, &QAction::triggered, this, [this] {
+        const QString command = reproCommand();
+        if (command.isEmpty()) {
+            statusBar()->showMessage(tr("Nothing to reproduce yet"), 4000);
+            return;
+        }
+        QApplication::clipboard()->setText(command);
+        statusBar()->showMessage(tr("Copied: %1").arg(command), 6000);
+    });
+
+    QMenu *tools = menuBar()->addMenu(tr("&Tools"));
+    QAction *runDiff = tools->addAction(tr("Run Load &Diff"));
+    runDiff->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
+    connect(runDiff, &QAction::triggered, this, [this] {
+        m_diffWanted = true;
+        runDiffWhenReady();
+        showPanel(QStringLiteral("diff"));
+    });
+    QAction *verify = tools->addAction(tr("&Verify Load"));
+    verify->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+    connect(verify, &QAction::triggered, this, &MainWindow::verifyLoad);
+    QAction *values = tools->addAction(tr("Compare &Values"));
+    values->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_V));
+    connect(values, &QAction::triggered, this, &MainWindow::compareValues);
+    QAction *cancel = tools->addAction(tr("&Cancel Job"));
+    cancel->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_Escape));
+    connect(cancel, &QAction::triggered, m_session, &CheckpointSession::cancel);
+    tools->addSeparator();
+    QAction *next = tools->addAction(tr("&Next Problem"));
+    next->setShortcut(QKeySequence(Qt::Key_F8));
+    connect(next, &QAction::triggered, this, [this] {
+        showPanel(QStringLiteral("diff"));
+        m_diffPanel->gotoProblem(true);
+    });
+    QAction *previous = tools->addAction(tr("&Previous Problem"));
+    previous->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F8));
+    connect(previous, &QAction::triggered, this, [this] {
+        showPanel(QStringLiteral("diff"));
+        m_diffPanel->gotoProblem(false);
+    });
+
     QMenu *view = menuBar()->addMenu(tr("&View"));
+    const std::pair<const char *, const char *> panels[] = {{"problems", "Show &Problems"},
+                                                            {"diff", "Show Load &Diff"},
+                                                            {"verify", "Show &Verification"},
+                                                            {"compare", "Show &Comparison"}};
+    int digit = 1;
+    for (const auto &[name, title] : panels) {
+        QAction *show = view->addAction(tr(title));
+        show->setShortcut(QKeySequence(Qt::ALT | Qt::Key(Qt::Key_0 + digit++)));
+        const QString panel = QString::fromLatin1(name);
+        connect(show, &QAction::triggered, this, [this, panel] { showPanel(panel); });
+    }
+    view->addSeparator();
     QAction *find = view->addAction(tr("&Filter Keys"));
     find->setShortcut(QKeySequence::Find);
     connect(find, &QAction::triggered, this, [this] {
@@ -381,8 +529,27 @@ void MainWindow::runDiffWhenReady()
         m_session->runDiff(m_diffPanel->options());
 }
 
+void MainWindow::selectStoredKey(const QString &key)
+{
+    const QModelIndex at = m_proxy->mapFromSource(m_treeModel->indexForKey(key));
+    if (at.isValid())
+        m_tree->selectIndex(at);
+}
+
+// The tree marks each stored key with what the load does with it: the diff's verdict, and the
+// verification's once there is one.
+void MainWindow::updateLoadMarks()
+{
+    const DiffSnapshot diff = m_session->diff();
+    const VerifySnapshot verification = m_session->verification();
+    m_treeModel->setLoadMarks(loadMarks(diff.get(), verification.get()));
+    m_tree->setColumnHidden(LoadColumn, diff == nullptr);
+    m_verifyPanel->setReady(diff != nullptr);
+}
+
 void MainWindow::onDiffChanged(const DiffSnapshot &diff)
 {
+    updateLoadMarks();
     if (!diff) {
         m_diffLabel->hide();
         m_diffPanel->setDiff(diff);
@@ -394,13 +561,168 @@ void MainWindow::onDiffChanged(const DiffSnapshot &diff)
     m_diffLabel->setStyleSheet(clean ? QString() : QStringLiteral("color: #b02a1a;"));
     m_diffLabel->show();
     m_diffPanel->setDiff(diff);
-    if (!clean) { // something to read: the diff's tab, with room for it
-        m_bottomTabs->setCurrentWidget(m_diffPanel);
-        const QList<int> sizes = m_vsplit->sizes();
-        const int total = sizes.value(0) + sizes.value(1);
-        if (sizes.value(1) < total * 2 / 5)
-            m_vsplit->setSizes({total * 3 / 5, total * 2 / 5});
+    if (!clean) // something to read: the diff's tab, with room for it
+        showPanel(QStringLiteral("diff"));
+}
+
+void MainWindow::showPanel(const QString &name)
+{
+    QWidget *panel = m_problems;
+    if (name == QStringLiteral("diff"))
+        panel = m_diffPanel;
+    else if (name == QStringLiteral("verify"))
+        panel = m_verifyPanel;
+    else if (name == QStringLiteral("compare"))
+        panel = m_comparePanel;
+    m_bottomTabs->setCurrentWidget(panel);
+    // A panel with tables needs room: at least two fifths of the height.
+    const QList<int> sizes = m_vsplit->sizes();
+    const int total = sizes.value(0) + sizes.value(1);
+    if (panel != m_problems && sizes.value(1) < total * 2 / 5)
+        m_vsplit->setSizes({total * 3 / 5, total * 2 / 5});
+}
+
+void MainWindow::showError(const QString &title, const QString &message)
+{
+    statusBar()->showMessage(tr("%1: %2").arg(title, message));
+    if (!isVisible() || testAttribute(Qt::WA_DontShowOnScreen))
+        return;
+    // Never modal: the window stays usable while the message is read.
+    auto *box = new QMessageBox(QMessageBox::Warning, title,
+                                message.section(QLatin1Char('\n'), 0, 0), QMessageBox::Ok, this);
+    box->setDetailedText(message);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->setModal(false);
+    box->show();
+}
+
+void MainWindow::verifyLoad()
+{
+    if (!m_session->index() || m_session->layoutPath().isEmpty()) {
+        showError(tr("Verify"), tr("Open a checkpoint and a layout or model config first."));
+        return;
     }
+    showPanel(QStringLiteral("verify"));
+    VerifyRequest request = m_verifyPanel->request();
+    request.disabledRules = m_diffPanel->options().disabledRules;
+    m_session->runVerify(std::move(request));
+}
+
+void MainWindow::compareValues()
+{
+    if (!m_session->index() || !m_session->compareIndex()) {
+        showError(tr("Compare values"),
+                  tr("Open a second checkpoint first (File ▸ Compare With…)."));
+        return;
+    }
+    showPanel(QStringLiteral("compare"));
+    ValueDiffRequest request = m_comparePanel->valueRequest();
+    request.disabledRules = m_diffPanel->options().disabledRules;
+    m_session->runValues(std::move(request));
+}
+
+bool MainWindow::comparing() const
+{
+    return !m_session->comparePath().isEmpty() &&
+           (m_bottomTabs->currentWidget() == m_comparePanel || m_session->layoutPath().isEmpty());
+}
+
+// A generated layout lives in the session's temporary folder: a report names it beside itself.
+QString MainWindow::reportLayoutPath(const QString &reportPath) const
+{
+    if (m_session->layoutIsGenerated())
+        return reportPath + QStringLiteral(".layout.json");
+    return m_session->layoutPath();
+}
+
+QStringList MainWindow::reportArguments(const QString &path) const
+{
+    const QString layout = reportLayoutPath(path);
+    if (comparing()) {
+        const ValueDiffRequest values = m_comparePanel->valueRequest();
+        return repro::compare(QStringLiteral("report"), m_session->path(), m_session->comparePath(),
+                              m_diffPanel->options(), m_session->values() ? &values : nullptr,
+                              layout, path);
+    }
+    return repro::diff(QStringLiteral("report"), m_session->path(), layout, m_diffPanel->options(),
+                       path);
+}
+
+void MainWindow::exportReport(const QString &path)
+{
+    if (!reportFormatForPath(path.toStdString())) {
+        showError(tr("Export report"), tr("%1: a report ends in .md, .html or .json").arg(path));
+        return;
+    }
+    if (!m_session->index() || (!comparing() && m_session->layoutPath().isEmpty())) {
+        showError(tr("Export report"),
+                  tr("Check the checkpoint against a layout or model config, or compare it "
+                     "with another checkpoint, first."));
+        return;
+    }
+    const QString layout = reportLayoutPath(path);
+    if (m_session->layoutIsGenerated()) {
+        QFile::remove(layout);
+        if (!QFile::copy(m_session->layoutPath(), layout)) {
+            showError(tr("Export report"), tr("cannot write %1").arg(layout));
+            return;
+        }
+    }
+    const DiffOptions options = m_diffPanel->options();
+    const std::string checkpoint = QFile::encodeName(m_session->path()).toStdString();
+    const std::string layoutFile = QFile::encodeName(layout).toStdString();
+    ReportRequest request;
+    request.format = *reportFormatForPath(path.toStdString());
+    request.context.command = repro::commandLine(reportArguments(path)).toStdString();
+    if (comparing()) {
+        const std::string second = QFile::encodeName(m_session->comparePath()).toStdString();
+        request.against = CheckpointDiffRequest{checkpoint, second, options, nullptr, nullptr};
+        if (m_session->values()) {
+            ValueDiffRequest values = m_comparePanel->valueRequest();
+            values.first = checkpoint;
+            values.second = second;
+            values.layout = layout.isEmpty() ? std::string() : layoutFile;
+            values.disabledRules = options.disabledRules;
+            request.values = values;
+        }
+    } else {
+        request.diff = DiffRequest{checkpoint, layoutFile, options, nullptr};
+    }
+    m_session->exportReport(std::move(request), path);
+}
+
+QString MainWindow::reproCommand() const
+{
+    if (m_session->path().isEmpty())
+        return {};
+    QString prefix;
+    QString layout = m_session->layoutPath();
+    if (m_session->layoutIsGenerated()) {
+        layout = QStringLiteral("layout.json");
+        prefix = repro::commandLine(
+                     repro::layout(m_session->configPath(), m_session->layoutOptions(), layout)) +
+                 QStringLiteral(" && ");
+    }
+    QStringList args;
+    if (m_bottomTabs->currentWidget() == m_comparePanel && !m_session->comparePath().isEmpty()) {
+        const ValueDiffRequest values = m_comparePanel->valueRequest();
+        if (!m_session->values())
+            prefix.clear(); // the structure needs no layout
+        args = repro::compare(QStringLiteral("diff"), m_session->path(), m_session->comparePath(),
+                              m_diffPanel->options(), m_session->values() ? &values : nullptr,
+                              m_session->values() ? layout : QString());
+    } else if (layout.isEmpty()) {
+        return repro::commandLine(
+            {QStringLiteral("shardscope-cli"), QStringLiteral("inspect"), m_session->path()});
+    } else if (m_bottomTabs->currentWidget() == m_verifyPanel) {
+        VerifyRequest request = m_verifyPanel->request();
+        request.disabledRules = m_diffPanel->options().disabledRules;
+        args = repro::verify(m_session->path(), layout, request);
+    } else {
+        args =
+            repro::diff(QStringLiteral("diff"), m_session->path(), layout, m_diffPanel->options());
+    }
+    return prefix + repro::commandLine(args);
 }
 
 void MainWindow::restoreSettings()
@@ -456,14 +778,7 @@ void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
 
 void MainWindow::onOpenFailed(const QString &error)
 {
-    statusBar()->showMessage(tr("Open failed: %1").arg(error));
-    if (!isVisible() || testAttribute(Qt::WA_DontShowOnScreen))
-        return;
-    auto *box = new QMessageBox(QMessageBox::Warning, tr("Cannot open checkpoint"), error,
-                                QMessageBox::Ok, this);
-    box->setAttribute(Qt::WA_DeleteOnClose);
-    box->setModal(false);
-    box->show();
+    showError(tr("Cannot open checkpoint"), error);
 }
 
 void MainWindow::onProgress(int permille, const QString &message)
@@ -493,7 +808,12 @@ void MainWindow::onCurrentItemChanged(const QModelIndex &current)
     QStringList problems;
     for (const Problem *p : m_treeModel->problemsAt(source))
         problems.push_back(QString::fromStdString(p->message));
+    // What the load does wrong with it joins what the reader found.
+    if (current.data(LoadMarkRole).toInt() >= int(FirstAttentionMark))
+        problems.push_back(source.siblingAtColumn(LoadColumn).data(Qt::ToolTipRole).toString());
     const QString key = current.data(KeyRole).toString();
+    if (NodeKind(current.data(KindRole).toInt()) == NodeKind::Tensor)
+        m_verifyPanel->selectStoredKey(key);
     switch (NodeKind(current.data(KindRole).toInt())) {
     case NodeKind::Tensor:
         m_details->showTensor(m_treeModel->checkpointIndex(), current.data(EntryIndexRole).toInt(),

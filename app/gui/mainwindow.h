@@ -26,6 +26,8 @@ class DiffPanel;
 class FilterBar;
 class ProblemsPanel;
 class TensorDetailsPanel;
+class ComparePanel;
+class VerifyPanel;
 } // namespace shardscope::widgets
 
 namespace shardscope::gui {
@@ -71,6 +73,30 @@ public:
     /** The entry whose details the panel shows or waits for; empty for none or a group. */
     QString detailsKey() const;
 
+    /** Verifies the load with the Verify panel's settings and the diff's rules. */
+    void verifyLoad();
+    /** Compares the two checkpoints value by value with the Compare panel's tolerances. */
+    void compareValues();
+    /**
+     * Writes the current view's report to `path` (.md, .html or .json): a checkpoint compared
+     * with another while the Compare panel is shown (its values once compared), else the load
+     * diff. It is what `shardscope-cli` writes given reportArguments(): a layout generated from
+     * a config is saved beside the report as PATH.layout.json so that the command stands alone.
+     * The session's jobEnded says when it is written.
+     */
+    void exportReport(const QString &path);
+    /** The CLI arguments (from "shardscope-cli") of the report exportReport(path) writes. */
+    QStringList reportArguments(const QString &path) const;
+    /** The shell command that reproduces the current view: the diff, the verification or the
+     *  comparison (with the layout step first when the layout came from a config). */
+    QString reproCommand() const;
+    /** Shows a bottom panel: "problems", "diff", "verify" or "compare". */
+    void showPanel(const QString &name);
+    widgets::DiffPanel *diffPanel() const { return m_diffPanel; }
+    widgets::VerifyPanel *verifyPanel() const { return m_verifyPanel; }
+    widgets::ComparePanel *comparePanel() const { return m_comparePanel; }
+    model::CheckpointTreeModel *treeModel() const { return m_treeModel; }
+
 protected:
     void closeEvent(QCloseEvent *event) override;
     void dragEnterEvent(QDragEnterEvent *event) override;
@@ -92,7 +118,12 @@ private:
     void updateStatusBar();
     void runDiffWhenReady();
     void onDiffChanged(const model::DiffSnapshot &diff);
+    void updateLoadMarks();
+    void selectStoredKey(const QString &key);
     void rebuildRecentMenu();
+    bool comparing() const;
+    QString reportLayoutPath(const QString &reportPath) const;
+    void showError(const QString &title, const QString &message);
 
     model::CheckpointSession *m_session = nullptr;
     model::CheckpointTreeModel *m_treeModel = nullptr;
@@ -104,6 +135,8 @@ private:
     widgets::TensorDetailsPanel *m_details = nullptr;
     widgets::ProblemsPanel *m_problems = nullptr;
     widgets::DiffPanel *m_diffPanel = nullptr;
+    widgets::VerifyPanel *m_verifyPanel = nullptr;
+    widgets::ComparePanel *m_comparePanel = nullptr;
     QTabWidget *m_bottomTabs = nullptr;
     QSplitter *m_hsplit = nullptr;
     QSplitter *m_vsplit = nullptr;

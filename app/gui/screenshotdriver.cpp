@@ -9,6 +9,7 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <utility>
 
 namespace shardscope::gui {
 
@@ -26,6 +27,10 @@ ScreenshotDriver::ScreenshotDriver(MainWindow *window, const QString &file)
     connect(session, &CheckpointSession::openFailed, this, [](const QString &error) {
         std::fprintf(stderr, "shardscope: %s\n", qPrintable(error));
         QApplication::exit(1);
+    });
+    connect(session, &CheckpointSession::compareOpened, this, [this] {
+        if (m_values)
+            QTimer::singleShot(250, this, &ScreenshotDriver::take);
     });
     connect(session->runner(), &BackendRunner::tensorDetailsReady, this,
             [this](const QString &key) { onDetails(key); });
@@ -53,23 +58,44 @@ void ScreenshotDriver::take()
 {
     if (!m_pending)
         return;
-    // With a layout or config, the picture shows its diff: wait for it.
-    if (m_window->expectsDiff() && !m_window->session()->diff()) {
-        if (!m_waitingForDiff) {
-            m_waitingForDiff = true;
-            connect(m_window->session(), &CheckpointSession::diffChanged, this,
-                    [this](const DiffSnapshot &diff) {
-                        if (diff)
-                            QTimer::singleShot(250, this, &ScreenshotDriver::take);
-                    });
-            connect(m_window->session(), &CheckpointSession::jobEnded, this,
-                    [](bool ok, const QString &message) {
-                        if (!ok) {
-                            std::fprintf(stderr, "shardscope: %s\n", qPrintable(message));
-                            QApplication::exit(1);
-                        }
-                    });
-        }
+    // With a layout or config, the picture shows its diff: wait for it; then for the
+    // verification and the value comparison when asked for.
+    CheckpointSession *session = m_window->session();
+    if (!m_waitingForDiff) {
+        m_waitingForDiff = true;
+        auto again = [this] { QTimer::singleShot(250, this, &ScreenshotDriver::take); };
+        connect(session, &CheckpointSession::diffChanged, this, [again](const DiffSnapshot &d) {
+            if (d)
+                again();
+        });
+        connect(session, &CheckpointSession::verificationChanged, this,
+                [again](const VerifySnapshot &v) {
+                    if (v)
+                        again();
+                });
+        connect(session, &CheckpointSession::valuesChanged, this, [again](const ValuesSnapshot &v) {
+            if (v)
+                again();
+        });
+        connect(session, &CheckpointSession::jobEnded, this, [](bool ok, const QString &message) {
+            if (!ok) {
+                std::fprintf(stderr, "shardscope: %s\n", qPrintable(message));
+                QApplication::exit(1);
+            }
+        });
+    }
+    if (m_window->expectsDiff() && !session->diff())
+        return;
+    if (m_verify && !session->verification()) {
+        if (!std::exchange(m_verifyStarted, true))
+            m_window->verifyLoad();
+        return;
+    }
+    if (m_values && !session->values()) {
+        if (!session->compareIndex())
+            return; // compareOpened brings us back
+        if (!std::exchange(m_valuesStarted, true))
+            m_window->compareValues();
         return;
     }
     m_pending = false;

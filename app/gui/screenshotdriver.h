@@ -19,6 +19,10 @@ class ScreenshotDriver : public QObject
 
 public:
     ScreenshotDriver(MainWindow *window, const QString &file);
+    /** Verify the load once the diff is there, and wait for the verification. */
+    void setVerify(bool on) { m_verify = on; }
+    /** Compare values with the second checkpoint, and wait for the comparison. */
+    void setValues(bool on) { m_values = on; }
 
 private:
     void onOpened();
@@ -29,6 +33,8 @@ private:
     QString m_file;
     bool m_pending = true;
     bool m_waitingForDiff = false;
+    bool m_verify = false, m_verifyStarted = false;
+    bool m_values = false, m_valuesStarted = false;
 };
 
 } // namespace shardscope::gui

@@ -103,6 +103,10 @@ struct DiffEntry
     std::vector<std::string> rules; ///< rules used
     std::vector<DiffSource> sources;
     std::vector<std::string> requestKeys; ///< what the real load asks the checkpoint for
+    /** Keys that hold its data but that the load does not read: the handler that maps them is
+     *  switched off or missing from this loader (it keeps its initial values, or the load
+     *  raises). */
+    std::vector<std::string> unreadKeys;
     std::string reason;
     std::string fix;
     /** Cast to a floating dtype with fewer exponent or mantissa bits: values may change. */

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shardscope {
 
@@ -15,6 +16,10 @@ enum class ReportFormat : uint8_t { Markdown, Html, Json };
 
 /** From the file name's extension (.md, .html/.htm, .json; any case); nullopt otherwise. */
 std::optional<ReportFormat> reportFormatForPath(std::string_view path);
+
+/** The command line that runs `argv`, each argument shell-quoted where it needs it ('…', with
+ *  ' as '\''); what a report prints as the command that reproduces it. */
+std::string shellCommand(const std::vector<std::string> &argv);
 
 struct ReportContext
 {

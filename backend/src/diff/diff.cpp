@@ -981,8 +981,10 @@ private:
             for (const std::string &r : ideal.rules)
                 if (!enabled(r) || (!m_megatronLoader && byLoader(r)))
                     off.push_back(r);
-            for (DiskKey *k : found)
+            for (DiskKey *k : found) {
                 k->used = true; // explained here, not unconsumed
+                e.unreadKeys.emplace_back(k->key);
+            }
             e.status = LoadStatus::Unloadable;
             if (!m_megatronLoader) {
                 e.reason = "the checkpoint stores it as " + std::string(found.front()->key) +

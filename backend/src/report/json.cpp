@@ -49,6 +49,8 @@ json diffJson(const DiffResult &diff)
                       {"request_keys", e.requestKeys},
                       {"reason", e.reason},
                       {"fix", e.fix}};
+        if (!e.unreadKeys.empty())
+            entry["unread_keys"] = e.unreadKeys;
         if (e.narrowing)
             entry["narrowing"] = true;
         if (e.castLoss)

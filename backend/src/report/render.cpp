@@ -17,6 +17,28 @@ std::string lower(std::string_view s)
 
 } // namespace
 
+std::string shellCommand(const std::vector<std::string> &argv)
+{
+    std::string out;
+    for (size_t i = 0; i < argv.size(); ++i) {
+        const std::string &a = argv[i];
+        const bool plain =
+            !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789-_./=,:+@%") == std::string::npos;
+        if (i)
+            out += ' ';
+        if (plain) {
+            out += a;
+            continue;
+        }
+        out += '\'';
+        for (char c : a)
+            out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        out += '\'';
+    }
+    return out;
+}
+
 std::optional<ReportFormat> reportFormatForPath(std::string_view path)
 {
     const size_t slash = path.find_last_of("/\\");

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+#include "verifytablemodel.h"
+
+#include "formatting.h"
+
+#include <algorithm>
+
+namespace shardscope::model {
+
+namespace {
+
+QString text(std::string_view s)
+{
+    return QString::fromUtf8(s.data(), qsizetype(s.size()));
+}
+
+QString number(double v)
+{
+    return QString::number(v, 'g', 6);
+}
+
+} // namespace
+
+VerifyTableModel::VerifyTableModel(QObject *parent)
+    : QAbstractTableModel(parent)
+{}
+
+void VerifyTableModel::setReport(VerifySnapshot report, DiffSnapshot diff)
+{
+    beginResetModel();
+    m_report = std::move(report);
+    m_diff = std::move(diff);
+    m_order.clear();
+    m_marks.clear();
+    m_sourceKey.clear();
+    if (m_report) {
+        const auto &params = m_report->result.params;
+        m_marks.reserve(params.size());
+        for (const ParamCheck &p : params)
+            m_marks.push_back(verifyMark(p));
+        m_order.resize(params.size());
+        for (uint32_t i = 0; i < m_order.size(); ++i)
+            m_order[i] = i;
+        std::stable_sort(m_order.begin(), m_order.end(),
+                         [this](uint32_t a, uint32_t b) { return m_marks[a] > m_marks[b]; });
+    }
+    if (m_diff)
+        for (const DiffEntry &e : m_diff->entries)
+            if (e.section == Section::Model && !e.sources.empty())
+                m_sourceKey.emplace(e.name, e.sources.front().key);
+    endResetModel();
+}
+
+int VerifyTableModel::rowOf(const QString &name) const
+{
+    if (!m_report)
+        return -1;
+    const std::string n = name.toStdString();
+    const auto &params = m_report->result.params;
+    for (size_t row = 0; row < m_order.size(); ++row)
+        if (params[m_order[row]].name == n)
+            return int(row);
+    return -1;
+}
+
+int VerifyTableModel::rowCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : int(m_order.size());
+}
+
+int VerifyTableModel::columnCount(const QModelIndex &parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant VerifyTableModel::data(const QModelIndex &index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const uint32_t at = m_order[size_t(index.row())];
+    const ParamCheck &p = m_report->result.params[at];
+    const bool mismatched = p.mismatches > 0;
+    switch (role) {
+    case LoadMarkRole:
+        return int(m_marks[at]);
+    case NameRole:
+        return QString::fromStdString(p.name);
+    case SourceKeyRole: {
+        auto it = m_sourceKey.find(p.name);
+        return it == m_sourceKey.end() ? QString() : text(it->second);
+    }
+    case Qt::ToolTipRole:
+        if (index.column() == NoteColumn || index.column() == OutcomeColumn)
+            return p.note.empty() ? QVariant() : QString::fromStdString(p.note);
+        if (index.column() == FingerprintColumn && !p.sha256.empty())
+            return QStringLiteral("SHA-256 %1").arg(QString::fromStdString(p.sha256));
+        return {};
+    case Qt::TextAlignmentRole:
+        if (index.column() >= MismatchColumn && index.column() != FingerprintColumn &&
+            index.column() != NoteColumn && index.column() != RoundTripColumn)
+            return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
+        return {};
+    case SortRole:
+        switch (index.column()) {
+        case OutcomeColumn:
+            return int(m_marks[at]);
+        case MismatchColumn:
+            return qulonglong(p.mismatches);
+        case RanksColumn:
+            return p.ranksHolding;
+        case MeanColumn:
+            return p.health.mean;
+        case StdColumn:
+            return p.health.std;
+        case MinColumn:
+            return p.health.min;
+        case MaxColumn:
+            return p.health.max;
+        default:
+            return data(index, Qt::DisplayRole);
+        }
+    case Qt::DisplayRole:
+        switch (index.column()) {
+        case NameColumn:
+            return QString::fromStdString(p.name);
+        case OutcomeColumn:
+            return text(outcomeName(p.outcome));
+        case MismatchColumn:
+            if (!mismatched)
+                return p.outcome == ParamCheck::Outcome::Identical ? QStringLiteral("0")
+                                                                   : QString();
+            return tr("%1 (first at %2)").arg(formatCount(p.mismatches)).arg(p.firstMismatch);
+        case RoundTripColumn:
+            if (p.outcome == ParamCheck::Outcome::NotChecked ||
+                p.outcome == ParamCheck::Outcome::Skipped)
+                return {};
+            return p.roundTrip ? tr("yes") : tr("no");
+        case RanksColumn:
+            return p.ranksHolding;
+        case FingerprintColumn:
+            return QString::fromStdString(p.fingerprint);
+        case MeanColumn:
+            return p.health.count ? number(p.health.mean) : QString();
+        case StdColumn:
+            return p.health.count ? number(p.health.std) : QString();
+        case MinColumn:
+            return p.health.count ? number(p.health.min) : QString();
+        case MaxColumn:
+            return p.health.count ? number(p.health.max) : QString();
+        case NoteColumn:
+            return QString::fromStdString(p.note);
+        default:
+            return {};
+        }
+    default:
+        return {};
+    }
+}
+
+QVariant VerifyTableModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case NameColumn:
+        return tr("Parameter");
+    case OutcomeColumn:
+        return tr("Outcome");
+    case MismatchColumn:
+        return tr("Mismatches");
+    case RoundTripColumn:
+        return tr("Round trip");
+    case RanksColumn:
+        return tr("Ranks");
+    case FingerprintColumn:
+        return tr("Fingerprint");
+    case MeanColumn:
+        return tr("Mean");
+    case StdColumn:
+        return tr("Std");
+    case MinColumn:
+        return tr("Min");
+    case MaxColumn:
+        return tr("Max");
+    case NoteColumn:
+        return tr("Note");
+    default:
+        return {};
+    }
+}
+
+} // namespace shardscope::model

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: MIT
+// GoogleTest main for the widget tests: a QApplication on the offscreen platform, settings kept
+// apart from the user's (QStandardPaths test mode), the model's metatypes.
+#include "model/tensordetails.h"
+
+#include <QApplication>
+#include <QStandardPaths>
+
+#include <gtest/gtest.h>
+
+int main(int argc, char **argv)
+{
+    QStandardPaths::setTestModeEnabled(true);
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("ShardScopeTests"));
+    QApplication::setApplicationName(QStringLiteral("shardscope_gui_tests"));
+    shardscope::model::registerMetaTypes();
+    ::testing::InitGoogleTest(&argc, argv);
+    return RUN_ALL_TESTS();
+}

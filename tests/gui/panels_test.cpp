@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+// The panels on their own: what their controls ask for, and plots that fill and save.
+#include "model/valuediffmodel.h"
+#include "widgets/comparepanel.h"
+#include "widgets/plotframe.h"
+#include "widgets/verifypanel.h"
+
+#include "widgets/qcustomplotinclude.h"
+
+#include <QAbstractItemModelTester>
+#include <QCheckBox>
+#include <QFile>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+
+#include <gtest/gtest.h>
+
+using namespace shardscope;
+using namespace shardscope::widgets;
+
+TEST(VerifyPanelTest, RunAsksForWhatTheControlsSay)
+{
+    VerifyPanel panel;
+    panel.setReady(true);
+    const VerifyRequest defaults = panel.request();
+    EXPECT_EQ(defaults.tp, 0); // the layout's
+    EXPECT_EQ(defaults.firstStageLayers, -1);
+    EXPECT_EQ(defaults.maxMemory, 0u);
+
+    panel.findChild<QSpinBox *>(QStringLiteral("tp"))->setValue(2);
+    panel.findChild<QSpinBox *>(QStringLiteral("ep"))->setValue(4);
+    panel.findChild<QSpinBox *>(QStringLiteral("lastStageLayers"))->setValue(3);
+    panel.findChild<QSpinBox *>(QStringLiteral("memory"))->setValue(64);
+    panel.findChild<QSpinBox *>(QStringLiteral("threads"))->setValue(3);
+    panel.findChild<QCheckBox *>(QStringLiteral("hash"))->setChecked(true);
+    QSignalSpy run(&panel, &VerifyPanel::runRequested);
+    auto *button = panel.findChild<QPushButton *>(QStringLiteral("run"));
+    ASSERT_TRUE(button->isEnabled());
+    button->click();
+    ASSERT_EQ(run.size(), 1);
+    const auto r = run.first().first().value<VerifyRequest>();
+    EXPECT_EQ(r.tp, 2);
+    EXPECT_EQ(r.ep, 4);
+    EXPECT_EQ(r.pp, 0);
+    EXPECT_EQ(r.lastStageLayers, 3);
+    EXPECT_EQ(r.maxMemory, uint64_t(64) << 20);
+    EXPECT_EQ(r.threads, 3);
+    EXPECT_TRUE(r.hash);
+
+    // While a job runs, Run waits for it.
+    panel.jobStarted();
+    EXPECT_FALSE(button->isEnabled());
+    panel.jobEnded(false, QStringLiteral("Cancelled"));
+    EXPECT_TRUE(button->isEnabled());
+}
+
+TEST(PlotFrameTest, SavesPngAndPdf)
+{
+    PlotFrame frame;
+    frame.resize(400, 300);
+    QCPGraph *g = frame.plot()->addGraph();
+    for (int i = 0; i < 10; ++i)
+        g->addData(i, i * i);
+    frame.resetZoom();
+    QTemporaryDir dir;
+    const QString png = dir.filePath(QStringLiteral("plot.png"));
+    const QString pdf = dir.filePath(QStringLiteral("plot.pdf"));
+    ASSERT_TRUE(frame.save(png));
+    ASSERT_TRUE(frame.save(pdf));
+    QFile a(png), b(pdf);
+    ASSERT_TRUE(a.open(QIODevice::ReadOnly));
+    ASSERT_TRUE(b.open(QIODevice::ReadOnly));
+    EXPECT_TRUE(a.read(4) == QByteArray("\x89PNG"));
+    EXPECT_TRUE(b.read(4) == QByteArray("%PDF"));
+}
+
+// A family across layers becomes one point per layer, the selected one marked; the histogram
+// one bar per occupied power-of-two bin.
+TEST(ComparePanelTest, PlotsTheSelectedFamilyAcrossLayers)
+{
+    auto values = std::make_shared<ValueDiffResult>();
+    for (int layer : {2, 0, 1}) {
+        TensorValueDiff t;
+        t.name = "decoder.layers." + std::to_string(layer) + ".mlp.linear_fc1.weight";
+        t.verdict =
+            layer == 1 ? TensorValueDiff::Verdict::Different : TensorValueDiff::Verdict::Identical;
+        t.count = 100;
+        t.differing = layer == 1 ? 3 : 0;
+        t.relL2 = layer == 1 ? 0.25 : 0;
+        t.histogram.assign(82, 0);
+        t.histogram[0] = t.count - t.differing;
+        if (layer == 1) {
+            t.histogram[30] = 2;
+            t.histogram[35] = 1;
+        }
+        values->tensors.push_back(t);
+    }
+    TensorValueDiff other;
+    other.name = "output_layer.weight";
+    other.verdict = TensorValueDiff::Verdict::NotCompared;
+    other.why = "the second checkpoint lacks it";
+    values->tensors.push_back(other);
+
+    ComparePanel panel;
+    QAbstractItemModelTester tester(panel.valuesModel(),
+                                    QAbstractItemModelTester::FailureReportingMode::Fatal);
+    panel.setComparePath(QStringLiteral("/b"));
+    panel.setValues(values);
+    // Worst first: the differing layer, then the identical ones, the uncompared last.
+    model::ValueDiffModel *m = panel.valuesModel();
+    EXPECT_EQ(m->index(0, 0).data().toString(),
+              QStringLiteral("decoder.layers.1.mlp.linear_fc1.weight"));
+    EXPECT_EQ(m->index(3, 0).data(model::ValueDiffModel::VerdictRole).toString(),
+              QStringLiteral("not_compared"));
+    // setValues selected the worst: its histogram and its family.
+    EXPECT_EQ(panel.histogramPlot()->plot()->plottable(0)->interface1D()->dataCount(), 2);
+    QCustomPlot *layers = panel.layerPlot()->plot();
+    ASSERT_EQ(layers->graph(0)->dataCount(), 3);
+    for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(layers->graph(0)->dataMainKey(i), double(i));
+    ASSERT_EQ(layers->graph(1)->dataCount(), 1);
+    EXPECT_EQ(layers->graph(1)->dataMainKey(0), 1.0);
+    EXPECT_EQ(layers->graph(1)->dataMainValue(0), 0.25);
+    panel.selectTensor(1); // layer 0
+    EXPECT_EQ(layers->graph(1)->dataMainKey(0), 0.0);
+}

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "model/loadmarks.h"
+
+#include <QColor>
+
+class QStyleOptionViewItem;
+class QPalette;
+
+namespace shardscope::widgets {
+
+/** How loudly a cell asks for attention. Every level has an icon: never colour alone. */
+enum class Attention { Fine, Warning, Bad, Worst };
+
+Attention attentionFor(model::LoadMark mark);
+
+/** The text colour of a level, readable on the palette's base (light or dark). */
+QColor attentionColor(Attention level, const QPalette &palette);
+
+/**
+ * Sets the cell's icon and text colour for `level`; Worst (kept at init: a load that raises
+ * nothing) is bold too. Fine shows a check mark only when `markFine`.
+ */
+void applyAttention(QStyleOptionViewItem *option, Attention level, bool markFine = true);
+
+} // namespace shardscope::widgets

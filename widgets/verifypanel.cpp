@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: MIT
+#include "verifypanel.h"
+
+#include "model/formatting.h"
+#include "model/verifytablemodel.h"
+#include "statusstyle.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QStyledItemDelegate>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+namespace shardscope::widgets {
+
+using model::LoadMark;
+using model::VerifyTableModel;
+
+namespace {
+
+class OutcomeDelegate : public QStyledItemDelegate
+{
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+
+protected:
+    void initStyleOption(QStyleOptionViewItem *option, const QModelIndex &index) const override
+    {
+        QStyledItemDelegate::initStyleOption(option, index);
+        if (index.column() != VerifyTableModel::OutcomeColumn)
+            return;
+        const auto mark = LoadMark(index.data(VerifyTableModel::LoadMarkRole).toInt());
+        if (mark != LoadMark::None)
+            applyAttention(option, attentionFor(mark));
+    }
+};
+
+// Problems only: the rows whose mark asks for attention.
+class OutcomeFilter : public QSortFilterProxyModel
+{
+public:
+    using QSortFilterProxyModel::QSortFilterProxyModel;
+    void setProblemsOnly(bool on)
+    {
+        m_problemsOnly = on;
+        invalidateFilter();
+    }
+
+protected:
+    bool filterAcceptsRow(int row, const QModelIndex &parent) const override
+    {
+        if (!m_problemsOnly)
+            return true;
+        const QModelIndex i = sourceModel()->index(row, 0, parent);
+        return i.data(VerifyTableModel::LoadMarkRole).toInt() >= int(LoadMark::Unconsumed);
+    }
+
+private:
+    bool m_problemsOnly = false;
+};
+
+QSpinBox *sizeBox(QWidget *parent, int min, const QString &tip)
+{
+    auto *box = new QSpinBox(parent);
+    box->setRange(min, 1 << 16);
+    box->setValue(min);
+    box->setSpecialValueText(QObject::tr("layout"));
+    box->setToolTip(tip);
+    return box;
+}
+
+} // namespace
+
+VerifyPanel::VerifyPanel(QWidget *parent)
+    : QWidget(parent)
+    , m_model(new VerifyTableModel(this))
+    , m_proxy(new OutcomeFilter(this))
+    , m_hash(new QCheckBox(tr("SHA-256"), this))
+    , m_run(new QPushButton(tr("&Verify Load"), this))
+    , m_cancel(new QPushButton(tr("Cancel"), this))
+    , m_progress(new QProgressBar(this))
+    , m_stage(new QLabel(this))
+    , m_summary(new QLabel(this))
+    , m_show(new QComboBox(this))
+    , m_view(new QTreeView(this))
+{
+    m_tp = sizeBox(this, 0, tr("Tensor-parallel size (0: the layout's)"));
+    m_pp = sizeBox(this, 0, tr("Pipeline-parallel size"));
+    m_ep = sizeBox(this, 0, tr("Expert-parallel size"));
+    m_etp = sizeBox(this, 0, tr("Expert tensor-parallel size"));
+    m_dp = sizeBox(this, 0, tr("Data-parallel (FSDP shard) size"));
+    m_first = sizeBox(this, -1, tr("Decoder layers on the first pipeline stage"));
+    m_last = sizeBox(this, -1, tr("Decoder layers on the last pipeline stage"));
+    m_memory = new QSpinBox(this);
+    m_memory->setRange(0, 1 << 24);
+    m_memory->setSuffix(tr(" MiB"));
+    m_memory->setSpecialValueText(tr("¼ of memory"));
+    m_memory->setToolTip(tr("What the verification may hold at once, all threads together"));
+    const std::pair<QSpinBox *, const char *> names[] = {{m_tp, "tp"},
+                                                         {m_pp, "pp"},
+                                                         {m_ep, "ep"},
+                                                         {m_etp, "etp"},
+                                                         {m_dp, "dp"},
+                                                         {m_first, "firstStageLayers"},
+                                                         {m_last, "lastStageLayers"}};
+    for (const auto &[box, name] : names)
+        box->setObjectName(QString::fromLatin1(name));
+    m_memory->setObjectName(QStringLiteral("memory"));
+    m_threads = new QSpinBox(this);
+    m_threads->setObjectName(QStringLiteral("threads"));
+    m_threads->setRange(0, 1024);
+    m_threads->setSpecialValueText(tr("one per core"));
+    m_hash->setToolTip(tr("Also hash every gathered parameter"));
+    m_hash->setObjectName(QStringLiteral("hash"));
+    m_run->setObjectName(QStringLiteral("run"));
+
+    auto *sizes = new QHBoxLayout;
+    const std::pair<const char *, QSpinBox *> boxes[] = {
+        {"TP", m_tp}, {"PP", m_pp}, {"EP", m_ep}, {"ETP", m_etp}, {"DP", m_dp}};
+    for (const auto &[label, box] : boxes) {
+        sizes->addWidget(new QLabel(QString::fromLatin1(label), this));
+        sizes->addWidget(box);
+    }
+    sizes->addStretch(1);
+    auto *stages = new QHBoxLayout;
+    stages->addWidget(new QLabel(tr("First stage layers"), this));
+    stages->addWidget(m_first);
+    stages->addWidget(new QLabel(tr("Last stage layers"), this));
+    stages->addWidget(m_last);
+    stages->addWidget(new QLabel(tr("Memory"), this));
+    stages->addWidget(m_memory);
+    stages->addWidget(new QLabel(tr("Threads"), this));
+    stages->addWidget(m_threads);
+    stages->addWidget(m_hash);
+    stages->addStretch(1);
+
+    m_run->setToolTip(tr("Perform the planned load of every rank and check it bit for bit "
+                         "(Tools ▸ Verify Load, Ctrl+R)"));
+    connect(m_run, &QPushButton::clicked, this, [this] { Q_EMIT runRequested(request()); });
+    connect(m_cancel, &QPushButton::clicked, this, &VerifyPanel::cancelRequested);
+    m_progress->setMaximumWidth(220);
+    m_progress->setMaximumHeight(16);
+    for (QWidget *w : {static_cast<QWidget *>(m_cancel), static_cast<QWidget *>(m_progress),
+                       static_cast<QWidget *>(m_stage)})
+        w->hide();
+    m_show->addItem(tr("All parameters"));
+    m_show->addItem(tr("Problems"));
+    connect(m_show, &QComboBox::currentIndexChanged, this,
+            [this](int i) { static_cast<OutcomeFilter *>(m_proxy)->setProblemsOnly(i == 1); });
+    auto *run = new QHBoxLayout;
+    run->addWidget(m_run);
+    run->addWidget(m_progress);
+    run->addWidget(m_stage);
+    run->addWidget(m_cancel);
+    run->addWidget(m_summary, 1);
+    run->addWidget(m_show);
+
+    m_proxy->setSourceModel(m_model);
+    m_proxy->setSortRole(VerifyTableModel::SortRole);
+    m_view->setModel(m_proxy);
+    m_view->setRootIsDecorated(false);
+    m_view->setUniformRowHeights(true);
+    m_view->setAlternatingRowColors(true);
+    m_view->setSortingEnabled(true);
+    m_view->sortByColumn(-1, Qt::AscendingOrder); // the model's order: worst first
+    m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_view->setItemDelegate(new OutcomeDelegate(m_view));
+    m_view->setTextElideMode(Qt::ElideMiddle);
+    const int digit = fontMetrics().horizontalAdvance(QLatin1Char('0'));
+    m_view->header()->resizeSection(VerifyTableModel::NameColumn, digit * 50);
+    m_view->header()->resizeSection(VerifyTableModel::OutcomeColumn, digit * 24);
+    m_view->header()->resizeSection(VerifyTableModel::MismatchColumn, digit * 20);
+    m_view->header()->resizeSection(VerifyTableModel::FingerprintColumn, digit * 18);
+    connect(m_view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this](const QModelIndex &current) {
+                if (current.isValid())
+                    Q_EMIT parameterSelected(
+                        current.data(VerifyTableModel::NameRole).toString(),
+                        current.data(VerifyTableModel::SourceKeyRole).toString());
+            });
+
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addLayout(sizes);
+    layout->addLayout(stages);
+    layout->addLayout(run);
+    layout->addWidget(m_view, 1);
+    setReady(false, tr("Open a checkpoint and a layout or model config first."));
+}
+
+shardscope::VerifyRequest VerifyPanel::request() const
+{
+    VerifyRequest r;
+    r.tp = m_tp->value();
+    r.pp = m_pp->value();
+    r.ep = m_ep->value();
+    r.etp = m_etp->value();
+    r.dp = m_dp->value();
+    r.firstStageLayers = m_first->value();
+    r.lastStageLayers = m_last->value();
+    r.maxMemory = uint64_t(m_memory->value()) << 20;
+    r.threads = m_threads->value();
+    r.hash = m_hash->isChecked();
+    return r;
+}
+
+void VerifyPanel::setReady(bool ready, const QString &why)
+{
+    m_run->setEnabled(ready && !m_running);
+    if (!ready && !m_model->report())
+        m_summary->setText(why);
+    else if (ready && !m_model->report())
+        m_summary->setText(tr("Not verified yet."));
+}
+
+void VerifyPanel::setReport(const model::VerifySnapshot &report, const model::DiffSnapshot &diff)
+{
+    m_diff = diff;
+    m_model->setReport(report, diff);
+    updateSummary();
+}
+
+void VerifyPanel::updateSummary()
+{
+    const model::VerifySnapshot &r = m_model->report();
+    if (!r) {
+        m_summary->setText(tr("Not verified yet."));
+        return;
+    }
+    const VerifyResult &v = r->result;
+    QString text = tr("%1 checked · %2 identical")
+                       .arg(model::formatCount(v.checked), model::formatCount(v.identical));
+    const std::pair<size_t, QString> bad[] = {
+        {v.mismatched, tr("mismatched")},          {v.roundTripFailures, tr("round trip failed")},
+        {v.keptInitial, tr("kept at init")},       {v.unreadable, tr("unreadable")},
+        {v.wrongSource, tr("from the wrong key")},
+    };
+    for (const auto &[n, what] : bad)
+        if (n)
+            text += QStringLiteral(" · <b>%1 %2</b>").arg(model::formatCount(n), what);
+    text += tr(" · %1 ranks · %2 in %3 s")
+                .arg(v.world)
+                .arg(model::formatBytes(v.bytesRead))
+                .arg(v.seconds, 0, 'f', 2);
+    m_summary->setText(text);
+    m_summary->setToolTip(
+        tr("Statistics computed on %1").arg(QString::fromStdString(r->healthDevice())));
+}
+
+bool VerifyPanel::selectStoredKey(const QString &key)
+{
+    if (!m_diff || !m_model->report())
+        return false;
+    const std::string k = key.toStdString();
+    for (const DiffEntry &e : m_diff->entries) {
+        if (e.section != Section::Model)
+            continue;
+        for (const DiffSource &s : e.sources) {
+            if (s.key != k)
+                continue;
+            const int row = m_model->rowOf(QString::fromStdString(e.name));
+            const QModelIndex at = m_proxy->mapFromSource(m_model->index(row, 0));
+            if (row < 0 || !at.isValid())
+                continue;
+            const QSignalBlocker block(m_view->selectionModel());
+            m_view->setCurrentIndex(at);
+            m_view->scrollTo(at);
+            m_view->viewport()->update();
+            return true;
+        }
+    }
+    return false;
+}
+
+void VerifyPanel::jobStarted()
+{
+    m_running = true;
+    m_run->setEnabled(false);
+    m_progress->setRange(0, 0);
+    m_stage->clear();
+    for (QWidget *w : {static_cast<QWidget *>(m_cancel), static_cast<QWidget *>(m_progress),
+                       static_cast<QWidget *>(m_stage)})
+        w->show();
+}
+
+void VerifyPanel::jobProgress(const QString &stage, int permille, double etaSeconds)
+{
+    if (permille < 0) {
+        m_progress->setRange(0, 0);
+    } else {
+        m_progress->setRange(0, 1000);
+        m_progress->setValue(permille);
+    }
+    QString text = stage;
+    if (etaSeconds >= 0)
+        text += tr(" · about %1 s left").arg(qRound(etaSeconds));
+    m_stage->setText(text);
+}
+
+void VerifyPanel::jobEnded(bool ok, const QString &message)
+{
+    m_running = false;
+    m_run->setEnabled(true);
+    for (QWidget *w : {static_cast<QWidget *>(m_cancel), static_cast<QWidget *>(m_progress),
+                       static_cast<QWidget *>(m_stage)})
+        w->hide();
+    if (!ok)
+        m_summary->setText(tr("Verification: %1").arg(message.toHtmlEscaped()));
+}
+
+} // namespace shardscope::widgets
