@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "checkpointsession.h"
 
+#include "layerfamily.h"
+
 #include <QFile>
 #include <QFileInfo>
 
@@ -56,6 +58,10 @@ CheckpointSession::CheckpointSession(QObject *parent)
     connect(m_runner, &BackendRunner::jobFinished, this,
             [this, ended](quint64 id, const QVariant &value) {
                 // The layout job ends before the diff that its layout starts supersedes it.
+                if (id == m_statsJob) {
+                    m_statsJob = 0;
+                    Q_EMIT layerStatsChanged(value.value<LayerStatsSnapshot>());
+                }
                 const bool layout = id == m_layoutJob;
                 if (layout)
                     m_layoutJob = 0;
@@ -256,6 +262,39 @@ void CheckpointSession::exportReport(ReportRequest request, const QString &path)
                   return {QVariant(path), {}, false};
               }),
           JobKind::Export);
+}
+
+void CheckpointSession::runLayerStats(const QString &family)
+{
+    InspectRequest request;
+    request.path = QFile::encodeName(m_path).toStdString();
+    request.filters = {familyGlob(family).toStdString()};
+    request.stats = true;
+    supersede();
+    m_statsJob = m_runner->startJob(
+        tr("Statistics of %1").arg(family),
+        [request, family](const JobControl &control) -> BackendRunner::JobOutcome {
+            auto result = runInspect(request, control);
+            if (!result)
+                return {{}, QString::fromStdString(result.error().toString()), false};
+            std::vector<std::pair<int, size_t>> found; // (layer, tensor)
+            for (size_t i = 0; i < result->tensors.size(); ++i) {
+                const InspectedTensor &t = result->tensors[i];
+                const LayerKey k = layerKey(QString::fromStdString(t.entry->key));
+                if (k.family == family && t.health)
+                    found.emplace_back(k.layer, i);
+            }
+            std::sort(found.begin(), found.end());
+            auto stats = std::make_shared<LayerStats>();
+            stats->family = family;
+            for (const auto &[layer, i] : found) {
+                stats->layers.push_back(layer);
+                stats->keys.push_back(QString::fromStdString(result->tensors[i].entry->key));
+                stats->health.push_back(*result->tensors[i].health);
+            }
+            return {QVariant::fromValue(LayerStatsSnapshot(std::move(stats))), {}, false};
+        });
+    track(m_statsJob, JobKind::LayerStats);
 }
 
 void CheckpointSession::cancel()

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backendrunner.h"
+#include "layerstats.h"
 
 #include <QObject>
 #include <QString>
@@ -24,7 +25,7 @@ class CheckpointSession : public QObject
 
 public:
     /** What the session's current (or last) job computes. */
-    enum class JobKind { None, Layout, Diff, Verify, Compare, Values, Export };
+    enum class JobKind { None, Layout, Diff, Verify, Compare, Values, Export, LayerStats };
     Q_ENUM(JobKind)
 
     explicit CheckpointSession(QObject *parent = nullptr);
@@ -78,6 +79,12 @@ public Q_SLOTS:
      * session) and writes it to `path`, on the long lane; jobEnded says whether it was written.
      */
     void exportReport(shardscope::ReportRequest request, const QString &path);
+    /**
+     * Reads every tensor of a layer family (`decoder.layers.{i}.mlp.linear_fc1.weight`) and
+     * computes its statistics with the health kernels, on the long lane; answers
+     * layerStatsChanged.
+     */
+    void runLayerStats(const QString &family);
     /** Stops the running job (and the queued ones). */
     void cancel();
 
@@ -91,6 +98,7 @@ Q_SIGNALS:
     void verificationChanged(shardscope::model::VerifySnapshot report);
     void comparisonChanged(shardscope::model::CompareSnapshot diff);
     void valuesChanged(shardscope::model::ValuesSnapshot values);
+    void layerStatsChanged(shardscope::model::LayerStatsSnapshot stats);
 
     void jobStarted(const QString &title);
     /** Throttled by the runner. permille -1: unknown; etaSeconds < 0: no estimate yet. */
@@ -118,6 +126,7 @@ private:
     quint64 m_job = 0; ///< the job whose progress is shown; 0: none
     JobKind m_jobKind = JobKind::None;
     quint64 m_layoutJob = 0;   ///< the running setConfig() job; 0: none
+    quint64 m_statsJob = 0;    ///< the running runLayerStats() job; 0: none
     QTemporaryDir m_layoutDir; ///< generated layouts (never next to a checkpoint)
     int m_layoutSerial = 0;
 };

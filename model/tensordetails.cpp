@@ -2,6 +2,7 @@
 #include "tensordetails.h"
 
 #include "backendrunner.h"
+#include "layerstats.h"
 
 #include <utility>
 
@@ -36,6 +37,7 @@ void registerMetaTypes()
     qRegisterMetaType<VerifySnapshot>("shardscope::model::VerifySnapshot");
     qRegisterMetaType<CompareSnapshot>("shardscope::model::CompareSnapshot");
     qRegisterMetaType<ValuesSnapshot>("shardscope::model::ValuesSnapshot");
+    qRegisterMetaType<LayerStatsSnapshot>("shardscope::model::LayerStatsSnapshot");
 }
 
 } // namespace shardscope::model

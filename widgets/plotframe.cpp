@@ -105,7 +105,13 @@ void PlotFrame::showHover(const QPoint &pos)
     double key = 0, value = 0;
     const auto [p, index] = pointAt(pos, &key, &value);
     if (p < 0) {
-        QToolTip::hideText();
+        const QString text = m_hoverAt ? m_hoverAt(m_plot->xAxis->pixelToCoord(pos.x()),
+                                                   m_plot->yAxis->pixelToCoord(pos.y()))
+                                       : QString();
+        if (text.isEmpty())
+            QToolTip::hideText();
+        else
+            QToolTip::showText(m_plot->mapToGlobal(pos), text, m_plot);
         return;
     }
     const QString text = m_hoverText

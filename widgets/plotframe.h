@@ -28,6 +28,10 @@ public:
      */
     using HoverText = std::function<QString(int p, int index, double key, double value)>;
     void setHoverText(HoverText text) { m_hoverText = std::move(text); }
+    /** What hovering shows where no data point is near: the plot coordinates under the mouse
+     *  (empty: nothing). For plots of items rather than data. */
+    using HoverAt = std::function<QString(double key, double value)>;
+    void setHoverAt(HoverAt text) { m_hoverAt = std::move(text); }
     /** Rescales the axes to the data (what a double-click does). */
     void resetZoom();
     /** Writes the plot as PNG or PDF (by the extension); false when it cannot. */
@@ -48,6 +52,7 @@ private:
 
     QCustomPlot *m_plot;
     HoverText m_hoverText;
+    HoverAt m_hoverAt;
 };
 
 } // namespace shardscope::widgets

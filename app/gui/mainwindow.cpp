@@ -10,11 +10,14 @@
 #include "model/problemlistmodel.h"
 #include "model/reprocommand.h"
 #include "model/roles.h"
+#include "model/shardmap.h"
 #include "widgets/checkpointtreeview.h"
 #include "widgets/comparepanel.h"
 #include "widgets/diffpanel.h"
 #include "widgets/filterbar.h"
+#include "widgets/layerplot.h"
 #include "widgets/problemspanel.h"
+#include "widgets/shardmapplot.h"
 #include "widgets/tensordetailspanel.h"
 #include "widgets/verifypanel.h"
 
@@ -98,9 +101,18 @@ MainWindow::MainWindow(QWidget *parent)
     m_problems = new ProblemsPanel(this);
     m_problems->setModel(m_problemModel);
 
+    // Right: the selected entry's details, its shard map, and its family across layers.
+    m_shardMap = new ShardMapPlot(this);
+    m_layerPlot = new LayerPlot(this);
+    m_rightTabs = new QTabWidget(this);
+    m_rightTabs->setDocumentMode(true);
+    m_rightTabs->addTab(m_details, tr("Details"));
+    m_rightTabs->addTab(m_shardMap, tr("Shard map"));
+    m_rightTabs->addTab(m_layerPlot, tr("Layers"));
+
     m_hsplit = new QSplitter(Qt::Horizontal, this);
     m_hsplit->addWidget(left);
-    m_hsplit->addWidget(m_details);
+    m_hsplit->addWidget(m_rightTabs);
     m_hsplit->setStretchFactor(0, 3);
     m_hsplit->setStretchFactor(1, 2);
     m_hsplit->setChildrenCollapsible(false);
@@ -222,6 +234,9 @@ MainWindow::MainWindow(QWidget *parent)
             m_session->runCompare(m_diffPanel->options());
         showPanel(QStringLiteral("compare"));
     });
+    connect(m_layerPlot, &LayerPlot::plotRequested, m_session, &CheckpointSession::runLayerStats);
+    connect(m_session, &CheckpointSession::layerStatsChanged, m_layerPlot, &LayerPlot::setStats);
+    connect(m_layerPlot, &LayerPlot::keyActivated, this, &MainWindow::selectStoredKey);
     connect(m_session, &CheckpointSession::comparisonChanged, m_comparePanel,
             &ComparePanel::setComparison);
     connect(m_session, &CheckpointSession::valuesChanged, m_comparePanel, &ComparePanel::setValues);
@@ -544,7 +559,21 @@ void MainWindow::updateLoadMarks()
     const VerifySnapshot verification = m_session->verification();
     m_treeModel->setLoadMarks(loadMarks(diff.get(), verification.get()));
     m_tree->setColumnHidden(LoadColumn, diff == nullptr);
+    updateShardMap();
     m_verifyPanel->setReady(diff != nullptr);
+}
+
+void MainWindow::updateShardMap()
+{
+    const IndexSnapshot index = m_session->index();
+    const QString key = detailsKey();
+    if (!index || key.isEmpty() ||
+        NodeKind(m_tree->currentIndex().data(KindRole).toInt()) != NodeKind::Tensor) {
+        m_shardMap->setMap({});
+        return;
+    }
+    m_shardMap->setMap(
+        model::shardMap(*index, key, m_session->diff().get(), m_session->verification().get()));
 }
 
 void MainWindow::onDiffChanged(const DiffSnapshot &diff)
@@ -567,6 +596,13 @@ void MainWindow::onDiffChanged(const DiffSnapshot &diff)
 
 void MainWindow::showPanel(const QString &name)
 {
+    const std::pair<const char *, QWidget *> right[] = {
+        {"details", m_details}, {"shards", m_shardMap}, {"layers", m_layerPlot}};
+    for (const auto &[n, w] : right)
+        if (name == QLatin1String(n)) {
+            m_rightTabs->setCurrentWidget(w);
+            return;
+        }
     QWidget *panel = m_problems;
     if (name == QStringLiteral("diff"))
         panel = m_diffPanel;
@@ -814,11 +850,14 @@ void MainWindow::onCurrentItemChanged(const QModelIndex &current)
     const QString key = current.data(KeyRole).toString();
     if (NodeKind(current.data(KindRole).toInt()) == NodeKind::Tensor)
         m_verifyPanel->selectStoredKey(key);
+    m_layerPlot->setKey(NodeKind(current.data(KindRole).toInt()) == NodeKind::Tensor ? key
+                                                                                     : QString());
     switch (NodeKind(current.data(KindRole).toInt())) {
     case NodeKind::Tensor:
         m_details->showTensor(m_treeModel->checkpointIndex(), current.data(EntryIndexRole).toInt(),
                               problems);
         m_session->runner()->requestTensorDetails(key);
+        updateShardMap();
         break;
     case NodeKind::Object:
         m_details->showObject(key, current.siblingAtColumn(ShapeColumn).data().toString(),

@@ -27,6 +27,8 @@ class FilterBar;
 class ProblemsPanel;
 class TensorDetailsPanel;
 class ComparePanel;
+class LayerPlot;
+class ShardMapPlot;
 class VerifyPanel;
 } // namespace shardscope::widgets
 
@@ -90,8 +92,11 @@ public:
     /** The shell command that reproduces the current view: the diff, the verification or the
      *  comparison (with the layout step first when the layout came from a config). */
     QString reproCommand() const;
-    /** Shows a bottom panel: "problems", "diff", "verify" or "compare". */
+    /** Shows a panel: "problems", "diff", "verify" or "compare" below the tree; "details",
+     *  "shards" or "layers" beside it. */
     void showPanel(const QString &name);
+    widgets::ShardMapPlot *shardMap() const { return m_shardMap; }
+    widgets::LayerPlot *layerPlot() const { return m_layerPlot; }
     widgets::DiffPanel *diffPanel() const { return m_diffPanel; }
     widgets::VerifyPanel *verifyPanel() const { return m_verifyPanel; }
     widgets::ComparePanel *comparePanel() const { return m_comparePanel; }
@@ -119,6 +124,7 @@ private:
     void runDiffWhenReady();
     void onDiffChanged(const model::DiffSnapshot &diff);
     void updateLoadMarks();
+    void updateShardMap();
     void selectStoredKey(const QString &key);
     void rebuildRecentMenu();
     bool comparing() const;
@@ -137,6 +143,9 @@ private:
     widgets::DiffPanel *m_diffPanel = nullptr;
     widgets::VerifyPanel *m_verifyPanel = nullptr;
     widgets::ComparePanel *m_comparePanel = nullptr;
+    widgets::ShardMapPlot *m_shardMap = nullptr;
+    widgets::LayerPlot *m_layerPlot = nullptr;
+    QTabWidget *m_rightTabs = nullptr;
     QTabWidget *m_bottomTabs = nullptr;
     QSplitter *m_hsplit = nullptr;
     QSplitter *m_vsplit = nullptr;

@@ -185,6 +185,8 @@ struct VerifyReport
     int expertDp = 1;
     uint64_t maxMemory = 0; ///< the budget used
     VerifyResult result;
+    /** The load as planned: which rank reads which box of which key (the shard map's overlay). */
+    std::shared_ptr<const LoadPlan> plan;
     /** Where the health kernels ran: "cpu", or the GPU's name when any parameter's ran there. */
     std::string healthDevice() const;
 };

@@ -123,6 +123,7 @@ Result<VerifyReport> runVerify(const VerifyRequest &request, const JobControl &c
     auto result = verifyLoad(*checkpoint, *layout, *diff, *plan, options);
     if (!result)
         return result.error();
+    report.plan = std::make_shared<const LoadPlan>(std::move(*plan));
     report.result = std::move(*result);
     return report;
 }
