@@ -11,6 +11,9 @@
 int main(int argc, char **argv)
 {
     QStandardPaths::setTestModeEnabled(true);
+    // Headless by default (test discovery at build time runs this too).
+    if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("ShardScopeTests"));
     QApplication::setApplicationName(QStringLiteral("shardscope_gui_tests"));

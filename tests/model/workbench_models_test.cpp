@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: MIT
+// The workbench's model layer: load marks in the tree, the verification and comparison tables,
+// the shard map, layer families and the reproduce commands.
+#include "testutil.h"
+
+#include "model/changelistmodel.h"
+#include "model/checkpointfilterproxy.h"
+#include "model/checkpointtreemodel.h"
+#include "model/layerfamily.h"
+#include "model/loadmarks.h"
+#include "model/reprocommand.h"
+#include "model/shardmap.h"
+#include "model/verifytablemodel.h"
+
+#include <QAbstractItemModelTester>
+
+#include <gtest/gtest.h>
+
+using namespace shardscope;
+using namespace shardscope::model;
+using namespace shardscope::model::test;
+
+namespace {
+
+DiffEntry entry(std::string name, LoadStatus status, std::vector<std::string> keys,
+                bool fills = true)
+{
+    DiffEntry e;
+    e.name = e.param = std::move(name);
+    e.status = status;
+    e.realLoadFills = fills;
+    for (std::string &k : keys) {
+        DiffSource s;
+        s.key = std::move(k);
+        e.sources.push_back(s);
+    }
+    return e;
+}
+
+LoadMark markOf(const std::vector<KeyMark> &marks, const std::string &key)
+{
+    for (const KeyMark &m : marks)
+        if (m.key == key)
+            return m.mark;
+    return LoadMark::None;
+}
+
+// embed loads; layers.0.attn feeds a parameter that loads and one with the wrong shape (the
+// worse wins); layers.0.mlp holds the data of a parameter the load does not read (kept at init);
+// layers.1.attn is read by nothing.
+std::shared_ptr<DiffResult> makeDiff()
+{
+    auto d = std::make_shared<DiffResult>();
+    d->entries.push_back(entry("embed.weight", LoadStatus::Ok, {"model.embed.weight"}));
+    d->entries.push_back(entry("attn.a", LoadStatus::Merge, {"model.layers.0.attn.weight"}));
+    d->entries.push_back(
+        entry("attn.b", LoadStatus::ShapeMismatch, {"model.layers.0.attn.weight"}));
+    DiffEntry fused = entry("mlp.fused", LoadStatus::Unloadable, {}, false);
+    fused.unreadKeys = {"model.layers.0.mlp.weight"};
+    d->entries.push_back(fused);
+    d->outcome.keptAtInit = {"mlp.fused"};
+    UnconsumedKey u;
+    u.key = "model.layers.1.attn.weight";
+    d->unconsumed.push_back(u);
+    return d;
+}
+
+} // namespace
+
+TEST(LoadMarksTest, EachKeyTakesTheWorstOfWhatTheLoadDoesWithIt)
+{
+    const auto diff = makeDiff();
+    const auto marks = loadMarks(diff.get(), nullptr);
+    EXPECT_EQ(markOf(marks, "model.embed.weight"), LoadMark::Loaded);
+    EXPECT_EQ(markOf(marks, "model.layers.0.attn.weight"), LoadMark::Problem);
+    EXPECT_EQ(markOf(marks, "model.layers.0.mlp.weight"), LoadMark::KeptAtInit);
+    EXPECT_EQ(markOf(marks, "model.layers.1.attn.weight"), LoadMark::Unconsumed);
+    EXPECT_TRUE(loadMarks(nullptr, nullptr).empty());
+
+    // A verification replaces "loads" with what it found, and never hides a problem.
+    VerifyReport report;
+    ParamCheck ok;
+    ok.name = "embed.weight";
+    ParamCheck bad;
+    bad.name = "attn.a";
+    bad.outcome = ParamCheck::Outcome::Identical;
+    report.result.params = {ok, bad};
+    auto verified = loadMarks(diff.get(), &report);
+    EXPECT_EQ(markOf(verified, "model.embed.weight"), LoadMark::Verified);
+    EXPECT_EQ(markOf(verified, "model.layers.0.attn.weight"), LoadMark::Problem);
+    report.result.params[0].outcome = ParamCheck::Outcome::Mismatch;
+    verified = loadMarks(diff.get(), &report);
+    EXPECT_EQ(markOf(verified, "model.embed.weight"), LoadMark::Mismatch);
+}
+
+TEST(LoadMarksTest, TheTreeShowsThemAndProblemsOnlyKeepsThem)
+{
+    CheckpointTreeModel tree;
+    QAbstractItemModelTester tester(&tree, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    CheckpointFilterProxy proxy;
+    proxy.setSourceModel(&tree);
+    QAbstractItemModelTester proxyTester(&proxy,
+                                         QAbstractItemModelTester::FailureReportingMode::Fatal);
+    tree.setIndex(makeSmallIndex());
+    const auto diff = makeDiff();
+    tree.setLoadMarks(loadMarks(diff.get(), nullptr));
+    auto markAt = [&](const char *key) {
+        return LoadMark(tree.indexForKey(QString::fromLatin1(key)).data(LoadMarkRole).toInt());
+    };
+    EXPECT_EQ(markAt("model.layers.0.mlp.weight"), LoadMark::KeptAtInit);
+    EXPECT_EQ(markAt("model.norm"), LoadMark::None);
+    EXPECT_EQ(tree.markedLeaves(LoadMark::KeptAtInit), 1u);
+    // The group above shows its worst mark and how many leaves carry it.
+    const QModelIndex layer0 =
+        tree.indexForKey(QStringLiteral("model.layers.0.mlp.weight")).parent();
+    EXPECT_EQ(LoadMark(layer0.data(LoadMarkRole).toInt()), LoadMark::KeptAtInit);
+    EXPECT_EQ(layer0.data(LoadMarkCountRole).toInt(), 1);
+    EXPECT_EQ(layer0.siblingAtColumn(LoadColumn).data().toString(),
+              QStringLiteral("1 kept at init"));
+    EXPECT_FALSE(tree.indexForKey(QStringLiteral("model.layers.0.mlp.weight"))
+                     .siblingAtColumn(LoadColumn)
+                     .data(Qt::ToolTipRole)
+                     .toString()
+                     .isEmpty());
+
+    // Problems only: what the reader flagged, and what the load misses or gets wrong.
+    proxy.setProblemsOnly(true);
+    QStringList kept;
+    std::function<void(const QModelIndex &)> walk = [&](const QModelIndex &parent) {
+        for (int r = 0; r < proxy.rowCount(parent); ++r) {
+            const QModelIndex i = proxy.index(r, 0, parent);
+            if (NodeKind(i.data(KindRole).toInt()) == NodeKind::Group)
+                walk(i);
+            else
+                kept.push_back(i.data(KeyRole).toString());
+        }
+    };
+    walk({});
+    kept.sort();
+    EXPECT_EQ(kept, strings({"model.layers.0.attn.weight", "model.layers.0.mlp.weight",
+                             "model.layers.1.attn.weight"}));
+    // Cleared marks leave only the reader's problem.
+    tree.setLoadMarks({});
+    kept.clear();
+    walk({});
+    EXPECT_EQ(kept, strings({"model.layers.0.mlp.weight"}));
+}
+
+TEST(VerifyTableModelTest, WorstFirstWithTheirStoredKeys)
+{
+    auto report = std::make_shared<VerifyReport>();
+    for (auto [name, outcome] : {std::pair{"embed.weight", ParamCheck::Outcome::Identical},
+                                 std::pair{"attn.a", ParamCheck::Outcome::Mismatch},
+                                 std::pair{"mlp.fused", ParamCheck::Outcome::KeptInitial}}) {
+        ParamCheck p;
+        p.name = name;
+        p.outcome = outcome;
+        p.mismatches = outcome == ParamCheck::Outcome::Mismatch ? 3 : 0;
+        p.firstMismatch = outcome == ParamCheck::Outcome::Mismatch ? 5 : -1;
+        report->result.params.push_back(p);
+    }
+    VerifyTableModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    model.setReport(report, makeDiff());
+    ASSERT_EQ(model.rowCount(), 3);
+    auto name = [&](int r) { return model.index(r, 0).data().toString(); };
+    EXPECT_EQ(name(0), QStringLiteral("mlp.fused"));
+    EXPECT_EQ(name(1), QStringLiteral("attn.a"));
+    EXPECT_EQ(name(2), QStringLiteral("embed.weight"));
+    EXPECT_EQ(model.index(1, VerifyTableModel::MismatchColumn).data().toString(),
+              QStringLiteral("3 (first at 5)"));
+    EXPECT_EQ(model.index(2, 0).data(VerifyTableModel::SourceKeyRole).toString(),
+              QStringLiteral("model.embed.weight"));
+    EXPECT_EQ(model.rowOf(QStringLiteral("attn.a")), 1);
+    model.setReport(nullptr);
+    EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST(ChangeListModelTest, NamesBothSides)
+{
+    auto diff = std::make_shared<CheckpointDiff>();
+    diff->changes.push_back({KeyChange::Kind::Added, "b.only", "", "", ""});
+    diff->changes.push_back({KeyChange::Kind::Renamed, "a.name", "b.name", "mtp", ""});
+    ChangeListModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    model.setComparison(diff);
+    ASSERT_EQ(model.rowCount(), 2);
+    EXPECT_TRUE(model.index(0, ChangeListModel::FirstColumn).data().toString().isEmpty());
+    EXPECT_EQ(model.index(0, ChangeListModel::SecondColumn).data().toString(),
+              QStringLiteral("b.only"));
+    EXPECT_EQ(model.index(1, ChangeListModel::SecondColumn).data().toString(),
+              QStringLiteral("b.name"));
+    EXPECT_FALSE(model.index(1, 0).data(ChangeListModel::ChangedRole).toBool());
+}
+
+TEST(ShardMapTest, ChunksGapsOverlapsSectionsAndReads)
+{
+    auto index = std::make_shared<CheckpointIndex>();
+    index->files = {"a.distcp", "b.distcp"};
+    // [10, 4] stored as rows 0–4 (file a), rows 3–6 (file b, overlapping row 3), rows 8–10 (a):
+    // rows 6–8 are held by no chunk.
+    TensorEntry t = makeTensor("w", DType::Float32, {10, 4});
+    t.chunks.clear();
+    t.chunkDims.clear();
+    for (auto [row, rows, file] :
+         {std::tuple{0, 4, 0u}, std::tuple{3, 3, 1u}, std::tuple{8, 2, 0u}}) {
+        Location l;
+        l.file = file;
+        t.chunks.push_back(l);
+        t.chunkDims.insert(t.chunkDims.end(), {row, 0, rows, 4});
+    }
+    index->tensors.push_back(t);
+    DiffResult diff;
+    DiffEntry a = entry("q", LoadStatus::Merge, {"w"});
+    a.sources[0].begin = 0;
+    a.sources[0].end = 6;
+    DiffEntry b = entry("kv", LoadStatus::Merge, {"w"});
+    b.sources[0].begin = 0;
+    b.sources[0].end = 4;
+    b.sources[0].storedRow = 6;
+    diff.entries = {a, b};
+    VerifyReport report;
+    auto plan = std::make_shared<LoadPlan>();
+    RankPlan rank;
+    rank.rank = 1;
+    ShardRead read;
+    read.key = "w";
+    read.offsets = {5, 0};
+    read.sizes = {5, 4};
+    rank.reads.push_back(read);
+    plan->ranks.push_back(rank);
+    report.plan = plan;
+
+    const ShardMap map = shardMap(*index, QStringLiteral("w"), &diff, &report);
+    ASSERT_TRUE(map.valid());
+    EXPECT_EQ(map.rows, 10);
+    EXPECT_EQ(map.cols, 4);
+    ASSERT_EQ(map.chunks.size(), 3u);
+    EXPECT_EQ(map.files, strings({"a.distcp", "b.distcp"}));
+    EXPECT_TRUE(map.chunks[0].overlaps && map.chunks[1].overlaps);
+    EXPECT_FALSE(map.chunks[2].overlaps);
+    EXPECT_EQ(map.uncovered, 2 * 4);
+    ASSERT_EQ(map.sections.size(), 2u);
+    EXPECT_EQ(map.sections[1].row, 6);
+    EXPECT_EQ(map.sections[1].name, QStringLiteral("kv"));
+    ASSERT_EQ(map.reads.size(), 1u);
+    EXPECT_EQ(map.reads[0].rank, 1);
+    EXPECT_FALSE(shardMap(*index, QStringLiteral("nope"), nullptr, nullptr).valid());
+}
+
+TEST(LayerFamilyTest, TakesOutTheFirstLayerNumber)
+{
+    const LayerKey k = layerKey(QStringLiteral("decoder.layers.12.mlp.experts.local_experts.3.w"));
+    EXPECT_EQ(k.layer, 12);
+    EXPECT_EQ(k.family, QStringLiteral("decoder.layers.{i}.mlp.experts.local_experts.3.w"));
+    EXPECT_EQ(keyOfLayer(k.family, 2),
+              QStringLiteral("decoder.layers.2.mlp.experts.local_experts.3.w"));
+    EXPECT_EQ(familyGlob(k.family),
+              QStringLiteral("decoder.layers.*.mlp.experts.local_experts.3.w"));
+    EXPECT_EQ(layerKey(QStringLiteral("model.h.0.attn")).family,
+              QStringLiteral("model.h.{i}.attn"));
+    EXPECT_TRUE(layerKey(QStringLiteral("embedding.word_embeddings.weight")).family.isEmpty());
+    EXPECT_TRUE(layerKey(QStringLiteral("player.3.x")).family.isEmpty());
+}
+
+TEST(ReproCommandTest, WhatTheCliIsGiven)
+{
+    DiffOptions o;
+    o.disabledRules = {"mla_down_proj"};
+    o.strictness = Strictness::IgnoreAll;
+    o.strictLoad = false;
+    EXPECT_EQ(
+        repro::commandLine(repro::diff(QStringLiteral("report"), QStringLiteral("/ck pt"),
+                                       QStringLiteral("it's.json"), o, QStringLiteral("r.md"))),
+        QStringLiteral("shardscope-cli report '/ck pt' --layout 'it'\\''s.json' "
+                       "--strictness ignore_all --no-strict --disable-rule mla_down_proj "
+                       "-o r.md"));
+    EXPECT_EQ(repro::diffOptions({}), QStringList());
+    VerifyRequest v;
+    v.tp = 2;
+    v.lastStageLayers = 3;
+    EXPECT_EQ(repro::verify(QStringLiteral("c"), QStringLiteral("l"), v),
+              strings({"shardscope-cli", "verify", "c", "--layout", "l", "--tp", "2",
+                       "--pp-last-layers", "3"}));
+    ValueDiffRequest values;
+    values.atol = 0.5;
+    EXPECT_EQ(repro::compare(QStringLiteral("diff"), QStringLiteral("a"), QStringLiteral("b"), {},
+                             &values, QStringLiteral("l"), {}),
+              strings({"shardscope-cli", "diff", "a", "--against", "b", "--values", "--layout", "l",
+                       "--atol", "0.5"}));
+    LayoutOptions lo;
+    EXPECT_EQ(
+        repro::layout(QStringLiteral("config.json"), lo, QStringLiteral("layout.json")),
+        strings({"shardscope-cli", "layout", "--from-config", "config.json", "-o", "layout.json"}));
+}
