@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: MIT
 #include "backendrunner.h"
 
+#include "checkpointtreemodel.h"
+
 #include "formatting.h"
 #include "pyvalueformat.h"
 
 #include <shardscope/checkpoint.h>
 #include <shardscope/tensor.h>
 
+#include <QDateTime>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QMutexLocker>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 namespace shardscope::model {
 
@@ -237,11 +242,22 @@ void BackendRunner::openCheckpoint(const QString &path, Slot slot)
                 QMutexLocker lock(&m_indexMutex);
                 (primary ? m_workerIndex : m_compareIndex) = snapshot;
             }
+            // The tree the views show, built here: seconds at DeepSeek-V3 scale, never on the
+            // owner's thread.
+            std::shared_ptr<CheckpointTreeModel::Prepared> tree;
+            const qint64 openMs = timer.elapsed();
+            if (primary && gen == counter.load())
+                tree = CheckpointTreeModel::prepare(snapshot);
+            if (qEnvironmentVariableIsSet("SHARDSCOPE_TIMING"))
+                std::fprintf(stderr, "open: index %lld ms, tree %lld ms\n",
+                             static_cast<long long>(openMs),
+                             static_cast<long long>(timer.elapsed() - openMs));
             const qint64 ms = timer.elapsed();
-            toOwner([this, snapshot, ms, primary] {
+            toOwner([this, snapshot, ms, primary, tree] {
                 Q_EMIT progress(1000, tr("Opened in %1 ms").arg(ms));
                 if (primary) {
                     m_ownerIndex = snapshot;
+                    m_preparedTree = {snapshot, tree};
                     Q_EMIT checkpointOpened(snapshot);
                 } else {
                     m_ownerCompare = snapshot;
@@ -364,6 +380,24 @@ void BackendRunner::requestObject(const QString &key)
 
 // ---------------------------------------------------------------- the long lane
 
+std::shared_ptr<const LoadMarkSet>
+BackendRunner::loadMarksFor(const DiffSnapshot &diff, const VerifySnapshot &verification) const
+{
+    for (const auto &marks : {m_verifyMarks, m_diffMarks})
+        if (marks && marks->diff == diff && marks->verification == verification)
+            return marks;
+    return nullptr;
+}
+
+std::shared_ptr<CheckpointTreeModel::Prepared>
+BackendRunner::takePreparedTree(const IndexSnapshot &index)
+{
+    if (m_preparedTree.first != index)
+        return nullptr;
+    m_preparedTree.first.reset();
+    return std::exchange(m_preparedTree.second, nullptr);
+}
+
 quint64 BackendRunner::startJob(const QString &title, Job job)
 {
     const quint64 id = ++m_nextJob;
@@ -445,16 +479,49 @@ quint64 BackendRunner::startDiff(DiffRequest request)
     const quint64 gen = m_generation.load();
     return startJob(tr("Diff against %1").arg(QString::fromStdString(request.layout)),
                     [this, gen, request](const JobControl &control) {
-                        auto diff = runDiff(request, control);
+                        QElapsedTimer timer;
+                        timer.start();
+                        DiffRequest r = request;
+                        // Keyed by path and modification time: an edited file is read again.
+                        const QFileInfo info(QFile::decodeName(r.layout.c_str()));
+                        const std::string cacheKey =
+                            r.layout + '@' +
+                            std::to_string(info.lastModified().toMSecsSinceEpoch()) + '@' +
+                            std::to_string(info.size());
+                        {
+                            QMutexLocker lock(&m_layoutMutex);
+                            if (!r.openedLayout && m_layoutCache.first == cacheKey)
+                                r.openedLayout = m_layoutCache.second;
+                        }
+                        if (!r.openedLayout) {
+                            auto layout = readLayout(r.layout);
+                            if (!layout)
+                                return failed(layout.error());
+                            r.openedLayout = std::make_shared<const Layout>(std::move(*layout));
+                            QMutexLocker lock(&m_layoutMutex);
+                            m_layoutCache = {cacheKey, r.openedLayout};
+                        }
+                        auto diff = runDiff(r, control);
+                        if (qEnvironmentVariableIsSet("SHARDSCOPE_TIMING"))
+                            std::fprintf(stderr, "diff job: %lld ms\n",
+                                         static_cast<long long>(timer.elapsed()));
                         if (!diff)
                             return failed(diff.error());
                         auto snapshot = std::make_shared<const DiffResult>(std::move(*diff));
-                        deliver(gen, [this, snapshot] { Q_EMIT diffReady(snapshot); });
+                        // The tree's marks, here rather than on the owner's thread.
+                        auto marks = loadMarks(snapshot, nullptr);
+                        if (qEnvironmentVariableIsSet("SHARDSCOPE_TIMING"))
+                            std::fprintf(stderr, "diff job with marks: %lld ms\n",
+                                         static_cast<long long>(timer.elapsed()));
+                        deliver(gen, [this, snapshot, marks] {
+                            m_diffMarks = marks;
+                            Q_EMIT diffReady(snapshot);
+                        });
                         return JobOutcome{QVariant::fromValue(DiffSnapshot(snapshot)), {}, false};
                     });
 }
 
-quint64 BackendRunner::startVerify(VerifyRequest request)
+quint64 BackendRunner::startVerify(VerifyRequest request, DiffSnapshot diff)
 {
     if (!request.opened)
         request.opened = m_ownerIndex;
@@ -462,14 +529,19 @@ quint64 BackendRunner::startVerify(VerifyRequest request)
     const quint64 gen = m_generation.load();
     return startJob(
         tr("Verify against %1").arg(QString::fromStdString(request.layout)),
-        [this, gen, request](const JobControl &control) {
+        [this, gen, request, diff](const JobControl &control) {
             auto report = runVerify(request, control);
             if (!report)
                 return failed(report.error());
             const bool cancelled = report->result.cancelled;
             auto snapshot = std::make_shared<const VerifyReport>(std::move(*report));
+            auto marks = diff && !cancelled ? loadMarks(diff, snapshot) : nullptr;
             if (!cancelled)
-                deliver(gen, [this, snapshot] { Q_EMIT verifyReady(snapshot); });
+                deliver(gen, [this, snapshot, marks] {
+                    if (marks)
+                        m_verifyMarks = marks;
+                    Q_EMIT verifyReady(snapshot);
+                });
             return JobOutcome{QVariant::fromValue(VerifySnapshot(snapshot)), {}, cancelled};
         });
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "checkpointtreemodel.h"
 #include "tensordetails.h"
 
 #include <QMutex>
@@ -75,6 +76,14 @@ public:
 
     /** The checkpoints as last delivered to the owner (null until opened). */
     IndexSnapshot index(Slot slot = Slot::Primary) const;
+    /**
+     * The tree of the primary checkpoint `index`, built on the quick lane when it was opened,
+     * for CheckpointTreeModel::adopt(); once (null after, or for another snapshot).
+     */
+    std::shared_ptr<CheckpointTreeModel::Prepared> takePreparedTree(const IndexSnapshot &index);
+    /** The load marks computed on the long lane with this diff (and verification), or null. */
+    std::shared_ptr<const LoadMarkSet> loadMarksFor(const DiffSnapshot &diff,
+                                                    const VerifySnapshot &verification) const;
 
 public Q_SLOTS:
     /**
@@ -99,8 +108,9 @@ public:
     quint64 startJob(const QString &title, Job job);
     /** The primary checkpoint (as open) against a layout; answers diffReady. */
     quint64 startDiff(shardscope::DiffRequest request);
-    /** The real load, checked bit for bit; answers verifyReady. */
-    quint64 startVerify(shardscope::VerifyRequest request);
+    /** The real load, checked bit for bit; answers verifyReady. With `diff` (the diff the
+     *  window shows), the tree's marks for the result are computed on the lane too. */
+    quint64 startVerify(shardscope::VerifyRequest request, DiffSnapshot diff = nullptr);
     /** The primary checkpoint against the compare slot's; answers compareReady. */
     quint64 startCompare(shardscope::DiffOptions options = {});
     /** Both open checkpoints value by value (the paths and opened indexes are the runner's);
@@ -158,6 +168,13 @@ private:
     IndexSnapshot m_workerIndex;                ///< the quick lane's current checkpoint; guarded
     IndexSnapshot m_compareIndex;               ///< guarded
     IndexSnapshot m_ownerIndex, m_ownerCompare; ///< as delivered; owner's thread only
+    /** The tree built with the primary index; owner's thread only. */
+    std::pair<IndexSnapshot, std::shared_ptr<CheckpointTreeModel::Prepared>> m_preparedTree;
+    /** The last computed for a diff, and for a verification; owner's thread only. */
+    std::shared_ptr<const LoadMarkSet> m_diffMarks, m_verifyMarks;
+    /** The layout the last diff read, by path: a rule toggle does not read it again. */
+    QMutex m_layoutMutex;
+    std::pair<std::string, std::shared_ptr<const shardscope::Layout>> m_layoutCache; ///< guarded
 
     QMutex m_jobMutex;
     std::vector<std::pair<quint64, shardscope::CancelToken>> m_jobTokens; ///< guarded

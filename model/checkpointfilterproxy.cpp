@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "checkpointfilterproxy.h"
 
+#include "checkpointtreemodel.h"
 #include "formatting.h"
 #include "loadmarks.h"
 #include "naturalcompare.h"
@@ -11,13 +12,6 @@ namespace shardscope::model {
 CheckpointFilterProxy::CheckpointFilterProxy(QObject *parent)
     : QSortFilterProxyModel(parent)
 {
-    // Whoever reads a group while the rows change (a view, a tester) must not leave a count
-    // of the rows before the change in the cache.
-    auto forget = [this] { m_matched.clear(); };
-    connect(this, &QAbstractItemModel::rowsInserted, this, forget);
-    connect(this, &QAbstractItemModel::rowsRemoved, this, forget);
-    connect(this, &QAbstractItemModel::layoutChanged, this, forget);
-    connect(this, &QAbstractItemModel::modelReset, this, forget);
     setRecursiveFilteringEnabled(true);
     setAutoAcceptChildRows(false);
     setSortRole(SortRole);
@@ -33,23 +27,53 @@ void CheckpointFilterProxy::setSourceModel(QAbstractItemModel *source)
 {
     if (sourceModel())
         disconnect(sourceModel(), nullptr, this, nullptr);
+    // Connected before the base class's own handlers, so that the matches are recomputed
+    // before it rebuilds its mapping on a reset.
+    if (source) {
+        connect(source, &QAbstractItemModel::modelReset, this, [this] { computeMatches(); });
+        // New load marks change which leaves "problems only" keeps, at every depth.
+        connect(source, &QAbstractItemModel::dataChanged, this,
+                [this](const QModelIndex &, const QModelIndex &, const QList<int> &roles) {
+                    if (m_problemsOnly && roles.contains(LoadMarkRole))
+                        refilter();
+                });
+    }
     QSortFilterProxyModel::setSourceModel(source);
-    if (!source)
-        return;
-    connect(source, &QAbstractItemModel::modelReset, this, [this] { m_matched.clear(); });
-    // New load marks change which leaves "problems only" keeps, at every depth.
-    connect(source, &QAbstractItemModel::dataChanged, this,
-            [this](const QModelIndex &, const QModelIndex &, const QList<int> &roles) {
-                if (m_problemsOnly && roles.contains(LoadMarkRole))
-                    refilter();
-            });
+    computeMatches();
 }
 
 void CheckpointFilterProxy::refilter()
 {
-    m_matched.clear();
+    computeMatches();
     invalidateFilter();
+}
+
+void CheckpointFilterProxy::computeMatches()
+{
+    m_accept.clear();
     m_matched.clear();
+    const auto *tree = qobject_cast<const CheckpointTreeModel *>(sourceModel());
+    if (!tree || !isFiltering())
+        return;
+    m_accept.assign(tree->nodeCount(), 0);
+    m_matched.assign(tree->nodeCount(), {});
+    const std::string dtype = m_dtype.toStdString();
+    tree->forEachLeaf([&](const CheckpointTreeModel::LeafInfo &leaf) {
+        if (m_problemsOnly && !leaf.problem && leaf.mark < FirstAttentionMark)
+            return;
+        if (!dtype.empty() && leaf.dtype != dtype)
+            return;
+        if (!m_matcher.matches(leaf.key))
+            return;
+        m_accept[leaf.node] = 1;
+        for (uint32_t n = tree->parentNode(leaf.node); n != CheckpointTreeModel::NoParent;
+             n = tree->parentNode(n)) {
+            Matched &m = m_matched[n];
+            ++m.entries;
+            m.chunks += leaf.chunks;
+            m.bytes += leaf.bytes;
+        }
+    });
 }
 
 void CheckpointFilterProxy::setFilterText(const QString &text)
@@ -77,25 +101,7 @@ void CheckpointFilterProxy::setProblemsOnly(bool on)
 CheckpointFilterProxy::Matched CheckpointFilterProxy::matched(const QModelIndex &group) const
 {
     const quintptr id = mapToSource(group).internalId();
-    if (auto it = m_matched.constFind(id); it != m_matched.constEnd())
-        return *it;
-    Matched m;
-    for (int r = 0, n = rowCount(group); r < n; ++r) {
-        const QModelIndex child = index(r, 0, group);
-        if (NodeKind(child.data(KindRole).toInt()) == NodeKind::Group) {
-            const Matched c = matched(child);
-            m.entries += c.entries;
-            m.chunks += c.chunks;
-            m.bytes += c.bytes;
-        } else {
-            const QModelIndex s = mapToSource(child);
-            ++m.entries;
-            m.chunks += s.data(ChunkCountRole).toULongLong();
-            m.bytes += s.data(BytesRole).toULongLong();
-        }
-    }
-    m_matched.insert(id, m);
-    return m;
+    return id < m_matched.size() ? m_matched[id] : Matched{};
 }
 
 QVariant CheckpointFilterProxy::data(const QModelIndex &index, int role) const
@@ -132,18 +138,11 @@ bool CheckpointFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &s
     if (!isFiltering())
         return true;
     const QModelIndex idx = sourceModel()->index(sourceRow, 0, sourceParent);
-    // Groups are never accepted on their own: recursive filtering shows them when a leaf below
+    // Matched in one pass when the filter changes (computeMatches()). Groups are never
+    // accepted on their own: recursive filtering shows them when a leaf below
     // them matches, and the leaves' keys already contain the group's prefix.
-    if (NodeKind(idx.data(KindRole).toInt()) == NodeKind::Group)
-        return false;
-    if (m_problemsOnly && !idx.data(HasProblemRole).toBool() &&
-        idx.data(LoadMarkRole).toInt() < int(FirstAttentionMark))
-        return false;
-    if (!m_dtype.isEmpty() && idx.data(DTypeRole).toString() != m_dtype)
-        return false;
-    if (!m_matcher.isEmpty() && !m_matcher.matches(idx.data(KeyRole).toString()))
-        return false;
-    return true;
+    const quintptr id = idx.internalId();
+    return id < m_accept.size() && m_accept[id];
 }
 
 bool CheckpointFilterProxy::lessThan(const QModelIndex &left, const QModelIndex &right) const

@@ -208,7 +208,7 @@ void CheckpointSession::runVerify(VerifyRequest request)
     request.layout = QFile::encodeName(m_layoutPath).toStdString();
     request.opened = m_index;
     supersede();
-    track(m_runner->startVerify(std::move(request)), JobKind::Verify);
+    track(m_runner->startVerify(std::move(request), m_diff), JobKind::Verify);
 }
 
 void CheckpointSession::runCompare(const DiffOptions &options)

@@ -57,17 +57,62 @@ void splitKey(std::string_view key, std::vector<std::string_view> &out)
 
 } // namespace
 
+// Leaves by full key: open addressing over node ids (no allocation per key: a hash map of
+// 650,000 string views costs more than the rest of the tree).
+class LeafTable
+{
+public:
+    using KeyOf = std::function<std::string_view(uint32_t node)>;
+
+    void build(const std::vector<uint32_t> &leaves, KeyOf keyOf)
+    {
+        m_keyOf = std::move(keyOf);
+        size_t size = 16;
+        while (size < leaves.size() * 2)
+            size *= 2;
+        m_slots.assign(size, Empty);
+        for (uint32_t node : leaves) {
+            size_t i = slotOf(m_keyOf(node));
+            while (m_slots[i] != Empty)
+                i = (i + 1) & (m_slots.size() - 1);
+            m_slots[i] = node;
+        }
+    }
+    /** The node of `key`; 0 when none. */
+    uint32_t find(std::string_view key) const
+    {
+        if (m_slots.empty())
+            return 0;
+        for (size_t i = slotOf(key);; i = (i + 1) & (m_slots.size() - 1)) {
+            if (m_slots[i] == Empty)
+                return 0;
+            if (m_keyOf(m_slots[i]) == key)
+                return m_slots[i];
+        }
+    }
+
+private:
+    static constexpr uint32_t Empty = 0; // the root is never a leaf
+    size_t slotOf(std::string_view key) const
+    {
+        return std::hash<std::string_view>()(key) & (m_slots.size() - 1);
+    }
+    std::vector<uint32_t> m_slots;
+    KeyOf m_keyOf;
+};
+
 struct CheckpointTreeModel::Tree
 {
     std::vector<Node> nodes;
-    std::vector<uint32_t> children;                           ///< each node's children, contiguous
-    std::string names;                                        ///< UTF-8 name pool
-    std::unordered_map<std::string_view, uint32_t> leafByKey; ///< views into the snapshot
-    std::vector<std::pair<uint32_t, uint32_t>> problems;      ///< (leaf node, problem), sorted
-    std::vector<uint32_t> flat;                               ///< the leaves, in entry order
-    std::vector<LoadMark> marks;                              ///< per node; empty: no marks
-    std::vector<uint32_t> markCounts;                  ///< per group: leaves below with its mark
-    std::unordered_map<uint32_t, std::string> markWhy; ///< per marked leaf
+    std::vector<uint32_t> children; ///< each node's children, contiguous
+    std::string names;              ///< UTF-8 name pool
+    LeafTable leafByKey;
+    std::vector<std::pair<uint32_t, uint32_t>> problems; ///< (leaf node, problem), sorted
+    std::vector<uint32_t> flat;                          ///< the leaves, in entry order
+    std::vector<LoadMark> marks;                         ///< per node; empty: no marks
+    std::vector<uint32_t> markCounts;                    ///< per group: leaves below with its mark
+    std::vector<uint32_t> markOf;                        ///< per leaf: 1 + its index in markSet
+    std::shared_ptr<const LoadMarkSet> markSet;
 
     std::string_view name(uint32_t n) const
     {
@@ -226,12 +271,27 @@ private:
 
     uint32_t addLeaf(const std::vector<std::string_view> &segments, NodeKind kind, int32_t entry)
     {
-        uint32_t parent = RootNode;
-        for (size_t s = 0; s + 1 < segments.size(); ++s)
+        // Keys come grouped (a checkpoint's metadata lists a module's entries together): the
+        // groups the previous key went through are reused for the prefix this key shares with
+        // it, and only the rest is looked up.
+        const size_t groups = segments.empty() ? 0 : segments.size() - 1;
+        size_t shared = 0;
+        while (shared < groups && shared < m_lastPath.size() &&
+               m_lastSegments[shared] == segments[shared])
+            ++shared;
+        m_lastPath.resize(shared);
+        m_lastSegments.resize(shared);
+        uint32_t parent = shared ? m_lastPath.back() : RootNode;
+        for (size_t s = shared; s < groups; ++s) {
             parent = groupChild(parent, segments[s]);
+            m_lastPath.push_back(parent);
+            m_lastSegments.push_back(segments[s]);
+        }
         return newNode(parent, segments.empty() ? std::string_view() : segments.back(), kind,
                        entry);
     }
+    std::vector<uint32_t> m_lastPath;             ///< the previous key's groups
+    std::vector<std::string_view> m_lastSegments; ///< …and their names (views into the index)
 
     std::vector<Node> *m_nodes = nullptr;
     std::string *m_names = nullptr;
@@ -251,9 +311,17 @@ CheckpointTreeModel::CheckpointTreeModel(QObject *parent)
 
 CheckpointTreeModel::~CheckpointTreeModel() = default;
 
-void CheckpointTreeModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
+struct CheckpointTreeModel::Prepared
 {
-    // Build the new tree before the reset so views see the old one for as short as possible.
+    std::shared_ptr<const CheckpointIndex> index;
+    std::unique_ptr<Tree> tree;
+    QStringList dtypes;
+};
+
+std::shared_ptr<CheckpointTreeModel::Prepared>
+CheckpointTreeModel::prepare(std::shared_ptr<const CheckpointIndex> index)
+{
+    auto prepared = std::make_shared<Prepared>();
     auto tree = std::make_unique<Tree>();
     QStringList dtypes;
     if (index) {
@@ -261,29 +329,12 @@ void CheckpointTreeModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
         builder.build(*index, tree->nodes, tree->children, tree->names);
         std::vector<Node> &nodes = tree->nodes;
 
-        tree->leafByKey.reserve(index->tensors.size() + index->objects.size());
         std::set<std::string_view> dtypeSet; // views into the snapshot or static names
-        for (uint32_t n = 1; n < nodes.size(); ++n) {
-            if (nodes[n].kind == NodeKind::Tensor) {
-                const TensorEntry &t = index->tensors[size_t(nodes[n].entry)];
-                tree->leafByKey.emplace(t.key, n);
-                dtypeSet.insert(t.dtypeName.empty() ? dtypeName(t.dtype)
-                                                    : std::string_view(t.dtypeName));
-            } else if (nodes[n].kind == NodeKind::Object) {
-                tree->leafByKey.emplace(index->objects[size_t(nodes[n].entry)].key, n);
-            }
-        }
+        for (const TensorEntry &t : index->tensors)
+            dtypeSet.insert(t.dtypeName.empty() ? dtypeName(t.dtype)
+                                                : std::string_view(t.dtypeName));
         for (std::string_view d : dtypeSet)
             dtypes.push_back(QString::fromUtf8(d.data(), qsizetype(d.size())));
-
-        for (uint32_t p = 0; p < index->problems.size(); ++p) {
-            auto it = tree->leafByKey.find(index->problems[p].key);
-            if (it == tree->leafByKey.end())
-                continue;
-            tree->problems.emplace_back(it->second, p);
-            ++nodes[it->second].problemCount;
-        }
-        std::sort(tree->problems.begin(), tree->problems.end());
 
         for (uint32_t n = 1; n < nodes.size(); ++n)
             if (nodes[n].kind != NodeKind::Group) {
@@ -291,6 +342,22 @@ void CheckpointTreeModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
                 nodes[n].flatRow = uint32_t(tree->flat.size());
                 tree->flat.push_back(n);
             }
+        const CheckpointIndex *entries = index.get();
+        const std::vector<Node> *all = &nodes;
+        tree->leafByKey.build(tree->flat, [entries, all](uint32_t n) -> std::string_view {
+            const Node &node = (*all)[n];
+            return node.kind == NodeKind::Tensor ? entries->tensors[size_t(node.entry)].key
+                                                 : entries->objects[size_t(node.entry)].key;
+        });
+
+        for (uint32_t p = 0; p < index->problems.size(); ++p) {
+            const uint32_t leaf = tree->leafByKey.find(index->problems[p].key);
+            if (leaf == 0)
+                continue;
+            tree->problems.emplace_back(leaf, p);
+            ++nodes[leaf].problemCount;
+        }
+        std::sort(tree->problems.begin(), tree->problems.end());
         // Parents are created before their children, so one backward pass sums every subtree.
         for (size_t n = nodes.size() - 1; n > 0; --n) {
             if (nodes[n].parent == NoNode)
@@ -306,11 +373,60 @@ void CheckpointTreeModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
         tree->nodes.push_back(Node{});
     }
 
+    prepared->index = std::move(index);
+    prepared->tree = std::move(tree);
+    prepared->dtypes = std::move(dtypes);
+    return prepared;
+}
+
+void CheckpointTreeModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
+{
+    adopt(prepare(std::move(index)));
+}
+
+void CheckpointTreeModel::adopt(std::shared_ptr<Prepared> prepared)
+{
+    if (!prepared || !prepared->tree) { // taken already, or none: empty
+        setIndex(nullptr);
+        return;
+    }
     beginResetModel();
-    m_index = std::move(index);
-    m_tree = std::move(tree);
-    m_dtypeNames = std::move(dtypes);
+    m_index = std::move(prepared->index);
+    m_tree = std::move(prepared->tree);
+    m_dtypeNames = std::move(prepared->dtypes);
     endResetModel();
+}
+
+void CheckpointTreeModel::forEachLeaf(const std::function<void(const LeafInfo &)> &fn) const
+{
+    if (!m_index)
+        return;
+    const Tree &t = *m_tree;
+    for (uint32_t id = 1; id < t.nodes.size(); ++id) {
+        const Node &n = t.nodes[id];
+        if (n.kind == NodeKind::Group || (n.parent == NoNode && id != RootNode))
+            continue;
+        LeafInfo leaf;
+        leaf.node = id;
+        if (n.kind == NodeKind::Tensor) {
+            const TensorEntry &e = m_index->tensors[size_t(n.entry)];
+            leaf.key = e.key;
+            leaf.dtype = e.dtypeName.empty() ? dtypeName(e.dtype) : std::string_view(e.dtypeName);
+        } else {
+            leaf.key = m_index->objects[size_t(n.entry)].key;
+        }
+        leaf.problem = n.problemCount > 0;
+        leaf.mark = t.marks.empty() ? LoadMark::None : t.marks[id];
+        leaf.chunks = n.chunks;
+        leaf.bytes = n.bytes;
+        fn(leaf);
+    }
+}
+
+uint32_t CheckpointTreeModel::parentNode(uint32_t node) const
+{
+    const uint32_t p = node < m_tree->nodes.size() ? m_tree->nodes[node].parent : NoNode;
+    return p == NoNode ? NoParent : p;
 }
 
 size_t CheckpointTreeModel::nodeCount() const
@@ -499,25 +615,29 @@ QString CheckpointTreeModel::loadText(uint32_t node) const
     return tr("%1 %2").arg(formatCount(m_tree->markCounts[node]), loadMarkName(mark));
 }
 
-void CheckpointTreeModel::setLoadMarks(const std::vector<KeyMark> &marks)
+void CheckpointTreeModel::setLoadMarks(std::shared_ptr<const LoadMarkSet> set)
 {
     Tree &t = *m_tree;
     const bool had = !t.marks.empty();
     t.marks.clear();
     t.markCounts.clear();
-    t.markWhy.clear();
-    if (!marks.empty() && !t.nodes.empty()) {
+    t.markOf.clear();
+    t.markSet.reset();
+    if (set && !set->marks.empty() && !t.nodes.empty()) {
+        t.markSet = std::move(set);
         t.marks.assign(t.nodes.size(), LoadMark::None);
         t.markCounts.assign(t.nodes.size(), 0);
-        for (const KeyMark &k : marks) {
-            auto it = t.leafByKey.find(k.key);
-            if (it == t.leafByKey.end() || k.mark <= t.marks[it->second])
+        t.markOf.assign(t.nodes.size(), 0);
+        const std::vector<KeyMark> &marks = t.markSet->marks;
+        for (uint32_t i = 0; i < marks.size(); ++i) {
+            const uint32_t leaf = t.leafByKey.find(marks[i].key);
+            if (leaf == 0 || marks[i].mark <= t.marks[leaf])
                 continue;
-            t.marks[it->second] = k.mark;
-            t.markWhy[it->second] = k.why;
+            t.marks[leaf] = marks[i].mark;
+            t.markOf[leaf] = i + 1;
         }
         // Each marked leaf raises its ancestors to its mark, or adds to their count of it.
-        for (const auto &[key, leaf] : t.leafByKey) {
+        for (const uint32_t leaf : t.flat) {
             const LoadMark m = t.marks[leaf];
             if (m == LoadMark::None)
                 continue;
@@ -544,7 +664,7 @@ size_t CheckpointTreeModel::markedLeaves(LoadMark mark) const
     if (m_tree->marks.empty())
         return 0;
     size_t n = 0;
-    for (const auto &[key, leaf] : m_tree->leafByKey)
+    for (const uint32_t leaf : m_tree->flat)
         n += m_tree->marks[leaf] == mark;
     return n;
 }
@@ -584,10 +704,8 @@ QVariant CheckpointTreeModel::data(const QModelIndex &index, int role) const
     case Qt::ToolTipRole:
         if (index.column() == StatusColumn && n.problemCount > 0 && n.kind != NodeKind::Group)
             return statusToolTip(node);
-        if (index.column() == LoadColumn && !m_tree->marks.empty()) {
-            auto it = m_tree->markWhy.find(node);
-            return it == m_tree->markWhy.end() ? QVariant() : QString::fromStdString(it->second);
-        }
+        if (index.column() == LoadColumn && !m_tree->markOf.empty() && m_tree->markOf[node])
+            return describe(m_tree->markSet->marks[m_tree->markOf[node] - 1]);
         if (index.column() == NameColumn)
             return nodeKey(node);
         if (index.column() == SizeColumn && n.kind != NodeKind::Object)
@@ -680,11 +798,11 @@ QHash<int, QByteArray> CheckpointTreeModel::roleNames() const
 QModelIndex CheckpointTreeModel::indexForKey(const QString &key) const
 {
     const std::string k = key.toStdString();
-    auto it = m_tree->leafByKey.find(k);
-    if (it == m_tree->leafByKey.end())
+    const uint32_t leaf = m_tree->leafByKey.find(k);
+    if (leaf == 0)
         return {};
-    const Node &n = m_tree->nodes[it->second];
-    return createIndex(int(m_flat ? n.flatRow : n.row), 0, quintptr(it->second));
+    const Node &n = m_tree->nodes[leaf];
+    return createIndex(int(m_flat ? n.flatRow : n.row), 0, quintptr(leaf));
 }
 
 void CheckpointTreeModel::setFlat(bool flat)

@@ -7,7 +7,9 @@
 #include <QAbstractItemModel>
 #include <QStringList>
 
+#include <functional>
 #include <memory>
+#include <string_view>
 
 namespace shardscope {
 struct CheckpointIndex;
@@ -45,6 +47,14 @@ public:
     bool isFlat() const { return m_flat; }
     /** Replaces the contents (model reset). A null snapshot empties the model. */
     void setIndex(std::shared_ptr<const CheckpointIndex> index);
+    /**
+     * The tree of a snapshot, built on any thread (seconds at DeepSeek-V3 scale: the runner
+     * builds it on its lane, next to the open), for adopt() on the model's thread.
+     */
+    struct Prepared;
+    static std::shared_ptr<Prepared> prepare(std::shared_ptr<const CheckpointIndex> index);
+    /** setIndex() with a tree prepare() built; one model adopts it (it is moved from). */
+    void adopt(std::shared_ptr<Prepared> prepared);
     void clear() { setIndex(nullptr); }
     const std::shared_ptr<const CheckpointIndex> &checkpointIndex() const { return m_index; }
 
@@ -73,9 +83,24 @@ public:
      * empty list clears them. Groups show their worst mark and how many leaves carry it. The
      * Load column and LoadMarkRole change (dataChanged); the rows stay.
      */
-    void setLoadMarks(const std::vector<KeyMark> &marks);
+    void setLoadMarks(std::shared_ptr<const LoadMarkSet> marks);
     /** Leaves whose mark is `mark`. */
     size_t markedLeaves(LoadMark mark) const;
+    /** A leaf as bulk filtering reads it (views into the snapshot). */
+    struct LeafInfo
+    {
+        uint32_t node = 0; ///< the internalId of its indexes
+        std::string_view key;
+        std::string_view dtype; ///< empty for objects
+        bool problem = false;   ///< the reader flagged it
+        LoadMark mark = LoadMark::None;
+        uint64_t chunks = 0, bytes = 0;
+    };
+    /** Calls `fn` for every leaf, in entry order: one pass, no QVariant, no QString. */
+    void forEachLeaf(const std::function<void(const LeafInfo &)> &fn) const;
+    /** The node above `node` (the internalId of indexes); NoParent at the top. */
+    uint32_t parentNode(uint32_t node) const;
+    static constexpr uint32_t NoParent = 0;
     /** Nodes in the tree, the invisible root included. */
     size_t nodeCount() const;
 

@@ -3,8 +3,8 @@
 
 #include <shardscope/session.h>
 
-#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace shardscope::model {
 
@@ -39,6 +39,11 @@ bool isProblemStatus(LoadStatus s)
            s == LoadStatus::Unreadable || s == LoadStatus::WrongSource;
 }
 
+QString text(std::string_view s)
+{
+    return QString::fromUtf8(s.data(), qsizetype(s.size()));
+}
+
 } // namespace
 
 LoadMark verifyMark(const ParamCheck &p)
@@ -63,88 +68,116 @@ LoadMark verifyMark(const ParamCheck &p)
     return LoadMark::None;
 }
 
-std::vector<KeyMark> loadMarks(const DiffResult *diff, const VerifyReport *verification)
+std::shared_ptr<const LoadMarkSet> loadMarks(std::shared_ptr<const DiffResult> diffSnapshot,
+                                             std::shared_ptr<const VerifyReport> verification)
 {
-    std::vector<KeyMark> out;
+    auto set = std::make_shared<LoadMarkSet>();
+    set->diff = std::move(diffSnapshot);
+    set->verification = std::move(verification);
+    const DiffResult *diff = set->diff.get();
     if (!diff)
-        return out;
+        return set;
+    std::vector<KeyMark> &out = set->marks;
     std::unordered_map<std::string_view, size_t> at; // key → position in `out`
-    auto mark = [&](const std::string &key, LoadMark m, std::string why) {
-        auto [it, added] = at.emplace(key, out.size());
-        if (added) {
-            out.push_back({key, m, std::move(why)});
-            return;
-        }
-        KeyMark &k = out[it->second];
-        if (m > k.mark) {
-            k.mark = m;
-            k.why = std::move(why);
-        }
+    auto mark = [&](const KeyMark &m) {
+        auto [it, added] = at.emplace(m.key, out.size());
+        if (added)
+            out.push_back(m);
+        else if (m.mark > out[it->second].mark)
+            out[it->second] = m;
     };
     size_t sources = diff->unconsumed.size();
     for (const DiffEntry &e : diff->entries)
-        sources += e.sources.size();
+        sources += e.sources.size() + e.unreadKeys.size();
     out.reserve(sources);
+    at.reserve(sources);
 
-    const auto &kept = diff->outcome.keptAtInit;
-    const auto &optKept = diff->outcome.optimizerKeptAtInit;
+    // Kept at init where the outcome says so (a partial load); otherwise a parameter the load
+    // does not fill makes it raise.
+    const std::unordered_set<std::string_view> kept(diff->outcome.keptAtInit.begin(),
+                                                    diff->outcome.keptAtInit.end());
+    const std::unordered_set<std::string_view> optKept(diff->outcome.optimizerKeptAtInit.begin(),
+                                                       diff->outcome.optimizerKeptAtInit.end());
     std::unordered_map<std::string_view, const DiffEntry *> modelEntry;
     for (const DiffEntry &e : diff->entries) {
         if (e.section == Section::Model)
             modelEntry.emplace(e.name, &e);
+        const bool keptAtInit = kept.count(e.name) || optKept.count(e.name);
         LoadMark m = LoadMark::Loaded;
-        std::string why = e.name + ": " + std::string(statusName(e.status));
-        const bool keptAtInit = !e.realLoadFills ||
-                                std::find(kept.begin(), kept.end(), e.name) != kept.end() ||
-                                std::find(optKept.begin(), optKept.end(), e.name) != optKept.end();
-        if (keptAtInit) {
+        if (keptAtInit)
             m = LoadMark::KeptAtInit;
-            why = e.name + ": the load does not read it; the parameter keeps its initial values";
-        } else if (e.status == LoadStatus::Unreadable) {
-            m = LoadMark::Unreadable;
-        } else if (isProblemStatus(e.status) || e.wrongSource) {
+        else if (!e.realLoadFills)
             m = LoadMark::Problem;
-        }
-        if (m != LoadMark::Loaded && !e.reason.empty() && !keptAtInit)
-            why += " — " + e.reason;
+        else if (e.status == LoadStatus::Unreadable)
+            m = LoadMark::Unreadable;
+        else if (isProblemStatus(e.status) || e.wrongSource)
+            m = LoadMark::Problem;
         for (const DiffSource &s : e.sources)
-            mark(s.key, m, why);
+            mark({s.key, m, &e});
         // Its data is there, under keys the load does not read: the parameter's fate is theirs.
         for (const std::string &k : e.unreadKeys)
-            mark(k, keptAtInit ? LoadMark::KeptAtInit : LoadMark::Problem,
-                 e.name + ": holds its data, but the load does not read it" +
-                     (keptAtInit ? "; the parameter keeps its initial values"
-                                 : "; the load raises") +
-                     (e.reason.empty() ? std::string() : " — " + e.reason));
+            mark({k, keptAtInit ? LoadMark::KeptAtInit : LoadMark::Problem, &e, nullptr, nullptr,
+                  true});
     }
     for (const UnconsumedKey &u : diff->unconsumed)
-        mark(u.key, LoadMark::Unconsumed,
-             u.note.empty() ? std::string("no expected parameter reads it") : u.note);
+        mark({u.key, LoadMark::Unconsumed, nullptr, &u});
 
-    if (!verification)
-        return out;
-    // The verification's outcome replaces the diff's for the keys a parameter draws from.
-    for (const ParamCheck &p : verification->result.params) {
+    if (!set->verification)
+        return set;
+    // The verification's outcome replaces the diff's for the keys a parameter draws from:
+    // "verified" replaces "loads"; a problem either found stays.
+    for (const ParamCheck &p : set->verification->result.params) {
         const LoadMark m = verifyMark(p);
         auto e = modelEntry.find(p.name);
         if (m == LoadMark::None || e == modelEntry.end())
             continue;
-        std::string why = p.name + ": verified " + std::string(outcomeName(p.outcome));
-        if (!p.note.empty())
-            why += " — " + p.note;
         for (const DiffSource &s : e->second->sources) {
             auto it = at.find(s.key);
             if (it == at.end())
                 continue;
             KeyMark &k = out[it->second];
-            // Verified replaces the diff's "loads"; a problem either found stays.
-            if (m > k.mark || k.mark == LoadMark::Loaded) {
-                k.mark = std::max(m, k.mark == LoadMark::Loaded ? LoadMark::None : k.mark);
-                k.why = why;
+            if (k.mark == LoadMark::Loaded || m > k.mark) {
+                k.mark = k.mark == LoadMark::Loaded ? m : std::max(m, k.mark);
+                k.entry = e->second;
+                k.check = &p;
             }
         }
     }
-    return out;
+    return set;
+}
+
+QString describe(const KeyMark &m)
+{
+    if (m.unconsumed)
+        return m.unconsumed->note.empty() ? QStringLiteral("no expected parameter reads it")
+                                          : QString::fromStdString(m.unconsumed->note);
+    if (!m.entry)
+        return {};
+    const DiffEntry &e = *m.entry;
+    QString line = QString::fromStdString(e.name) + QStringLiteral(": ");
+    if (m.check) {
+        line += QStringLiteral("verified ") + text(outcomeName(m.check->outcome));
+        if (!m.check->note.empty())
+            line += QStringLiteral(" — ") + QString::fromStdString(m.check->note);
+        return line;
+    }
+    if (m.unread)
+        line += QStringLiteral("holds its data, but the load does not read it");
+    switch (m.mark) {
+    case LoadMark::KeptAtInit:
+        line += m.unread ? QStringLiteral("; the parameter keeps its initial values")
+                         : QStringLiteral("the load does not read it; it keeps its initial "
+                                          "values");
+        return line;
+    case LoadMark::Loaded:
+        return line + text(statusName(e.status));
+    default:
+        if (!m.unread)
+            line += text(statusName(e.status));
+        if (!e.reason.empty())
+            line += QStringLiteral(" — ") + QString::fromStdString(e.reason);
+        return line;
+    }
 }
 
 } // namespace shardscope::model

@@ -4,12 +4,15 @@
 #include <QString>
 
 #include <cstdint>
-#include <string>
+#include <memory>
+#include <string_view>
 #include <vector>
 
 namespace shardscope {
+struct DiffEntry;
 struct DiffResult;
 struct ParamCheck;
+struct UnconsumedKey;
 struct VerifyReport;
 } // namespace shardscope
 
@@ -40,18 +43,36 @@ constexpr LoadMark FirstAttentionMark = LoadMark::Unconsumed;
 /** The mark of a verified parameter, as the tree shows it (None: not checked). */
 LoadMark verifyMark(const ParamCheck &check);
 
+/** A stored key's mark and what it comes from (pointers into the set's snapshots). */
 struct KeyMark
 {
-    std::string key;
+    std::string_view key;
     LoadMark mark = LoadMark::None;
-    std::string why; ///< the parameter and what happens to it, one line
+    const DiffEntry *entry = nullptr;          ///< the parameter or state that reads it
+    const UnconsumedKey *unconsumed = nullptr; ///< or: nothing reads it
+    const ParamCheck *check = nullptr;         ///< the verification's verdict on `entry`
+    bool unread = false; ///< it holds `entry`'s data, but the load does not read it
+};
+
+/** Every marked key, with the snapshots the marks point into (kept alive with them). */
+struct LoadMarkSet
+{
+    std::shared_ptr<const DiffResult> diff;
+    std::shared_ptr<const VerifyReport> verification;
+    std::vector<KeyMark> marks; ///< one per key
 };
 
 /**
  * Every stored key the diff reads or leaves, marked by what the load does with it; with a
  * verification, its outcomes override the diff's for the keys each parameter draws from. A
- * key that feeds several parameters keeps the worst mark. Either may be null.
+ * key that feeds several parameters keeps the worst mark. Seconds of work at DeepSeek-V3
+ * scale are a few hundred milliseconds: run it off the GUI thread (the runner does). Null diff:
+ * an empty set.
  */
-std::vector<KeyMark> loadMarks(const DiffResult *diff, const VerifyReport *verification);
+std::shared_ptr<const LoadMarkSet> loadMarks(std::shared_ptr<const DiffResult> diff,
+                                             std::shared_ptr<const VerifyReport> verification);
+
+/** One line: the parameter and what happens to it (the Load column's tooltip). */
+QString describe(const KeyMark &mark);
 
 } // namespace shardscope::model

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "mainwindow.h"
+#include "steptimer.h"
 
 #include "model/checkpointfilterproxy.h"
 #include "model/checkpointsession.h"
@@ -27,6 +28,7 @@
 #include <QClipboard>
 #include <QCloseEvent>
 #include <QDragEnterEvent>
+#include <QElapsedTimer>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHeaderView>
@@ -43,6 +45,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include <cstdio>
 #include <utility>
 
 using namespace shardscope::model;
@@ -174,20 +177,16 @@ MainWindow::MainWindow(QWidget *parent)
 
     createActions();
 
-    connect(m_filterBar, &FilterBar::textChanged, m_proxy, &CheckpointFilterProxy::setFilterText);
+    connect(m_filterBar, &FilterBar::textChanged, this, [this](const QString &text) {
+        refilter([this, text] { m_proxy->setFilterText(text); });
+    });
     // The problems list follows the filter text: what the tree shows, the list shows.
     connect(m_filterBar, &FilterBar::textChanged, m_problemModel, &ProblemListModel::setKeyFilter);
-    connect(m_filterBar, &FilterBar::dtypeChanged, m_proxy, &CheckpointFilterProxy::setDTypeFilter);
-    connect(m_filterBar, &FilterBar::problemsOnlyChanged, m_proxy,
-            &CheckpointFilterProxy::setProblemsOnly);
-    // Filtering shows matches: expand what is left when a filter narrows the tree.
-    auto expandMatches = [this] {
-        if (m_proxy->isFiltering())
-            m_tree->expandAll();
-    };
-    connect(m_filterBar, &FilterBar::textChanged, this, expandMatches);
-    connect(m_filterBar, &FilterBar::dtypeChanged, this, expandMatches);
-    connect(m_filterBar, &FilterBar::problemsOnlyChanged, this, expandMatches);
+    connect(m_filterBar, &FilterBar::dtypeChanged, this, [this](const QString &dtype) {
+        refilter([this, dtype] { m_proxy->setDTypeFilter(dtype); });
+    });
+    connect(m_filterBar, &FilterBar::problemsOnlyChanged, this,
+            [this](bool on) { refilter([this, on] { m_proxy->setProblemsOnly(on); }); });
 
     connect(m_tree, &CheckpointTreeView::currentItemChanged, this,
             &MainWindow::onCurrentItemChanged);
@@ -446,7 +445,7 @@ void MainWindow::createActions()
             at.isValid())
             m_tree->selectIndex(at);
         if (!on && m_proxy->isFiltering())
-            m_tree->expandAll();
+            refilter([] {});
     });
     QAction *expand = view->addAction(tr("&Expand All"));
     connect(expand, &QAction::triggered, m_tree, &QTreeView::expandAll);
@@ -544,6 +543,30 @@ void MainWindow::runDiffWhenReady()
         m_session->runDiff(m_diffPanel->options());
 }
 
+// A filter change collapses the tree first (refiltering under thousands of expanded groups
+// updates every one of their persistent indexes: minutes at DeepSeek-V3 scale), then opens
+// what matched when there are few enough matches to read, else the first levels.
+void MainWindow::refilter(const std::function<void()> &apply)
+{
+    const QString key = detailsKey();
+    m_tree->collapseAll();
+    apply();
+    if (!m_proxy->isFiltering()) {
+        m_tree->expandToDepth(0);
+    } else {
+        quint64 matched = 0;
+        for (int r = 0; r < m_proxy->rowCount(); ++r)
+            matched += m_proxy->index(r, 0).data(LeafCountRole).toULongLong();
+        if (matched <= MaxExpandedMatches)
+            m_tree->expandAll();
+        else
+            m_tree->expandToDepth(1);
+    }
+    // The selected entry stays in sight if the filter kept it.
+    if (const QModelIndex at = m_proxy->mapFromSource(m_treeModel->indexForKey(key)); at.isValid())
+        m_tree->scrollTo(at);
+}
+
 void MainWindow::selectStoredKey(const QString &key)
 {
     const QModelIndex at = m_proxy->mapFromSource(m_treeModel->indexForKey(key));
@@ -555,9 +578,15 @@ void MainWindow::selectStoredKey(const QString &key)
 // verification's once there is one.
 void MainWindow::updateLoadMarks()
 {
+    StepTimer timer("load marks");
     const DiffSnapshot diff = m_session->diff();
     const VerifySnapshot verification = m_session->verification();
-    m_treeModel->setLoadMarks(loadMarks(diff.get(), verification.get()));
+    auto marks = m_session->runner()->loadMarksFor(diff, verification);
+    if (!marks) // a verification cleared, or a caller that ran no job: here, then
+        marks = loadMarks(diff, verification);
+    timer.step("computed");
+    m_treeModel->setLoadMarks(std::move(marks));
+    timer.step("tree model");
     m_tree->setColumnHidden(LoadColumn, diff == nullptr);
     updateShardMap();
     m_verifyPanel->setReady(diff != nullptr);
@@ -589,7 +618,9 @@ void MainWindow::onDiffChanged(const DiffSnapshot &diff)
     const bool clean = diff->clean();
     m_diffLabel->setStyleSheet(clean ? QString() : QStringLiteral("color: #b02a1a;"));
     m_diffLabel->show();
+    StepTimer timer("diff");
     m_diffPanel->setDiff(diff);
+    timer.step("diff panel");
     if (!clean) // something to read: the diff's tab, with room for it
         showPanel(QStringLiteral("diff"));
 }
@@ -788,12 +819,21 @@ QString MainWindow::detailsKey() const
 
 void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
 {
+    StepTimer timer("opened");
+    auto step = [&timer](const char *what) { timer.step(what); };
     m_details->clear();
-    m_treeModel->setIndex(index);
+    if (auto tree = m_session->runner()->takePreparedTree(index))
+        m_treeModel->adopt(std::move(tree));
+    else
+        m_treeModel->setIndex(index);
+    step("tree model");
     m_problemModel->setIndex(index);
+    step("problem list");
     m_filterBar->setDTypes(m_treeModel->dtypeNames());
     m_tree->expandToDepth(0);
+    step("tree view");
     updateStatusBar();
+    step("status bar");
     runDiffWhenReady();
     if (!m_initialFilter.isEmpty())
         m_filterBar->setText(std::exchange(m_initialFilter, QString()));

@@ -6,6 +6,8 @@
 
 #include <QMainWindow>
 
+#include <functional>
+
 class QLabel;
 class QTabWidget;
 class QMenu;
@@ -125,6 +127,9 @@ private:
     void onDiffChanged(const model::DiffSnapshot &diff);
     void updateLoadMarks();
     void updateShardMap();
+    void refilter(const std::function<void()> &apply);
+    /** Matches a filter expands in full; more open the first levels only. */
+    static constexpr quint64 MaxExpandedMatches = 5000;
     void selectStoredKey(const QString &key);
     void rebuildRecentMenu();
     bool comparing() const;

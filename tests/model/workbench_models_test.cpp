@@ -37,12 +37,20 @@ DiffEntry entry(std::string name, LoadStatus status, std::vector<std::string> ke
     return e;
 }
 
-LoadMark markOf(const std::vector<KeyMark> &marks, const std::string &key)
+LoadMark markOf(const std::shared_ptr<const LoadMarkSet> &set, const std::string &key)
 {
-    for (const KeyMark &m : marks)
+    for (const KeyMark &m : set->marks)
         if (m.key == key)
             return m.mark;
     return LoadMark::None;
+}
+
+QString whyOf(const std::shared_ptr<const LoadMarkSet> &set, const std::string &key)
+{
+    for (const KeyMark &m : set->marks)
+        if (m.key == key)
+            return describe(m);
+    return {};
 }
 
 // embed loads; layers.0.attn feeds a parameter that loads and one with the wrong shape (the
@@ -70,26 +78,29 @@ std::shared_ptr<DiffResult> makeDiff()
 TEST(LoadMarksTest, EachKeyTakesTheWorstOfWhatTheLoadDoesWithIt)
 {
     const auto diff = makeDiff();
-    const auto marks = loadMarks(diff.get(), nullptr);
+    const auto marks = loadMarks(diff, nullptr);
     EXPECT_EQ(markOf(marks, "model.embed.weight"), LoadMark::Loaded);
     EXPECT_EQ(markOf(marks, "model.layers.0.attn.weight"), LoadMark::Problem);
     EXPECT_EQ(markOf(marks, "model.layers.0.mlp.weight"), LoadMark::KeptAtInit);
     EXPECT_EQ(markOf(marks, "model.layers.1.attn.weight"), LoadMark::Unconsumed);
-    EXPECT_TRUE(loadMarks(nullptr, nullptr).empty());
+    EXPECT_TRUE(loadMarks(nullptr, nullptr)->marks.empty());
+    EXPECT_TRUE(
+        whyOf(marks, "model.layers.0.mlp.weight").startsWith(QStringLiteral("mlp.fused: ")));
+    EXPECT_TRUE(whyOf(marks, "model.layers.0.mlp.weight").contains(QStringLiteral("initial")));
 
     // A verification replaces "loads" with what it found, and never hides a problem.
-    VerifyReport report;
+    auto report = std::make_shared<VerifyReport>();
     ParamCheck ok;
     ok.name = "embed.weight";
     ParamCheck bad;
     bad.name = "attn.a";
     bad.outcome = ParamCheck::Outcome::Identical;
-    report.result.params = {ok, bad};
-    auto verified = loadMarks(diff.get(), &report);
+    report->result.params = {ok, bad};
+    auto verified = loadMarks(diff, report);
     EXPECT_EQ(markOf(verified, "model.embed.weight"), LoadMark::Verified);
     EXPECT_EQ(markOf(verified, "model.layers.0.attn.weight"), LoadMark::Problem);
-    report.result.params[0].outcome = ParamCheck::Outcome::Mismatch;
-    verified = loadMarks(diff.get(), &report);
+    report->result.params[0].outcome = ParamCheck::Outcome::Mismatch;
+    verified = loadMarks(diff, report);
     EXPECT_EQ(markOf(verified, "model.embed.weight"), LoadMark::Mismatch);
 }
 
@@ -103,7 +114,7 @@ TEST(LoadMarksTest, TheTreeShowsThemAndProblemsOnlyKeepsThem)
                                          QAbstractItemModelTester::FailureReportingMode::Fatal);
     tree.setIndex(makeSmallIndex());
     const auto diff = makeDiff();
-    tree.setLoadMarks(loadMarks(diff.get(), nullptr));
+    tree.setLoadMarks(loadMarks(diff, nullptr));
     auto markAt = [&](const char *key) {
         return LoadMark(tree.indexForKey(QString::fromLatin1(key)).data(LoadMarkRole).toInt());
     };
@@ -140,7 +151,7 @@ TEST(LoadMarksTest, TheTreeShowsThemAndProblemsOnlyKeepsThem)
     EXPECT_EQ(kept, strings({"model.layers.0.attn.weight", "model.layers.0.mlp.weight",
                              "model.layers.1.attn.weight"}));
     // Cleared marks leave only the reader's problem.
-    tree.setLoadMarks({});
+    tree.setLoadMarks(nullptr);
     kept.clear();
     walk({});
     EXPECT_EQ(kept, strings({"model.layers.0.mlp.weight"}));

@@ -119,6 +119,9 @@ struct DiffRequest
     std::string layout; ///< layout JSON path (docs/layout-format.md)
     DiffOptions options;
     OpenedIndex opened;
+    /** The layout at `layout`, already read (the GUI keeps it across rule toggles: reading
+     *  DeepSeek-V3's takes a third of a second); null: read from the path. */
+    std::shared_ptr<const Layout> openedLayout;
 };
 
 /** Checkpoint against layout: every expected parameter's status and what the real load does. */

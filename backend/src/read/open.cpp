@@ -220,8 +220,10 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
     auto check = [&](const std::string &key, const Location &l) -> bool {
         if (l.file == kUnassigned)
             return true; // reported when the metadata was read
-        const std::string path = (fs::path(index.dataDir) / index.files[l.file]).string();
         const uint64_t size = fileSize(l.file);
+        if (size != UINT64_MAX && l.offset <= size && l.length <= size - l.offset)
+            return true; // the common case: no path built for 1.7 M good chunks
+        const std::string path = (fs::path(index.dataDir) / index.files[l.file]).string();
         if (size == UINT64_MAX) {
             out.push_back({key, path, {}, "data file is missing", Problem::Effect::Unreadable});
             return false;

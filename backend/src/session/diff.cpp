@@ -127,9 +127,13 @@ Result<DiffResult> runDiff(const DiffRequest &request, const JobControl &control
         return checkpoint.error();
     if (!control.report({"layout", 0, 0}))
         return cancelled();
-    auto layout = readLayout(request.layout);
-    if (!layout)
-        return layout.error();
+    std::shared_ptr<const Layout> layout = request.openedLayout;
+    if (!layout) {
+        auto read = readLayout(request.layout);
+        if (!read)
+            return read.error();
+        layout = std::make_shared<const Layout>(std::move(*read));
+    }
     bool stopped = false;
     auto diff = diffAgainstLayout(**checkpoint, *layout, request.options,
                                   [&](uint64_t done, uint64_t total) {
