@@ -241,6 +241,7 @@ ComparePanel::ComparePanel(QWidget *parent)
     split->addWidget(plots);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    split->setSizes({600, 400});
 
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);

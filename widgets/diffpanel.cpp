@@ -227,9 +227,10 @@ void DiffPanel::updateBanner()
         html += QStringLiteral("<br><code>%1</code>")
                     .arg(QString::fromStdString(o.message).toHtmlEscaped());
     if (!o.keptAtInit.empty())
-        html += tr("<br><span style=\"color:#d0301a; font-weight:bold\">%1 parameters silently "
+        html += tr("<br><span style=\"color:%2; font-weight:bold\">%1 parameters silently "
                    "keep their initial values</span>")
-                    .arg(model::formatCount(o.keptAtInit.size()));
+                    .arg(model::formatCount(o.keptAtInit.size()),
+                         attentionColor(Attention::Worst, palette()).name());
     for (const std::string &w : o.warnings)
         html += QStringLiteral("<br>⚠ %1").arg(QString::fromStdString(w).toHtmlEscaped());
     m_banner->setText(html);

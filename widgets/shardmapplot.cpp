@@ -43,6 +43,8 @@ ShardMapPlot::ShardMapPlot(QWidget *parent)
     p->xAxis->setNumberFormat(QStringLiteral("gb"));
     p->yAxis->setNumberFormat(QStringLiteral("gb"));
     p->legend->setVisible(false);
+    // The files' legend under the map's corner, where the rank labels (top right) are not.
+    p->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignLeft);
     // A title row above the map: chunks, files, and what is wrong with them.
     p->plotLayout()->insertRow(0);
     m_title = new QCPTextElement(p, QString(), font());
@@ -111,9 +113,15 @@ void ShardMapPlot::setMap(model::ShardMap map)
     const double padR = std::max(1.0, m_map.rows * 0.02), padC = std::max(1.0, m_map.cols * 0.02);
     p->xAxis->setRange(-padC, double(m_map.cols) + padC);
     p->yAxis->setRange(-padR, double(m_map.rows) + padR);
-    QString title = tr("%1 chunks in %2 files")
-                        .arg(model::formatCount(m_map.chunks.size()))
-                        .arg(m_map.files.size());
+    QString title = tr("%1 %2 in %3 %4")
+                        .arg(model::formatCount(m_map.chunks.size()),
+                             m_map.chunks.size() == 1 ? tr("chunk") : tr("chunks"))
+                        .arg(m_map.files.size())
+                        .arg(m_map.files.size() == 1 ? tr("file") : tr("files"));
+    if (!m_map.reads.empty())
+        title += tr(" · read by %1 planned %2")
+                     .arg(m_map.reads.size())
+                     .arg(m_map.reads.size() == 1 ? tr("read") : tr("reads"));
     if (m_map.chunks.size() > MaxBoxes)
         title += tr(" (first %1 drawn)").arg(model::formatCount(MaxBoxes));
     if (m_map.uncovered > 0)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "tensordetailspanel.h"
+#include "statusstyle.h"
 
 #include "histogramplot.h"
 
@@ -70,7 +71,8 @@ TensorDetailsPanel::TensorDetailsPanel(QWidget *parent)
     m_subtitle->setPalette(sub);
     m_problems->setWordWrap(true);
     m_problems->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_problems->setStyleSheet(QStringLiteral("color: #b02a1a;"));
+    m_problems->setStyleSheet(
+        QStringLiteral("color: %1;").arg(attentionColor(Attention::Bad, palette()).name()));
     layout->addWidget(m_title);
     layout->addWidget(m_subtitle);
     layout->addWidget(m_problems);
@@ -223,7 +225,9 @@ void TensorDetailsPanel::setTitle(const QString &key, const QString &subtitle)
 void TensorDetailsPanel::setStatus(const QString &text, bool error)
 {
     m_status->setText(text);
-    m_status->setStyleSheet(error ? QStringLiteral("color: #b02a1a;") : QString());
+    m_status->setStyleSheet(
+        error ? QStringLiteral("color: %1;").arg(attentionColor(Attention::Bad, palette()).name())
+              : QString());
     m_status->setVisible(!text.isEmpty());
 }
 
@@ -333,7 +337,8 @@ void TensorDetailsPanel::setObjectDetails(const ObjectDetails &details)
     m_waiting = false;
     if (!details.ok()) {
         m_objectStatus->setText(details.error);
-        m_objectStatus->setStyleSheet(QStringLiteral("color: #b02a1a;"));
+        m_objectStatus->setStyleSheet(
+            QStringLiteral("color: %1;").arg(attentionColor(Attention::Bad, palette()).name()));
         return;
     }
     m_objectStatus->hide();

@@ -11,6 +11,7 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
+#include <QPalette>
 
 #include <cstdio>
 
@@ -77,6 +78,10 @@ int main(int argc, char **argv)
                               QStringLiteral("Verify the load once the diff is there."));
     QCommandLineOption values(QStringLiteral("values"),
                               QStringLiteral("With --against: compare the values too."));
+    QCommandLineOption layers(QStringLiteral("plot-layers"),
+                              QStringLiteral("Plot the selected tensor's family across layers."));
+    QCommandLineOption dark(QStringLiteral("dark"),
+                            QStringLiteral("A dark palette, whatever the system's."));
     QCommandLineOption panel(QStringLiteral("panel"),
                              QStringLiteral("Show a panel: problems, diff, verify or compare."),
                              QStringLiteral("name"));
@@ -103,6 +108,8 @@ int main(int argc, char **argv)
     parser.addOption(verify);
     parser.addOption(values);
     parser.addOption(panel);
+    parser.addOption(layers);
+    parser.addOption(dark);
     for (const QCommandLineOption &o : sizes)
         parser.addOption(o);
     parser.addOption(filter);
@@ -113,6 +120,24 @@ int main(int argc, char **argv)
     parser.process(app);
 
     const QStringList args = parser.positionalArguments();
+    if (parser.isSet(dark)) {
+        // Fusion with a dark palette: what a dark desktop gives, for checking the colours.
+        QApplication::setStyle(QStringLiteral("Fusion"));
+        QPalette p;
+        p.setColor(QPalette::Window, QColor(0x2b, 0x2b, 0x2b));
+        p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
+        p.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x1e));
+        p.setColor(QPalette::AlternateBase, QColor(0x26, 0x26, 0x26));
+        p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
+        p.setColor(QPalette::Button, QColor(0x35, 0x35, 0x35));
+        p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
+        p.setColor(QPalette::Highlight, QColor(0x2f, 0x65, 0xca));
+        p.setColor(QPalette::HighlightedText, Qt::white);
+        p.setColor(QPalette::PlaceholderText, QColor(0x90, 0x90, 0x90));
+        p.setColor(QPalette::Mid, QColor(0x60, 0x60, 0x60));
+        p.setColor(QPalette::Midlight, QColor(0x44, 0x44, 0x44));
+        QApplication::setPalette(p);
+    }
 
     using namespace shardscope::gui;
     MainWindow window;
@@ -130,6 +155,7 @@ int main(int argc, char **argv)
         driver = new ScreenshotDriver(&window, parser.value(screenshot)); // owned by the window
         driver->setVerify(parser.isSet(verify));
         driver->setValues(parser.isSet(values) && parser.isSet(against));
+        driver->setLayers(parser.isSet(layers));
     }
     if (!parser.isSet(screenshot))
         window.restoreSettings();

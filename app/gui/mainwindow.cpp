@@ -7,6 +7,7 @@
 #include "model/checkpointtreemodel.h"
 #include "model/diffchoices.h"
 #include "model/formatting.h"
+#include "model/layerfamily.h"
 #include "model/loadmarks.h"
 #include "model/problemlistmodel.h"
 #include "model/reprocommand.h"
@@ -19,6 +20,7 @@
 #include "widgets/layerplot.h"
 #include "widgets/problemspanel.h"
 #include "widgets/shardmapplot.h"
+#include "widgets/statusstyle.h"
 #include "widgets/tensordetailspanel.h"
 #include "widgets/verifypanel.h"
 
@@ -395,6 +397,9 @@ void MainWindow::createActions()
     QAction *values = tools->addAction(tr("Compare &Values"));
     values->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_V));
     connect(values, &QAction::triggered, this, &MainWindow::compareValues);
+    QAction *layers = tools->addAction(tr("Plot &Family Across Layers"));
+    layers->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
+    connect(layers, &QAction::triggered, this, &MainWindow::plotLayers);
     QAction *cancel = tools->addAction(tr("&Cancel Job"));
     cancel->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_Escape));
     connect(cancel, &QAction::triggered, m_session, &CheckpointSession::cancel);
@@ -616,7 +621,10 @@ void MainWindow::onDiffChanged(const DiffSnapshot &diff)
     m_diffLabel->setText(loadSummary(*diff));
     m_diffLabel->setToolTip(QString::fromStdString(diff->outcome.message));
     const bool clean = diff->clean();
-    m_diffLabel->setStyleSheet(clean ? QString() : QStringLiteral("color: #b02a1a;"));
+    m_diffLabel->setStyleSheet(
+        clean ? QString()
+              : QStringLiteral("color: %1;")
+                    .arg(widgets::attentionColor(widgets::Attention::Bad, palette()).name()));
     m_diffLabel->show();
     StepTimer timer("diff");
     m_diffPanel->setDiff(diff);
@@ -673,6 +681,17 @@ void MainWindow::verifyLoad()
     VerifyRequest request = m_verifyPanel->request();
     request.disabledRules = m_diffPanel->options().disabledRules;
     m_session->runVerify(std::move(request));
+}
+
+void MainWindow::plotLayers()
+{
+    const LayerKey key = layerKey(detailsKey());
+    if (key.family.isEmpty()) {
+        statusBar()->showMessage(tr("Select a tensor of a layer (…layers.N…) first"), 4000);
+        return;
+    }
+    showPanel(QStringLiteral("layers"));
+    m_session->runLayerStats(key.family);
 }
 
 void MainWindow::compareValues()
@@ -976,7 +995,10 @@ void MainWindow::updateStatusBar()
                                     formatCount(index->files.size())));
     const size_t n = index->problems.size();
     m_problemsLabel->setText(n == 0 ? tr("No problems") : tr("%1 problems").arg(n));
-    m_problemsLabel->setStyleSheet(n == 0 ? QString() : QStringLiteral("color: #b02a1a;"));
+    m_problemsLabel->setStyleSheet(
+        n == 0 ? QString()
+               : QStringLiteral("color: %1;")
+                     .arg(widgets::attentionColor(widgets::Attention::Bad, palette()).name()));
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent *event)

@@ -79,6 +79,8 @@ public:
 
     /** Verifies the load with the Verify panel's settings and the diff's rules. */
     void verifyLoad();
+    /** Plots the selected tensor's family across layers (the Layers tab). */
+    void plotLayers();
     /** Compares the two checkpoints value by value with the Compare panel's tolerances. */
     void compareValues();
     /**

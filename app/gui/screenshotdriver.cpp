@@ -4,6 +4,7 @@
 #include "mainwindow.h"
 
 #include "model/checkpointsession.h"
+#include "model/layerfamily.h"
 
 #include <QApplication>
 #include <QTimer>
@@ -77,8 +78,14 @@ void ScreenshotDriver::take()
             if (v)
                 again();
         });
+        connect(session, &CheckpointSession::layerStatsChanged, this,
+                [this, again](const LayerStatsSnapshot &stats) {
+                    m_layersDone = stats != nullptr;
+                    again();
+                });
         connect(session, &CheckpointSession::jobEnded, this, [](bool ok, const QString &message) {
-            if (!ok) {
+            // A job superseded by the next one is cancelled, not failed.
+            if (!ok && message != CheckpointSession::tr("Cancelled")) {
                 std::fprintf(stderr, "shardscope: %s\n", qPrintable(message));
                 QApplication::exit(1);
             }
@@ -96,6 +103,16 @@ void ScreenshotDriver::take()
             return; // compareOpened brings us back
         if (!std::exchange(m_valuesStarted, true))
             m_window->compareValues();
+        return;
+    }
+    if (m_layers && !m_layersDone) {
+        if (layerKey(m_window->detailsKey()).family.isEmpty()) {
+            std::fprintf(stderr, "shardscope: --plot-layers: select a tensor of a layer\n");
+            QApplication::exit(1);
+            return;
+        }
+        if (!std::exchange(m_layersStarted, true))
+            m_window->plotLayers();
         return;
     }
     m_pending = false;

@@ -23,6 +23,8 @@ public:
     void setVerify(bool on) { m_verify = on; }
     /** Compare values with the second checkpoint, and wait for the comparison. */
     void setValues(bool on) { m_values = on; }
+    /** Plot the selected tensor's family across layers, and wait for it. */
+    void setLayers(bool on) { m_layers = on; }
 
 private:
     void onOpened();
@@ -35,6 +37,7 @@ private:
     bool m_waitingForDiff = false;
     bool m_verify = false, m_verifyStarted = false;
     bool m_values = false, m_valuesStarted = false;
+    bool m_layers = false, m_layersStarted = false, m_layersDone = false;
 };
 
 } // namespace shardscope::gui

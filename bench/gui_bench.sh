@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The window at DeepSeek-V3 scale against the CLI doing the same work, in one run.
+#   bench/gui_bench.sh [DIR]
+# DIR defaults to build/bench-data/dsv3-gui: the metadata bench's .metadata (1.75 M chunks;
+# made on first use) with sparse stand-ins for its 256 data files, so that the integrity
+# checks pass as on a real checkpoint (no disk space used). The layout is DeepSeek-V3's, from
+# bench/deepseek_v3_config.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${SHARDSCOPE_PYTHON:-.venv/bin/python}
+META=build/bench-data/dsv3
+DIR=${1:-build/bench-data/dsv3-gui}
+LAYOUT=build/bench-data/dsv3-layout.json
+CLI=build/app/cli/shardscope-cli
+[ -f "$META/.metadata" ] || "$PY" bench/make_dsv3_metadata.py --out "$META"
+[ -f "$LAYOUT" ] || "$CLI" layout --from-config bench/deepseek_v3_config.json -o "$LAYOUT"
+if [ ! -e "$DIR/.metadata" ]; then
+  mkdir -p "$DIR"
+  ln -sf "$(realpath "$META/.metadata")" "$DIR/.metadata"
+  for i in $(seq 0 255); do truncate -s 64G "$DIR/__${i}_0.distcp"; done
+fi
+cat "$DIR/.metadata" > /dev/null # page cache warm for every reader
+
+seconds() {
+  "$PY" -c 'import subprocess, sys, time
+t = time.perf_counter()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(time.perf_counter() - t)' "$@"
+}
+cli_open=$(seconds "$CLI" inspect "$DIR")
+cli_diff=$(seconds "$CLI" diff "$DIR" --layout "$LAYOUT")
+cli_toggle=$(seconds "$CLI" diff "$DIR" --layout "$LAYOUT" --disable-rule swiglu)
+gui=$(QT_QPA_PLATFORM=offscreen build/bench/bench_gui "$DIR" "$LAYOUT" 2>/dev/null)
+"$PY" - "$gui" "$cli_open" "$cli_diff" "$cli_toggle" <<'PY'
+import json, sys
+gui = json.loads(sys.argv[1])
+cli = {"inspect": float(sys.argv[2]), "diff": float(sys.argv[3]),
+       "diff_without_swiglu": float(sys.argv[4])}
+targets = {"open_to_paint": 2.0, "filter_worst": 0.2, "diff_view": 1.0, "rule_toggle": 1.0}
+print(json.dumps({"gui": gui, "cli_process_seconds": cli,
+                  "met": {k: gui[k] < v for k, v in targets.items()}}, indent=1))
+PY
