@@ -612,7 +612,15 @@ QString CheckpointTreeModel::loadText(uint32_t node) const
     const LoadMark mark = m_tree->marks[node];
     if (mark == LoadMark::None || m_tree->nodes[node].kind != NodeKind::Group)
         return loadMarkName(mark);
-    return tr("%1 %2").arg(formatCount(m_tree->markCounts[node]), loadMarkName(mark));
+    // A group counts the leaves that carry its worst mark: "12 kept at init", "90 loaded".
+    QString what = loadMarkName(mark);
+    if (mark == LoadMark::Loaded)
+        what = tr("loaded");
+    else if (mark == LoadMark::Mismatch)
+        what = tr("mismatched");
+    else if (mark == LoadMark::Problem && m_tree->markCounts[node] > 1)
+        what = tr("problems");
+    return tr("%1 %2").arg(formatCount(m_tree->markCounts[node]), what);
 }
 
 void CheckpointTreeModel::setLoadMarks(std::shared_ptr<const LoadMarkSet> set)

@@ -150,6 +150,7 @@ DiffPanel::DiffPanel(QWidget *parent)
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addWidget(m_banner);
     layout->addLayout(controls);
+    layout->addWidget(attentionLegend(this));
     layout->addWidget(split, 1);
     // F8 / Shift+F8 are the window's (Tools ▸ Next Problem), so they work from any view.
 }

@@ -2,6 +2,8 @@
 #include "statusstyle.h"
 
 #include <QApplication>
+#include <QHBoxLayout>
+#include <QLabel>
 #include <QPalette>
 #include <QStyle>
 #include <QStyleOptionViewItem>
@@ -69,6 +71,43 @@ void applyAttention(QStyleOptionViewItem *option, Attention level, bool markFine
     option->features |= QStyleOptionViewItem::HasDecoration;
     option->icon = style->standardIcon(icon);
     option->palette.setColor(QPalette::Text, attentionColor(level, option->palette));
+}
+
+QWidget *attentionLegend(QWidget *parent)
+{
+    auto *legend = new QWidget(parent);
+    legend->setObjectName(QStringLiteral("legend"));
+    auto *layout = new QHBoxLayout(legend);
+    layout->setContentsMargins(0, 0, 0, 0);
+    const QStyle *style = legend->style();
+    const int size = legend->fontMetrics().height();
+    const std::pair<Attention, const char *> items[] = {
+        {Attention::Fine, QT_TRANSLATE_NOOP("Legend", "loads as stored")},
+        {Attention::Warning,
+         QT_TRANSLATE_NOOP("Legend", "loads with a change, or read by nothing")},
+        {Attention::Bad, QT_TRANSLATE_NOOP("Legend", "the load raises, or fills it wrongly")},
+        {Attention::Worst, QT_TRANSLATE_NOOP("Legend", "silently kept at its initial values")}};
+    for (const auto &[level, text] : items) {
+        QStyle::StandardPixmap icon = level == Attention::Fine      ? QStyle::SP_DialogApplyButton
+                                      : level == Attention::Warning ? QStyle::SP_MessageBoxWarning
+                                                                    : QStyle::SP_MessageBoxCritical;
+        auto *pixmap = new QLabel(legend);
+        pixmap->setPixmap(style->standardIcon(icon).pixmap(size, size));
+        auto *label = new QLabel(QCoreApplication::translate("Legend", text), legend);
+        QPalette pal = label->palette();
+        pal.setColor(QPalette::WindowText, attentionColor(level, legend->palette()));
+        label->setPalette(pal);
+        if (level == Attention::Worst) {
+            QFont bold = label->font();
+            bold.setBold(true);
+            label->setFont(bold);
+        }
+        layout->addWidget(pixmap);
+        layout->addWidget(label);
+        layout->addSpacing(size);
+    }
+    layout->addStretch(1);
+    return legend;
 }
 
 } // namespace shardscope::widgets

@@ -7,6 +7,7 @@
 
 class QStyleOptionViewItem;
 class QPalette;
+class QWidget;
 
 namespace shardscope::widgets {
 
@@ -23,5 +24,8 @@ QColor attentionColor(Attention level, const QPalette &palette);
  * nothing) is bold too. Fine shows a check mark only when `markFine`.
  */
 void applyAttention(QStyleOptionViewItem *option, Attention level, bool markFine = true);
+
+/** A legend of the levels as the views show them (icon, colour, what each means). */
+QWidget *attentionLegend(QWidget *parent);
 
 } // namespace shardscope::widgets

@@ -18,6 +18,7 @@
 #include "widgets/diffpanel.h"
 #include "widgets/filterbar.h"
 #include "widgets/layerplot.h"
+#include "widgets/layoutoptionsdialog.h"
 #include "widgets/problemspanel.h"
 #include "widgets/shardmapplot.h"
 #include "widgets/statusstyle.h"
@@ -327,8 +328,13 @@ void MainWindow::createActions()
         const QString path = QFileDialog::getOpenFileName(
             this, tr("Model config: config.json, Megatron arguments"),
             QFileInfo(m_session->path()).absolutePath(), tr("All files (*)"));
-        if (!path.isEmpty())
-            setConfigPath(path);
+        if (path.isEmpty())
+            return;
+        // The options `layout --from-config` takes, starting from the last ones used.
+        LayoutOptionsDialog dialog(path, this);
+        dialog.setOptions(m_session->layoutOptions());
+        if (dialog.exec() == QDialog::Accepted)
+            setConfigPath(path, dialog.options());
     });
     QAction *compare = file->addAction(tr("Compare &With…"));
     compare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));

@@ -2,6 +2,7 @@
 // The panels on their own: what their controls ask for, and plots that fill and save.
 #include "model/valuediffmodel.h"
 #include "widgets/comparepanel.h"
+#include "widgets/layoutoptionsdialog.h"
 #include "widgets/plotframe.h"
 #include "widgets/verifypanel.h"
 
@@ -125,4 +126,35 @@ TEST(ComparePanelTest, PlotsTheSelectedFamilyAcrossLayers)
     EXPECT_EQ(layers->graph(1)->dataMainValue(0), 0.25);
     panel.selectTensor(1); // layer 0
     EXPECT_EQ(layers->graph(1)->dataMainKey(0), 0.0);
+}
+
+// The dialog gives back what it was given, and what its controls say.
+TEST(LayoutOptionsDialogTest, RoundTripsTheCliOptions)
+{
+    LayoutOptions o;
+    o.parallelGiven = true;
+    o.parallel.tp = 2;
+    o.parallel.ep = 4;
+    o.parallel.lastStageLayers = 3;
+    o.megatronVersion = "0.16";
+    o.sequentialExperts = true;
+    o.mlaDownProjFusion = false;
+    LayoutOptionsDialog dialog(QStringLiteral("/x/config.json"));
+    dialog.setOptions(o);
+    const LayoutOptions back = dialog.options();
+    EXPECT_TRUE(back.parallelGiven);
+    EXPECT_EQ(back.parallel.tp, 2);
+    EXPECT_EQ(back.parallel.ep, 4);
+    EXPECT_EQ(back.parallel.pp, 1);
+    EXPECT_EQ(back.parallel.lastStageLayers, 3);
+    EXPECT_EQ(back.megatronVersion, "0.16");
+    EXPECT_TRUE(back.sequentialExperts);
+    EXPECT_EQ(back.mlaDownProjFusion, std::optional<bool>(false));
+
+    // Sizes not ticked: the config's own, whatever the boxes say.
+    dialog.setOptions({});
+    const LayoutOptions defaults = dialog.options();
+    EXPECT_FALSE(defaults.parallelGiven);
+    EXPECT_EQ(defaults.megatronVersion, "main");
+    EXPECT_FALSE(defaults.mlaDownProjFusion.has_value());
 }
