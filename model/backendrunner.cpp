@@ -453,6 +453,14 @@ void BackendRunner::runJob(quint64 id, quint64 gen, const QString &title, const 
         deliver(gen, [this, id, value = outcome.value] { Q_EMIT jobFinished(id, value); });
 }
 
+void BackendRunner::cancelJob(quint64 id)
+{
+    QMutexLocker lock(&m_jobMutex);
+    for (auto &[job, token] : m_jobTokens)
+        if (job == id)
+            token.cancel();
+}
+
 void BackendRunner::cancelJobs()
 {
     QMutexLocker lock(&m_jobMutex);

@@ -118,6 +118,8 @@ public:
     quint64 startValueDiff(shardscope::ValueDiffRequest request);
     /** Cancels the running job and drops the queued ones (each answers jobCancelled). */
     void cancelJobs();
+    /** Cancels one job, running or queued (it answers jobCancelled). */
+    void cancelJob(quint64 id);
 
 Q_SIGNALS:
     void checkpointOpened(shardscope::model::IndexSnapshot index);

@@ -41,18 +41,22 @@ CheckpointSession::CheckpointSession(QObject *parent)
         Q_EMIT valuesChanged(values);
     });
     connect(m_runner, &BackendRunner::jobStarted, this, [this](quint64 id, const QString &title) {
-        if (id == m_job)
-            Q_EMIT jobStarted(title);
+        if (!m_jobs.contains(id))
+            return;
+        m_jobKind = m_jobs.value(id);
+        Q_EMIT jobStarted(title);
     });
     connect(m_runner, &BackendRunner::jobProgress, this,
             [this](quint64 id, const QString &stage, int permille, double eta) {
-                if (id == m_job)
-                    Q_EMIT jobProgress(stage, permille, eta);
+                if (!m_jobs.contains(id))
+                    return;
+                m_jobKind = m_jobs.value(id);
+                Q_EMIT jobProgress(stage, permille, eta);
             });
     auto ended = [this](quint64 id, bool ok, const QString &message) {
-        if (id != m_job)
+        if (!m_jobs.contains(id))
             return;
-        m_job = 0;
+        m_jobKind = m_jobs.take(id);
         Q_EMIT jobEnded(ok, message);
     };
     connect(m_runner, &BackendRunner::jobFinished, this,
@@ -106,8 +110,10 @@ void CheckpointSession::clearComparison()
 
 void CheckpointSession::open(const QString &path)
 {
-    if (m_job) { // the runner cancels it: it was about the old checkpoint
-        m_job = 0;
+    // The runner cancels every job: they were about the old checkpoint.
+    const QHash<quint64, JobKind> jobs = std::exchange(m_jobs, {});
+    for (auto it = jobs.begin(); it != jobs.end(); ++it) {
+        m_jobKind = it.value();
         Q_EMIT jobEnded(false, tr("Cancelled"));
     }
     m_path = path;
@@ -158,7 +164,7 @@ void CheckpointSession::setConfig(const QString &configPath, const LayoutOptions
     m_pendingOptions = options;
     const std::string config = QFile::encodeName(configPath).toStdString();
     const std::string path = QFile::encodeName(out).toStdString();
-    supersede();
+    supersede(JobKind::Layout);
     m_layoutJob = m_runner->startJob(
         tr("Layout from %1").arg(QFileInfo(configPath).fileName()),
         [config, path, options, out](const JobControl &) -> BackendRunner::JobOutcome {
@@ -174,20 +180,21 @@ void CheckpointSession::setConfig(const QString &configPath, const LayoutOptions
     track(m_layoutJob, JobKind::Layout);
 }
 
-// One job at a time: the newest asked for wins; the one it replaces ends, cancelled.
-void CheckpointSession::supersede()
+// The newest job of a kind wins; the one it replaces ends, cancelled. Other kinds run on.
+void CheckpointSession::supersede(JobKind kind)
 {
-    if (!m_job)
-        return;
-    m_runner->cancelJobs();
-    m_job = 0;
-    Q_EMIT jobEnded(false, tr("Cancelled"));
+    const QList<quint64> ids = m_jobs.keys(kind);
+    for (quint64 id : ids) {
+        m_runner->cancelJob(id);
+        m_jobs.remove(id);
+        m_jobKind = kind;
+        Q_EMIT jobEnded(false, tr("Cancelled"));
+    }
 }
 
 void CheckpointSession::track(quint64 job, JobKind kind)
 {
-    m_job = job;
-    m_jobKind = kind;
+    m_jobs.insert(job, kind);
 }
 
 void CheckpointSession::runDiff(const DiffOptions &options)
@@ -197,7 +204,7 @@ void CheckpointSession::runDiff(const DiffOptions &options)
     request.layout = QFile::encodeName(m_layoutPath).toStdString();
     request.options = options;
     request.opened = m_index;
-    supersede();
+    supersede(JobKind::Diff);
     clearResults(false); // a verification of other rules no longer says what this load does
     track(m_runner->startDiff(std::move(request)), JobKind::Diff);
 }
@@ -207,13 +214,13 @@ void CheckpointSession::runVerify(VerifyRequest request)
     request.checkpoint = QFile::encodeName(m_path).toStdString();
     request.layout = QFile::encodeName(m_layoutPath).toStdString();
     request.opened = m_index;
-    supersede();
+    supersede(JobKind::Verify);
     track(m_runner->startVerify(std::move(request), m_diff), JobKind::Verify);
 }
 
 void CheckpointSession::runCompare(const DiffOptions &options)
 {
-    supersede();
+    supersede(JobKind::Compare);
     track(m_runner->startCompare(options), JobKind::Compare);
 }
 
@@ -223,7 +230,7 @@ void CheckpointSession::runValues(ValueDiffRequest request)
     request.second = QFile::encodeName(m_comparePath).toStdString();
     if (request.layout.empty() && !m_layoutPath.isEmpty())
         request.layout = QFile::encodeName(m_layoutPath).toStdString();
-    supersede();
+    supersede(JobKind::Values);
     track(m_runner->startValueDiff(std::move(request)), JobKind::Values);
 }
 
@@ -247,7 +254,7 @@ void CheckpointSession::exportReport(ReportRequest request, const QString &path)
         request.values->secondOpened = m_compareIndex;
     }
     const std::string out = QFile::encodeName(path).toStdString();
-    supersede();
+    supersede(JobKind::Export);
     track(m_runner->startJob(
               tr("Export %1").arg(QFileInfo(path).fileName()),
               [request, out, path](const JobControl &control) -> BackendRunner::JobOutcome {
@@ -270,7 +277,7 @@ void CheckpointSession::runLayerStats(const QString &family)
     request.path = QFile::encodeName(m_path).toStdString();
     request.filters = {familyGlob(family).toStdString()};
     request.stats = true;
-    supersede();
+    supersede(JobKind::LayerStats);
     m_statsJob = m_runner->startJob(
         tr("Statistics of %1").arg(family),
         [request, family](const JobControl &control) -> BackendRunner::JobOutcome {

@@ -4,6 +4,7 @@
 #include "backendrunner.h"
 #include "layerstats.h"
 
+#include <QHash>
 #include <QObject>
 #include <QString>
 #include <QTemporaryDir>
@@ -15,7 +16,9 @@ namespace shardscope::model {
  * layout it is checked against, and the results of each stage (index → diff → verification;
  * comparison), each a read-only snapshot. It owns the BackendRunner and announces each stage
  * with a signal of its own, so that the window composes views that listen, instead of wiring
- * every result itself. A stage's result is cleared (its signal carries null) when what it was
+ * every result itself. Jobs of different kinds run one after another on the runner's long lane;
+ * a new job of a kind supersedes the one of that kind still queued or running. A stage's result
+ * is cleared (its signal carries null) when what it was
  * computed from changes: a new checkpoint clears everything, a new layout the diff and the
  * verification.
  */
@@ -47,8 +50,9 @@ public:
     VerifySnapshot verification() const { return m_verification; }
     CompareSnapshot comparison() const { return m_comparison; }
     ValuesSnapshot values() const { return m_values; }
-    bool isJobRunning() const { return m_job != 0; }
-    /** The kind of the job jobStarted/jobProgress/jobEnded speak of (kept after it ends). */
+    bool isJobRunning() const { return !m_jobs.isEmpty(); }
+    /** The kind of the job jobStarted/jobProgress/jobEnded speak of (read it in their slots;
+     *  kept after the job ends). */
     JobKind jobKind() const { return m_jobKind; }
 
 public Q_SLOTS:
@@ -107,7 +111,8 @@ Q_SIGNALS:
     void jobEnded(bool ok, const QString &message);
 
 private:
-    void supersede();
+    /** Cancels the queued or running jobs of `kind` (a newer one replaces them); each ends. */
+    void supersede(JobKind kind);
     void applyLayout(const QString &path);
     void track(quint64 job, JobKind kind);
     void clearResults(bool diffToo);
@@ -123,7 +128,7 @@ private:
     VerifySnapshot m_verification;
     CompareSnapshot m_comparison;
     ValuesSnapshot m_values;
-    quint64 m_job = 0; ///< the job whose progress is shown; 0: none
+    QHash<quint64, JobKind> m_jobs; ///< the jobs queued or running, by id
     JobKind m_jobKind = JobKind::None;
     quint64 m_layoutJob = 0;   ///< the running setConfig() job; 0: none
     quint64 m_statsJob = 0;    ///< the running runLayerStats() job; 0: none

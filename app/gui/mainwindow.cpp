@@ -959,9 +959,11 @@ void MainWindow::onJobProgress(const QString &stage, int permille, double etaSec
 
 void MainWindow::onJobEnded(bool ok, const QString &message)
 {
-    for (QWidget *w : {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
-                       static_cast<QWidget *>(m_cancelJob)})
-        w->hide();
+    if (!m_session->isJobRunning()) // another job still runs: its progress stays in sight
+        for (QWidget *w :
+             {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
+              static_cast<QWidget *>(m_cancelJob)})
+            w->hide();
     statusBar()->showMessage(ok ? tr("%1: done").arg(m_jobLabel->text())
                                 : tr("%1: %2").arg(m_jobLabel->text(), message),
                              6000);

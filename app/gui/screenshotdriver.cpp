@@ -83,13 +83,20 @@ void ScreenshotDriver::take()
                     m_layersDone = stats != nullptr;
                     again();
                 });
-        connect(session, &CheckpointSession::jobEnded, this, [](bool ok, const QString &message) {
-            // A job superseded by the next one is cancelled, not failed.
-            if (!ok && message != CheckpointSession::tr("Cancelled")) {
-                std::fprintf(stderr, "shardscope: %s\n", qPrintable(message));
-                QApplication::exit(1);
-            }
-        });
+        connect(session, &CheckpointSession::jobEnded, this,
+                [this](bool ok, const QString &message) {
+                    // A job superseded by the next one is cancelled, not failed: start again what
+                    // is still missing.
+                    if (!ok && message == CheckpointSession::tr("Cancelled")) {
+                        m_verifyStarted = m_valuesStarted = m_layersStarted = false;
+                        QTimer::singleShot(250, this, &ScreenshotDriver::take);
+                        return;
+                    }
+                    if (!ok) {
+                        std::fprintf(stderr, "shardscope: %s\n", qPrintable(message));
+                        QApplication::exit(1);
+                    }
+                });
     }
     if (m_window->expectsDiff() && !session->diff())
         return;
