@@ -215,16 +215,8 @@ ComparePanel::ComparePanel(QWidget *parent)
             .arg(model::formatCount(uint64_t(value)));
     });
     QCustomPlot *l = m_layers->plot();
-    QCPGraph *graph = l->addGraph();
-    graph->setPen(QPen(QColor(0x3d, 0x7e, 0xc4), 1.5));
-    graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
-    QCPGraph *selected = l->addGraph();
-    selected->setLineStyle(QCPGraph::lsNone);
-    selected->setScatterStyle(QCPScatterStyle(
-        QCPScatterStyle::ssCircle, QPen(QColor(0xd3, 0x54, 0x00), 2), QColor(0xd3, 0x54, 0x00), 8));
-    l->xAxis->setLabel(tr("layer"));
+    m_layers->addLayerSeries();
     l->yAxis->setLabel(tr("relative L2 difference"));
-    l->yAxis->setNumberFormat(QStringLiteral("gb"));
     m_layers->setHoverText([](int, int, double key, double value) {
         return QObject::tr("layer %1: relative L2 %2").arg(key).arg(value, 0, 'g', 4);
     });

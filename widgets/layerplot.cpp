@@ -29,16 +29,7 @@ LayerPlot::LayerPlot(QWidget *parent)
     m_family->setWordWrap(true);
     m_family->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
-    QCustomPlot *p = m_frame->plot();
-    QCPGraph *all = p->addGraph();
-    all->setPen(QPen(QColor(0x3d, 0x7e, 0xc4), 1.5));
-    all->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
-    QCPGraph *selected = p->addGraph();
-    selected->setLineStyle(QCPGraph::lsNone);
-    selected->setScatterStyle(QCPScatterStyle(
-        QCPScatterStyle::ssCircle, QPen(QColor(0xd3, 0x54, 0x00), 2), QColor(0xd3, 0x54, 0x00), 8));
-    p->xAxis->setLabel(tr("layer"));
-    p->yAxis->setNumberFormat(QStringLiteral("gb"));
+    m_frame->addLayerSeries();
     m_frame->setHoverText([this](int, int index, double key, double value) {
         const QString k = m_stats && index >= 0 && index < m_stats->keys.size()
                               ? m_stats->keys[index]

@@ -120,6 +120,19 @@ void PlotFrame::showHover(const QPoint &pos)
     QToolTip::showText(m_plot->mapToGlobal(pos), text, m_plot);
 }
 
+void PlotFrame::addLayerSeries()
+{
+    QCPGraph *all = m_plot->addGraph();
+    all->setPen(QPen(QColor(0x3d, 0x7e, 0xc4), 1.5));
+    all->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+    QCPGraph *selected = m_plot->addGraph();
+    selected->setLineStyle(QCPGraph::lsNone);
+    const QColor mark(0xd3, 0x54, 0x00);
+    selected->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(mark, 2), mark, 8));
+    m_plot->xAxis->setLabel(tr("layer"));
+    m_plot->yAxis->setNumberFormat(QStringLiteral("gb"));
+}
+
 void PlotFrame::resetZoom()
 {
     m_plot->rescaleAxes();

@@ -32,6 +32,9 @@ public:
      *  (empty: nothing). For plots of items rather than data. */
     using HoverAt = std::function<QString(double key, double value)>;
     void setHoverAt(HoverAt text) { m_hoverAt = std::move(text); }
+    /** Two graphs for a value per layer: graph 0 every layer (line and points), graph 1 the
+     *  selected layer's point, marked. The x axis is labelled "layer". */
+    void addLayerSeries();
     /** Rescales the axes to the data (what a double-click does). */
     void resetZoom();
     /** Writes the plot as PNG or PDF (by the extension); false when it cannot. */

@@ -5,6 +5,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPalette>
+#include <QProgressBar>
 #include <QStyle>
 #include <QStyleOptionViewItem>
 #include <QWidget>
@@ -71,6 +72,21 @@ void applyAttention(QStyleOptionViewItem *option, Attention level, bool markFine
     option->features |= QStyleOptionViewItem::HasDecoration;
     option->icon = style->standardIcon(icon);
     option->palette.setColor(QPalette::Text, attentionColor(level, option->palette));
+}
+
+QString showJobProgress(QProgressBar *bar, const QString &stage, int permille, double etaSeconds)
+{
+    if (permille < 0) {
+        bar->setRange(0, 0);
+    } else {
+        bar->setRange(0, 1000);
+        bar->setValue(permille);
+    }
+    if (etaSeconds < 0)
+        return stage;
+    return QCoreApplication::translate("Progress", "%1 · about %2 s left")
+        .arg(stage)
+        .arg(qRound(etaSeconds));
 }
 
 QWidget *attentionLegend(QWidget *parent)

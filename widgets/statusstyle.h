@@ -7,6 +7,7 @@
 
 class QStyleOptionViewItem;
 class QPalette;
+class QProgressBar;
 class QWidget;
 
 namespace shardscope::widgets {
@@ -24,6 +25,10 @@ QColor attentionColor(Attention level, const QPalette &palette);
  * nothing) is bold too. Fine shows a check mark only when `markFine`.
  */
 void applyAttention(QStyleOptionViewItem *option, Attention level, bool markFine = true);
+
+/** A job's progress on a bar (permille < 0: busy, amount unknown), and its stage with the
+ *  time left (etaSeconds < 0: no estimate yet) as one line. */
+QString showJobProgress(QProgressBar *bar, const QString &stage, int permille, double etaSeconds);
 
 /** A legend of the levels as the views show them (icon, colour, what each means). */
 QWidget *attentionLegend(QWidget *parent);

@@ -293,16 +293,7 @@ void VerifyPanel::jobStarted()
 
 void VerifyPanel::jobProgress(const QString &stage, int permille, double etaSeconds)
 {
-    if (permille < 0) {
-        m_progress->setRange(0, 0);
-    } else {
-        m_progress->setRange(0, 1000);
-        m_progress->setValue(permille);
-    }
-    QString text = stage;
-    if (etaSeconds >= 0)
-        text += tr(" · about %1 s left").arg(qRound(etaSeconds));
-    m_stage->setText(text);
+    m_stage->setText(showJobProgress(m_progress, stage, permille, etaSeconds));
 }
 
 void VerifyPanel::jobEnded(bool ok, const QString &message)

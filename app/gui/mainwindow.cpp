@@ -942,16 +942,7 @@ void MainWindow::onTensorDetails(const QString &, const TensorDetails &details)
 
 void MainWindow::onJobProgress(const QString &stage, int permille, double etaSeconds)
 {
-    if (permille < 0) {
-        m_jobProgress->setRange(0, 0);
-    } else {
-        m_jobProgress->setRange(0, 1000);
-        m_jobProgress->setValue(permille);
-    }
-    QString tip = stage;
-    if (etaSeconds >= 0)
-        tip += tr("  ·  about %1 s left").arg(qRound(etaSeconds));
-    m_jobProgress->setToolTip(tip);
+    m_jobProgress->setToolTip(showJobProgress(m_jobProgress, stage, permille, etaSeconds));
     for (QWidget *w : {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
                        static_cast<QWidget *>(m_cancelJob)})
         w->show();

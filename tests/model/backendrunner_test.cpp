@@ -405,6 +405,9 @@ TEST(CheckpointSessionTest, LayoutFromAModelConfig)
     ASSERT_TRUE(bad.open(QIODevice::WriteOnly));
     bad.write(R"({"model_type": "llama", "hidden_size": 64})");
     bad.close();
+    // The diff's own end may still be on its way: let it arrive first.
+    while (session.isJobRunning())
+        ASSERT_TRUE(ended.wait(Timeout));
     ended.clear();
     session.setConfig(bad.fileName());
     ASSERT_TRUE(ended.wait(Timeout));
