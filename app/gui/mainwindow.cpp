@@ -834,6 +834,11 @@ void MainWindow::closeEvent(QCloseEvent *event)
     QMainWindow::closeEvent(event);
 }
 
+bool MainWindow::detailsPending() const
+{
+    return !detailsKey().isEmpty() && m_details->isWaiting();
+}
+
 QString MainWindow::detailsKey() const
 {
     const QModelIndex current = m_tree->currentIndex();

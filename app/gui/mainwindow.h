@@ -76,6 +76,8 @@ public:
     void setSelectFirstTensor(bool on) { m_selectFirstTensor = on; }
     /** The entry whose details the panel shows or waits for; empty for none or a group. */
     QString detailsKey() const;
+    /** The details panel still waits for the selected entry's details. */
+    bool detailsPending() const;
 
     /** Verifies the load with the Verify panel's settings and the diff's rules. */
     void verifyLoad();

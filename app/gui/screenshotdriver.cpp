@@ -122,6 +122,10 @@ void ScreenshotDriver::take()
             m_window->plotLayers();
         return;
     }
+    // A step may have selected another entry (the compare panel selects the worst tensor):
+    // its details come back through onDetails().
+    if (m_window->detailsPending())
+        return;
     m_pending = false;
     const bool saved = m_window->grab().save(m_file, "PNG");
     if (!saved)
