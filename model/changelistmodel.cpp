@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "changelistmodel.h"
 
+#include "formatting.h"
+
 namespace shardscope::model {
 
 ChangeListModel::ChangeListModel(QObject *parent)
@@ -35,24 +37,25 @@ QVariant ChangeListModel::data(const QModelIndex &index, int role) const
         return QString::fromUtf8(changeName(c.kind));
     case ChangedRole:
         return c.kind != KeyChange::Kind::Renamed;
+    case FirstKeyRole:
+        return added ? QString() : QString::fromStdString(c.key);
     case Qt::ToolTipRole:
     case Qt::DisplayRole:
         switch (index.column()) {
         case KindColumn:
             return QString::fromUtf8(changeName(c.kind));
         case FirstColumn:
-            return added ? QString() : QString::fromStdString(c.key);
+            return added ? QString() : displayText(c.key);
         case SecondColumn:
             if (added)
-                return QString::fromStdString(c.key);
+                return displayText(c.key);
             if (c.kind == KeyChange::Kind::Renamed)
-                return QString::fromStdString(c.otherKey);
-            return c.kind == KeyChange::Kind::Removed ? QString() : QString::fromStdString(c.key);
+                return displayText(c.otherKey);
+            return c.kind == KeyChange::Kind::Removed ? QString() : displayText(c.key);
         case DetailColumn:
             return c.rule.empty()
-                       ? QString::fromStdString(c.detail)
-                       : tr("rule %1 %2")
-                             .arg(QString::fromStdString(c.rule), QString::fromStdString(c.detail));
+                       ? displayText(c.detail)
+                       : tr("rule %1 %2").arg(displayText(c.rule), displayText(c.detail));
         default:
             return {};
         }

@@ -22,6 +22,7 @@ public:
     enum Role : int {
         ChangeKindRole = Qt::UserRole + 400, ///< QString: changeName()
         ChangedRole,                         ///< bool: a real change (not a mapped rename)
+        FirstKeyRole, ///< QString: the first checkpoint's key as stored (empty when added)
     };
 
     explicit ChangeListModel(QObject *parent = nullptr);

@@ -6,7 +6,7 @@
 #include <QFile>
 #include <QFileInfo>
 
-#include <fstream>
+#include <shardscope/writefile.h>
 
 namespace shardscope::model {
 
@@ -171,10 +171,8 @@ void CheckpointSession::setConfig(const QString &configPath, const LayoutOptions
             auto layout = layoutFromConfig(config, options);
             if (!layout)
                 return {{}, QString::fromStdString(layout.error().toString()), false};
-            std::ofstream file(path, std::ios::binary | std::ios::trunc);
-            file << layoutToJson(*layout);
-            if (!file)
-                return {{}, tr("cannot write %1").arg(out), false};
+            if (auto error = writeFileAtomically(path, layoutToJson(*layout)))
+                return {{}, QString::fromStdString(error->toString()), false};
             return {QVariant(out), {}, false};
         });
     track(m_layoutJob, JobKind::Layout);
@@ -261,11 +259,9 @@ void CheckpointSession::exportReport(ReportRequest request, const QString &path)
                   auto report = runReport(request, control);
                   if (!report)
                       return {{}, QString::fromStdString(report.error().toString()), false};
-                  std::ofstream file(out, std::ios::binary | std::ios::trunc);
-                  file << report->text;
-                  file.close();
-                  if (!file)
-                      return {{}, tr("cannot write %1").arg(path), false};
+                  // The previous report stays whole until the new one is complete.
+                  if (auto error = writeFileAtomically(out, report->text))
+                      return {{}, QString::fromStdString(error->toString()), false};
                   return {QVariant(path), {}, false};
               }),
           JobKind::Export);

@@ -530,7 +530,7 @@ QString CheckpointTreeModel::statusText(uint32_t node) const
     const auto range = std::equal_range(
         m_tree->problems.begin(), m_tree->problems.end(), std::make_pair(node, uint32_t(0)),
         [](const auto &a, const auto &b) { return a.first < b.first; });
-    QString text = QString::fromStdString(m_index->problems[range.first->second].message);
+    QString text = displayText(m_index->problems[range.first->second].message);
     if (n.problemCount > 1)
         text += tr(" (+%1 more)").arg(n.problemCount - 1);
     return text;
@@ -569,7 +569,9 @@ QVariant CheckpointTreeModel::displayData(uint32_t node, int column) const
     const Node &n = m_tree->nodes[node];
     switch (column) {
     case NameColumn:
-        return nodeName(node);
+        if (m_flat)
+            return displayText(nodeKey(node).toStdString());
+        return displayText(m_tree->name(node));
     case DTypeColumn:
         if (n.kind == NodeKind::Tensor)
             return tensorDTypeName(m_index->tensors[size_t(n.entry)]);
@@ -584,7 +586,7 @@ QVariant CheckpointTreeModel::displayData(uint32_t node, int column) const
         if (n.kind == NodeKind::Object) {
             const ObjectEntry &o = m_index->objects[size_t(n.entry)];
             if (o.value)
-                return QString::fromStdString(o.value->summary(60));
+                return displayText(o.value->summary(60));
             return o.location ? tr("stored bytes") : QString();
         }
         return {};

@@ -60,9 +60,8 @@ QVariant ChunkTableModel::data(const QModelIndex &index, int role) const
         case SizesColumn:
             return haveDims ? formatShape(t->chunkSizes(row)) : QString();
         case FileColumn:
-            return loc.file < m_index->files.size()
-                       ? QString::fromStdString(m_index->files[loc.file])
-                       : tr("<file %1>").arg(loc.file);
+            return loc.file < m_index->files.size() ? displayText(m_index->files[loc.file])
+                                                    : tr("<file %1>").arg(loc.file);
         case ByteOffsetColumn:
             return formatCount(loc.offset);
         case LengthColumn:

@@ -75,13 +75,13 @@ QVariant DiffListModel::data(const QModelIndex &index, int role) const
             switch (index.column()) {
             case NameColumn:
             case StoredColumn:
-                return QString::fromStdString(u.key);
+                return displayText(u.key);
             case StatusColumn:
                 return tr("unconsumed");
             case LoadColumn:
                 return tr("not read");
             case ReasonColumn:
-                return QString::fromStdString(u.note);
+                return displayText(u.note);
             default:
                 return {};
             }
@@ -108,7 +108,7 @@ QVariant DiffListModel::data(const QModelIndex &index, int role) const
     case Qt::ToolTipRole:
         switch (index.column()) {
         case NameColumn:
-            return QString::fromStdString(e.name);
+            return displayText(e.name);
         case StatusColumn:
             return text(statusName(e.status));
         case LoadColumn:
@@ -119,7 +119,7 @@ QVariant DiffListModel::data(const QModelIndex &index, int role) const
         case StoredColumn:
             return sourcesText(e);
         case ReasonColumn:
-            return QString::fromStdString(e.reason);
+            return displayText(e.reason);
         default:
             return {};
         }

@@ -2,6 +2,7 @@
 #include "formatting.h"
 
 #include <shardscope/checkpoint.h>
+#include <shardscope/escape.h>
 
 #include <QStringList>
 
@@ -10,6 +11,13 @@
 #include <cmath>
 
 namespace shardscope::model {
+
+QString displayText(std::string_view s)
+{
+    if (!needsEscape(s))
+        return QString::fromUtf8(s.data(), qsizetype(s.size()));
+    return QString::fromStdString(visibleText(s));
+}
 
 QString formatBytes(uint64_t bytes)
 {
@@ -47,8 +55,7 @@ QString formatCount(uint64_t n)
 
 QString tensorDTypeName(const TensorEntry &t)
 {
-    return QString::fromStdString(t.dtypeName.empty() ? std::string(dtypeName(t.dtype))
-                                                      : t.dtypeName);
+    return displayText(t.dtypeName.empty() ? std::string(dtypeName(t.dtype)) : t.dtypeName);
 }
 
 QString describeTensor(const TensorEntry &t)

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 namespace shardscope {
 struct TensorEntry;
@@ -12,6 +13,10 @@ struct TensorEntry;
 
 namespace shardscope::model {
 
+/** Text from a file for display (DisplayRole, tooltips): control, bidirectional and invisible
+ *  characters shown as escapes, so a name is one line and reads as it is stored. Data roles keep
+ *  the raw key. */
+QString displayText(std::string_view s);
 /** "1.50 MiB", "512 B": binary units, three significant digits. */
 QString formatBytes(uint64_t bytes);
 /** "[7168, 2048]"; "[]" for a scalar. */

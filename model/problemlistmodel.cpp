@@ -125,16 +125,16 @@ QVariant ProblemListModel::data(const QModelIndex &index, int role) const
             case KeyColumn:
                 return tr("%1 keys").arg(formatCount(g.members.size()));
             case FileColumn:
-                return QString::fromStdString(g.file);
+                return displayText(g.file);
             case EffectColumn:
                 return effectText(g.effect);
             case MessageColumn:
-                return QString::fromStdString(g.cause);
+                return displayText(g.cause);
             default:
                 return QString();
             }
         case Qt::ToolTipRole:
-            return QString::fromStdString(g.headline(m_shown));
+            return displayText(g.headline(m_shown));
         case KeyRole: // activating a group goes to its first key
             return QString::fromStdString(first.key);
         case SortRole:
@@ -150,15 +150,15 @@ QVariant ProblemListModel::data(const QModelIndex &index, int role) const
     case Qt::DisplayRole:
         switch (index.column()) {
         case KeyColumn:
-            return QString::fromStdString(p.key);
+            return displayText(p.key);
         case FileColumn:
-            return QString::fromStdString(p.file);
+            return displayText(p.file);
         case OffsetColumn:
             return p.offset ? formatCount(*p.offset) : QString();
         case EffectColumn:
             return effectText(p.effect);
         case MessageColumn:
-            return QString::fromStdString(p.message);
+            return displayText(p.message);
         default:
             return {};
         }

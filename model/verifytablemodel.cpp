@@ -91,7 +91,7 @@ QVariant VerifyTableModel::data(const QModelIndex &index, int role) const
     }
     case Qt::ToolTipRole:
         if (index.column() == NoteColumn || index.column() == OutcomeColumn)
-            return p.note.empty() ? QVariant() : QString::fromStdString(p.note);
+            return p.note.empty() ? QVariant() : displayText(p.note);
         if (index.column() == FingerprintColumn && !p.sha256.empty())
             return QStringLiteral("SHA-256 %1").arg(QString::fromStdString(p.sha256));
         return {};
@@ -122,7 +122,7 @@ QVariant VerifyTableModel::data(const QModelIndex &index, int role) const
     case Qt::DisplayRole:
         switch (index.column()) {
         case NameColumn:
-            return QString::fromStdString(p.name);
+            return displayText(p.name);
         case OutcomeColumn:
             return text(outcomeName(p.outcome));
         case MismatchColumn:
@@ -148,7 +148,7 @@ QVariant VerifyTableModel::data(const QModelIndex &index, int role) const
         case MaxColumn:
             return p.health.count ? number(p.health.max) : QString();
         case NoteColumn:
-            return QString::fromStdString(p.note);
+            return displayText(p.note);
         default:
             return {};
         }

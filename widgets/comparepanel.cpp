@@ -141,6 +141,7 @@ ComparePanel::ComparePanel(QWidget *parent)
     connect(m_compareValues, &QPushButton::clicked, this,
             [this] { Q_EMIT valuesRequested(valueRequest()); });
     m_against->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_against->setTextFormat(Qt::PlainText); // may quote the file
     m_show->addItem(tr("All tensors"));
     m_show->addItem(tr("Beyond tolerance"));
     connect(m_show, &QComboBox::currentIndexChanged, this, [this](int i) {
@@ -180,8 +181,7 @@ ComparePanel::ComparePanel(QWidget *parent)
     m_changeView->header()->resizeSection(ChangeListModel::SecondColumn, digit * 50);
     connect(m_changeView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex &current) {
-                const QString first =
-                    current.siblingAtColumn(ChangeListModel::FirstColumn).data().toString();
+                const QString first = current.data(ChangeListModel::FirstKeyRole).toString();
                 if (!first.isEmpty())
                     Q_EMIT keySelected(first);
             });

@@ -28,6 +28,7 @@ LayerPlot::LayerPlot(QWidget *parent)
     connect(m_plot, &QPushButton::clicked, this, [this] { Q_EMIT plotRequested(m_currentFamily); });
     m_family->setWordWrap(true);
     m_family->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_family->setTextFormat(Qt::PlainText); // may quote the file
 
     m_frame->addLayerSeries();
     m_frame->setHoverText([this](int, int index, double key, double value) {

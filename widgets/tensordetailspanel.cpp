@@ -41,6 +41,7 @@ QLabel *valueLabel(QWidget *parent)
     auto *l = new QLabel(parent);
     l->setFont(monospace());
     l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    l->setTextFormat(Qt::PlainText); // may quote the file
     l->setMinimumWidth(60);
     return l;
 }
@@ -63,14 +64,17 @@ TensorDetailsPanel::TensorDetailsPanel(QWidget *parent)
     titleFont.setBold(true);
     titleFont.setPointSizeF(titleFont.pointSizeF() * 1.15);
     m_title->setFont(titleFont);
+    m_title->setTextFormat(Qt::PlainText); // a key from the file is never markup
     m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_title->setWordWrap(true);
     m_subtitle->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_subtitle->setTextFormat(Qt::PlainText); // may quote the file
     QPalette sub = m_subtitle->palette();
     sub.setColor(QPalette::WindowText, sub.color(QPalette::PlaceholderText));
     m_subtitle->setPalette(sub);
     m_problems->setWordWrap(true);
     m_problems->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_problems->setTextFormat(Qt::PlainText); // may quote the file
     m_problems->setStyleSheet(
         QStringLiteral("color: %1;").arg(attentionColor(Attention::Bad, palette()).name()));
     layout->addWidget(m_title);
@@ -96,6 +100,7 @@ TensorDetailsPanel::TensorDetailsPanel(QWidget *parent)
     m_status = new QLabel(m_tensorPage);
     m_status->setWordWrap(true);
     m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_status->setTextFormat(Qt::PlainText); // may quote the file
     tl->addWidget(m_status);
 
     auto *statsBox = new QGroupBox(tr("Statistics (finite values)"), m_tensorPage);
@@ -216,8 +221,9 @@ QLabel *TensorDetailsPanel::addValue(QGridLayout *grid, int row, int column, con
 
 void TensorDetailsPanel::setTitle(const QString &key, const QString &subtitle)
 {
-    m_title->setText(key);
-    m_title->setToolTip(key);
+    const QString shown = model::displayText(key.toStdString()); // a key: one line, as stored
+    m_title->setText(shown);
+    m_title->setToolTip(shown);
     m_subtitle->setText(subtitle);
     m_subtitle->setVisible(!subtitle.isEmpty());
 }

@@ -2,9 +2,10 @@
 #include "diffcommand.h"
 #include "inspectcommand.h"
 
+#include <shardscope/escape.h>
 #include <shardscope/session.h>
+#include <shardscope/writefile.h>
 
-#include <fstream>
 #include <iostream>
 #include <utility>
 
@@ -18,17 +19,11 @@ int fail(const Error &e)
     return ExitUnreadable;
 }
 
-bool writeFile(const std::string &path, const std::string &text)
-{
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << text;
-    return bool(out);
-}
-
 void printDiff(const DiffResult &d)
 {
-    std::cout << "checkpoint: " << d.checkpoint << " (" << d.format << ")\n"
-              << "layout:     " << d.against << "\n"
+    std::cout << "checkpoint: " << visibleName(d.checkpoint) << " (" << visibleText(d.format)
+              << ")\n"
+              << "layout:     " << visibleName(d.against) << "\n"
               << "model:      " << d.loadableModel << " of " << d.expectedModel
               << " parameters filled by a real load\n";
     if (d.expectedOptimizer)
@@ -36,27 +31,28 @@ void printDiff(const DiffResult &d)
                   << " states filled\n";
     std::cout << "load:       " << actionName(d.outcome.action);
     if (!d.outcome.message.empty())
-        std::cout << ": " << d.outcome.message;
+        std::cout << ": " << visibleText(d.outcome.message);
     std::cout << "\n";
     for (const std::string &w : d.outcome.warnings)
-        std::cout << "warning:    " << w << "\n";
+        std::cout << "warning:    " << visibleText(w) << "\n";
     if (!d.outcome.keptAtInit.empty()) {
         std::cout << "\nSILENTLY KEPT AT INITIAL VALUES (" << d.outcome.keptAtInit.size() << "):\n";
         for (const std::string &k : d.outcome.keptAtInit)
-            std::cout << "  " << k << "\n";
+            std::cout << "  " << visibleName(k) << "\n";
     }
     if (!d.outcome.loadedWrong.empty()) {
         std::cout << "\nSILENTLY FILLED FROM THE WRONG KEY (" << d.outcome.loadedWrong.size()
                   << "):\n";
         for (const std::string &k : d.outcome.loadedWrong)
-            std::cout << "  " << k << "\n";
+            std::cout << "  " << visibleName(k) << "\n";
     }
     bool initHeader = false;
     for (const DiffEntry &e : d.entries)
         if (!e.looksInitial.empty()) {
             if (!std::exchange(initHeader, true))
                 std::cout << "\nLOADS VALUES THAT LOOK FRESHLY INITIALISED:\n";
-            std::cout << "  " << e.name << "\n      " << e.looksInitial << "\n";
+            std::cout << "  " << visibleName(e.name) << "\n      " << visibleText(e.looksInitial)
+                      << "\n";
         }
     bool header = false;
     for (const DiffEntry &e : d.entries) {
@@ -66,17 +62,18 @@ void printDiff(const DiffResult &d)
             std::cout << "\n";
             header = true;
         }
-        std::cout << (e.realLoadFills ? "  " : "! ") << statusName(e.status) << "  " << e.name;
+        std::cout << (e.realLoadFills ? "  " : "! ") << statusName(e.status) << "  "
+                  << visibleName(e.name);
         if (!e.reason.empty())
-            std::cout << "\n      " << e.reason;
+            std::cout << "\n      " << visibleText(e.reason);
         if (!e.realLoadFills && !e.fix.empty())
-            std::cout << "\n      fix: " << e.fix;
+            std::cout << "\n      fix: " << visibleText(e.fix);
         std::cout << "\n";
     }
     if (!d.unconsumed.empty()) {
         std::cout << "\nunconsumed keys (" << d.unconsumed.size() << "):\n";
         for (const UnconsumedKey &u : d.unconsumed)
-            std::cout << "  " << u.key << "  (" << u.note << ")\n";
+            std::cout << "  " << visibleName(u.key) << "  (" << visibleText(u.note) << ")\n";
     }
 }
 
@@ -93,11 +90,11 @@ int runLayout(const LayoutCommandOptions &o)
     const std::string text = layoutToJson(*layout);
     if (o.output.empty() || o.output == "-") {
         std::cout << text;
-    } else if (!writeFile(o.output, text)) {
-        return fail(makeError(Error::Code::Io, "cannot write").inFile(o.output));
+    } else if (auto error = writeFileAtomically(o.output, text)) {
+        return fail(*error);
     } else {
-        std::cerr << "wrote " << o.output << ": " << layout->params.size() << " parameters ("
-                  << layout->family << ")\n";
+        std::cerr << "wrote " << visibleName(o.output) << ": " << layout->params.size()
+                  << " parameters (" << layout->family << ")\n";
     }
     return ExitHealthy;
 }
@@ -139,10 +136,10 @@ int runDiff(const DiffCommandOptions &o)
         auto report = runReport(request);
         if (!report)
             return fail(report.error());
-        if (!writeFile(*o.reportPath, report->text))
-            return fail(makeError(Error::Code::Io, "cannot write").inFile(*o.reportPath));
+        if (auto error = writeFileAtomically(*o.reportPath, report->text))
+            return fail(*error);
         if (!o.against)
-            std::cerr << "wrote " << *o.reportPath << "\n";
+            std::cerr << "wrote " << visibleName(*o.reportPath) << "\n";
         return report->clean ? ExitHealthy : ExitProblems;
     }
 
@@ -153,16 +150,16 @@ int runDiff(const DiffCommandOptions &o)
         if (o.json) {
             std::cout << checkpointDiffToJson(*d);
         } else {
-            std::cout << d->first << " against " << d->second << ": " << d->same << " same, "
-                      << d->changes.size() << " changes\n";
+            std::cout << visibleName(d->first) << " against " << visibleName(d->second) << ": "
+                      << d->same << " same, " << d->changes.size() << " changes\n";
             for (const KeyChange &c : d->changes) {
-                std::cout << "  " << changeName(c.kind) << "  " << c.key;
+                std::cout << "  " << changeName(c.kind) << "  " << visibleName(c.key);
                 if (!c.otherKey.empty())
-                    std::cout << " -> " << c.otherKey;
+                    std::cout << " -> " << visibleName(c.otherKey);
                 if (!c.rule.empty())
-                    std::cout << "  (rule " << c.rule << ")";
+                    std::cout << "  (rule " << visibleText(c.rule) << ")";
                 if (!c.detail.empty())
-                    std::cout << "  " << c.detail;
+                    std::cout << "  " << visibleText(c.detail);
                 std::cout << "\n";
             }
         }

@@ -3,6 +3,7 @@
 
 #include "keytree.h"
 
+#include <shardscope/escape.h>
 #include <shardscope/session.h>
 
 #include <cstdio>
@@ -79,14 +80,14 @@ int runInspect(const InspectOptions &o)
             bytes += t.nbytes();
             chunks += t.chunks.size();
         }
-        std::cout << index.inputPath << "\n  format: " << formatName(index.format);
+        std::cout << visibleName(index.inputPath) << "\n  format: " << formatName(index.format);
         if (auto it = index.info.find("iteration"); it != index.info.end())
-            std::cout << ", iteration " << it->second;
+            std::cout << ", iteration " << visibleText(it->second);
         std::cout << "\n  " << index.tensors.size() << " tensors (" << bytesText(bytes) << ") in "
                   << chunks << " chunks across " << index.files.size() << " files; "
                   << index.objects.size() << " objects\n";
         if (index.dataDir != index.inputPath && index.dataDir != ".")
-            std::cout << "  data: " << index.dataDir << "\n";
+            std::cout << "  data: " << visibleName(index.dataDir) << "\n";
         std::cout << "\n";
         KeyTree tree;
         for (const InspectedTensor &r : inspected->tensors) {
@@ -97,10 +98,10 @@ int runInspect(const InspectOptions &o)
                 summary += (summary.empty() ? "" : "  ") + ("sha256 " + r.sha256.substr(0, 16));
             if (!r.looksInitial.empty())
                 summary += (summary.empty() ? "" : "  ") + std::string("looks initial");
-            tree.add(t.key, t.dtypeName + " " + shapeText(t.shape), summary);
+            tree.add(t.key, visibleText(t.dtypeName) + " " + shapeText(t.shape), summary);
         }
         for (const InspectedObject &ob : inspected->objects)
-            tree.add(ob.entry->key, "object", ob.summary);
+            tree.add(ob.entry->key, "object", visibleText(ob.summary));
         if (o.collapse && !o.request.tensor)
             tree.collapse();
         std::cout << tree.render();
@@ -108,16 +109,18 @@ int runInspect(const InspectOptions &o)
             for (const InspectedTensor &r : inspected->tensors) {
                 const TensorEntry &t = *r.entry;
                 std::cout << "\n"
-                          << t.key << "\n  dtype " << t.dtypeName << ", shape "
-                          << shapeText(t.shape) << ", " << bytesText(t.nbytes()) << "\n";
+                          << visibleName(t.key) << "\n  dtype " << visibleText(t.dtypeName)
+                          << ", shape " << shapeText(t.shape) << ", " << bytesText(t.nbytes())
+                          << "\n";
                 for (size_t c = 0; c < t.chunks.size(); ++c) {
                     const Location &l = t.chunks[c];
                     std::cout << "  chunk " << c << ": offsets "
                               << shapeText({t.chunkOffsets(c).begin(), t.chunkOffsets(c).end()})
                               << " sizes "
                               << shapeText({t.chunkSizes(c).begin(), t.chunkSizes(c).end()}) << "  "
-                              << (l.file < index.files.size() ? index.files[l.file] : "?") << " @"
-                              << l.offset << " +" << l.length << "\n";
+                              << (l.file < index.files.size() ? visibleName(index.files[l.file])
+                                                              : "?")
+                              << " @" << l.offset << " +" << l.length << "\n";
                 }
                 if (r.health) {
                     const TensorHealth &s = *r.health;
@@ -132,7 +135,8 @@ int runInspect(const InspectOptions &o)
                 if (!r.sha256.empty())
                     std::cout << "  sha256 " << r.sha256 << "\n";
                 if (!r.looksInitial.empty())
-                    std::cout << "  looks freshly initialised: " << r.looksInitial << "\n";
+                    std::cout << "  looks freshly initialised: " << visibleText(r.looksInitial)
+                              << "\n";
             }
         }
     }

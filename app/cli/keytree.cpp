@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "keytree.h"
 
+#include <shardscope/escape.h>
 #include <shardscope/keyfold.h>
 
 #include <algorithm>
@@ -93,7 +94,7 @@ void renderNode(const KeyNode &n, int depth, std::string &out)
 {
     for (const auto &c : n.children) {
         out.append(size_t(depth) * 2, ' ');
-        out += c->name;
+        out += visibleName(c->name); // a key from the file: one line, nothing a terminal acts on
         if (!c->detail.empty()) {
             out += "  " + c->detail;
             if (!c->summary.empty())

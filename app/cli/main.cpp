@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "diffcommand.h"
 #include "inspectcommand.h"
+#include "safeoutput.h"
 #include "verifycommand.h"
 
 #include <CLI/CLI.hpp>
 #include <shardscope/devices.h>
 #include <shardscope/version.h>
 
+#include <csignal>
 #include <iostream>
 
 using namespace shardscope::cli;
@@ -14,6 +16,11 @@ using shardscope::kVersion;
 
 int main(int argc, char **argv)
 {
+    // Whatever a checkpoint's names hold, nothing printed reaches the terminal as a control.
+    const SafeOutput safeOutput;
+    // Past a file size limit, a write fails (and the output file stays as it was) rather than
+    // the process dying.
+    std::signal(SIGXFSZ, SIG_IGN);
     CLI::App app{"ShardScope: inspect large-model training checkpoints"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("shardscope-cli ") + kVersion);

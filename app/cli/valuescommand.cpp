@@ -5,6 +5,7 @@
 #include "jobexit.h"
 #include "progressbar.h"
 
+#include <shardscope/escape.h>
 #include <shardscope/session.h>
 
 #include <iostream>
@@ -68,7 +69,7 @@ int runValues(const DiffCommandOptions &o)
         return code;
     for (const TensorValueDiff &t : result->tensors)
         if (t.unreadable)
-            std::cerr << "shardscope-cli: " << t.why << "\n";
+            std::cerr << "shardscope-cli: " << visibleText(t.why) << "\n";
     std::cout << (o.json ? valueDiffToJson(*result) : renderValueDiffText(*result));
     return code;
 }

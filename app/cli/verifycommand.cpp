@@ -4,6 +4,7 @@
 #include "jobexit.h"
 #include "progressbar.h"
 
+#include <shardscope/escape.h>
 #include <shardscope/session.h>
 
 #include <iostream>
@@ -47,25 +48,26 @@ void printText(const VerifyReport &report)
                      "with the diff's verdict)\n";
     for (const ParamCheck &c : result.params)
         if (c.outcome == ParamCheck::Outcome::Mismatch || !c.roundTrip)
-            std::cout << "! " << c.name << ": " << c.mismatches << " mismatches, first at "
-                      << c.firstMismatch << (c.note.empty() ? "" : "; " + c.note) << "\n";
+            std::cout << "! " << visibleName(c.name) << ": " << c.mismatches
+                      << " mismatches, first at " << c.firstMismatch
+                      << (c.note.empty() ? "" : "; " + visibleText(c.note)) << "\n";
     if (result.keptInitial) {
         std::cout << "\nKEPT AT THEIR INITIAL VALUES (" << result.keptInitial << "):\n";
         for (const ParamCheck &c : result.params)
             if (c.outcome == ParamCheck::Outcome::KeptInitial)
-                std::cout << "  " << c.name << "\n";
+                std::cout << "  " << visibleName(c.name) << "\n";
     }
     if (result.wrongSource) {
         std::cout << "\nFILLED FROM THE WRONG KEY (" << result.wrongSource << "):\n";
         for (const ParamCheck &c : result.params)
             if (c.outcome == ParamCheck::Outcome::WrongSource)
-                std::cout << "  " << c.name << ": " << c.note << "\n";
+                std::cout << "  " << visibleName(c.name) << ": " << visibleText(c.note) << "\n";
     }
     if (result.unreadable) {
         std::cout << "\nUNREADABLE: THE LOAD RAISES READING THEM (" << result.unreadable << "):\n";
         for (const ParamCheck &c : result.params)
             if (c.outcome == ParamCheck::Outcome::Unreadable)
-                std::cout << "  " << c.name << ": " << c.note << "\n";
+                std::cout << "  " << visibleName(c.name) << ": " << visibleText(c.note) << "\n";
     }
     std::cout << double(result.bytesRead) / (1 << 20) << " MiB read in " << result.seconds << " s"
               << (result.cancelled ? " (stopped)" : "") << "\n";

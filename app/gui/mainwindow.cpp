@@ -26,6 +26,7 @@
 #include "widgets/verifypanel.h"
 
 #include <shardscope/checkpoint.h>
+#include <shardscope/writefile.h>
 
 #include <QApplication>
 #include <QClipboard>
@@ -754,9 +755,15 @@ void MainWindow::exportReport(const QString &path)
     }
     const QString layout = reportLayoutPath(path);
     if (m_session->layoutIsGenerated()) {
-        QFile::remove(layout);
-        if (!QFile::copy(m_session->layoutPath(), layout)) {
-            showError(tr("Export report"), tr("cannot write %1").arg(layout));
+        QFile generated(m_session->layoutPath());
+        const std::optional<Error> error =
+            generated.open(QIODevice::ReadOnly)
+                ? writeFileAtomically(QFile::encodeName(layout).toStdString(),
+                                      generated.readAll().toStdString())
+                : makeError(Error::Code::Io, "cannot read the generated layout")
+                      .inFile(QFile::encodeName(m_session->layoutPath()).toStdString());
+        if (error) {
+            showError(tr("Export report"), QString::fromStdString(error->toString()));
             return;
         }
     }

@@ -272,3 +272,26 @@ TEST(TreeModelScale, DeepSeekSizedIndexBuildsFast)
     EXPECT_EQ(childNames(proxy, layerGroup), strings({"6", "60"}));
     EXPECT_LT(filterMs, 2000);
 }
+
+// A key from a hostile file shows as one line with its controls, bidirectional overrides and
+// invalid bytes made visible; the data roles keep the key as stored, so selection and copy work.
+TEST_F(TreeModelTest, HostileNamesShowEscapedButKeepTheirKey)
+{
+    auto index = std::make_shared<CheckpointIndex>();
+    index->format = Format::Dcp;
+    index->files = {"__0_0.distcp"};
+    index->fileSizes = {1 << 20};
+    const std::string hostile = "\x1b]0;title\x07\nproblem: fake\xe2\x80\xae\xff";
+    index->tensors.push_back(makeTensor("model." + hostile, DType::Float32, {8}));
+    model.setIndex(index);
+    const QModelIndex leaf = model.index(0, 0, model.index(0, 0));
+    ASSERT_TRUE(leaf.isValid());
+    const QString shown = leaf.data().toString();
+    EXPECT_FALSE(shown.contains(QLatin1Char('\n')));
+    for (QChar c : shown)
+        EXPECT_TRUE(c.isPrint()) << shown.toStdString();
+    EXPECT_TRUE(shown.contains(QStringLiteral("\\x1b]0;title\\x07\\nproblem: fake\\u202e\\xff")))
+        << shown.toStdString();
+    EXPECT_EQ(leaf.data(KeyRole).toString().toStdString(),
+              QString::fromUtf8("model." + hostile).toStdString());
+}

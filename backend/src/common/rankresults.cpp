@@ -6,7 +6,8 @@ namespace shardscope::detail {
 Result<std::vector<nlohmann::json>> gatherRankResults(Communicator &comm,
                                                       const nlohmann::json &mine)
 {
-    auto all = comm.allgatherText(mine.dump());
+    auto all =
+        comm.allgatherText(mine.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     if (!all)
         return all.error();
     std::vector<nlohmann::json> out;

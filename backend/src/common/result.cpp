@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "shardscope/result.h"
 
+#include "shardscope/escape.h"
+
 namespace shardscope {
 
 Error makeError(Error::Code code, std::string message)
@@ -21,11 +23,9 @@ std::string Error::toString() const
     if (offset)
         out += "offset " + std::to_string(*offset) + ": ";
     out += message;
-    // One line, always: a message quoting file content must not break the CLI's output format.
-    for (char &c : out)
-        if (c == '\n' || c == '\r')
-            c = ' ';
-    return out;
+    // One line, always, with nothing a terminal acts on: the file, the key and a message quoting
+    // file content come from the checkpoint and must not forge or restyle the CLI's output.
+    return visibleText(out);
 }
 
 } // namespace shardscope

@@ -2,6 +2,7 @@
 // The load diff: what a model expects (a Layout) against what a checkpoint holds, through the
 // rules of Megatron's fsdp_dtensor handlers (docs/formats.md §6) and a few that only we apply.
 #include "shardscope/diff.h"
+#include "shardscope/escape.h"
 
 #include "common/shapes.h"
 #include "diff/causes.h"
@@ -1080,8 +1081,9 @@ private:
             e, q, state, "mtp_spelling",
             [&](const std::string &n) { return detail::mtpSpelledName(n, m_layout.mtpInner); },
             "MTP inner layer spelled '" + m_layout.mtpInner + "'",
-            "checkpoint_inspector.py modify-state-dict IN OUT --op \"rename " +
-                replaceAll(to, ".", "\\.") + " " + from + "\"");
+            // The names come from the layout: quoted for the shell the user pastes this into.
+            "checkpoint_inspector.py modify-state-dict IN OUT --op " +
+                shellQuote("rename " + replaceAll(to, ".", "\\.") + " " + from));
     }
 
     bool expertsForm(DiffEntry &e, const Request &q, const std::string &state)

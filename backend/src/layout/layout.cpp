@@ -69,7 +69,7 @@ std::string layoutToJson(const Layout &l)
         params.push_back(std::move(q));
     }
     j["params"] = std::move(params);
-    return j.dump(1) + "\n";
+    return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Result<Layout> layoutFromJson(const std::string &text, const std::string &origin)

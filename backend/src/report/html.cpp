@@ -2,6 +2,8 @@
 // Reports as one self-contained HTML file: inline CSS, no scripts, nothing fetched.
 #include "report/reportparts.h"
 
+#include "shardscope/escape.h"
+
 #include "common/shapes.h"
 
 namespace shardscope::report {
@@ -138,7 +140,7 @@ std::string htmlTail()
 
 std::string hCode(std::string_view s)
 {
-    return "<code>" + htmlEscape(s) + "</code>";
+    return "<code>" + htmlEscape(visibleText(s)) + "</code>"; // a name: one line
 }
 
 std::string hBadge(std::string_view cls, std::string_view text)

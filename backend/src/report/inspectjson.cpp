@@ -113,7 +113,7 @@ std::string inspectToJson(const InspectResult &result, const std::string &path)
         ps.push_back(problemJson(p));
     j["problems"] = std::move(ps);
     j["healthy"] = result.healthy();
-    return j.dump(1) + "\n";
+    return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 } // namespace shardscope

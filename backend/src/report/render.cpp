@@ -2,6 +2,8 @@
 // The public entry points of shardscope/report.h: one per output, dispatching by format.
 #include "report/reportparts.h"
 
+#include "shardscope/escape.h"
+
 namespace shardscope {
 
 namespace {
@@ -20,22 +22,8 @@ std::string lower(std::string_view s)
 std::string shellCommand(const std::vector<std::string> &argv)
 {
     std::string out;
-    for (size_t i = 0; i < argv.size(); ++i) {
-        const std::string &a = argv[i];
-        const bool plain =
-            !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789-_./=,:+@%") == std::string::npos;
-        if (i)
-            out += ' ';
-        if (plain) {
-            out += a;
-            continue;
-        }
-        out += '\'';
-        for (char c : a)
-            out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-        out += '\'';
-    }
+    for (size_t i = 0; i < argv.size(); ++i)
+        out += (i ? " " : "") + shellQuote(argv[i]);
     return out;
 }
 

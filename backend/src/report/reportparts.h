@@ -22,7 +22,7 @@ using json = nlohmann::ordered_json;
 
 // ---------------------------------------------------------------- text (text.cpp)
 
-/** Names come from checkpoints: invalid UTF-8 and control characters become U+FFFD. */
+/** Names come from checkpoints: invalid UTF-8 and control characters become visible escapes. */
 std::string validUtf8(std::string_view s);
 std::string htmlEscape(std::string_view s);
 std::string oneLine(std::string_view s);

@@ -2,62 +2,16 @@
 // Text for reports: valid UTF-8, Markdown and HTML escaping, prose with key-like words as code.
 #include "report/reportparts.h"
 
+#include "shardscope/escape.h"
+
 namespace shardscope::report {
 
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD"; // U+FFFD
-
-// Names come from checkpoints: invalid UTF-8 and control characters (which HTML forbids in
-// text) become U+FFFD so every report stays valid.
+// Names come from checkpoints: control characters, invalid UTF-8 and the characters that hide or
+// reorder text become visible escapes (shardscope/escape.h) so every report stays valid and says
+// what the bytes are. Line breaks stay in blocks.
 std::string validUtf8(std::string_view s)
 {
-    std::string out;
-    out.reserve(s.size());
-    size_t i = 0;
-    while (i < s.size()) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x80) {
-            const bool control = (c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f;
-            if (control)
-                out += kReplacement;
-            else
-                out += char(c);
-            ++i;
-            continue;
-        }
-        size_t n = 0;
-        unsigned char lo = 0x80, hi = 0xbf; // allowed range of the second byte
-        if (c >= 0xc2 && c <= 0xdf) {
-            n = 2;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            n = 3;
-            if (c == 0xe0)
-                lo = 0xa0; // overlong
-            if (c == 0xed)
-                hi = 0x9f; // surrogates
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 4;
-            if (c == 0xf0)
-                lo = 0x90;
-            if (c == 0xf4)
-                hi = 0x8f;
-        }
-        bool ok = n > 0 && i + n <= s.size();
-        for (size_t k = 1; ok && k < n; ++k) {
-            const auto b = static_cast<unsigned char>(s[i + k]);
-            ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xbf);
-        }
-        // C1 controls (U+0080..U+009F) are as unwelcome in HTML as C0 ones.
-        if (ok && n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0)
-            ok = false;
-        if (ok) {
-            out.append(s.substr(i, n));
-            i += n;
-        } else {
-            out += kReplacement;
-            ++i;
-        }
-    }
-    return out;
+    return visibleLines(s);
 }
 
 std::string htmlEscape(std::string_view s)
@@ -90,11 +44,11 @@ std::string htmlEscape(std::string_view s)
 
 std::string oneLine(std::string_view s)
 {
-    std::string out = validUtf8(s);
+    std::string out(s);
     for (char &c : out)
         if (c == '\n' || c == '\r' || c == '\t')
             c = ' ';
-    return out;
+    return visibleText(out);
 }
 
 namespace {
@@ -114,7 +68,7 @@ size_t longestRun(std::string_view s, char c)
 // An inline code span that no backtick in the text can close early (CommonMark).
 std::string mdCode(std::string_view s, bool inTable)
 {
-    std::string text = oneLine(s);
+    std::string text = visibleText(s); // a name: its line breaks shown, not folded
     if (text.empty())
         return "*(empty)*";
     if (inTable) { // GFM splits table cells at '|' even inside code spans

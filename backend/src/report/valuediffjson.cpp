@@ -175,7 +175,7 @@ std::string valueDiffToJson(const ValueDiffResult &r)
                 {"max_memory", r.maxMemory},
                 {"cancelled", r.cancelled},
                 {"tensors", std::move(tensors)}}
-        .dump(2);
+        .dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 } // namespace shardscope

@@ -4,6 +4,8 @@
 // report formats use the same groups).
 #include "report/reportparts.h"
 
+#include "shardscope/escape.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -121,8 +123,8 @@ std::string valueSummary(const ValueDiffResult &r)
 std::string renderValueDiffText(const ValueDiffResult &r)
 {
     using namespace report;
-    std::string out = r.first + " against " + r.second + ": values\n";
-    out += "named by:   " + r.layout + "\n";
+    std::string out = visibleName(r.first) + " against " + visibleName(r.second) + ": values\n";
+    out += "named by:   " + visibleName(r.layout) + "\n";
     out += "tolerance:  " +
            (r.rtol == 0 && r.atol == 0 ? std::string("bit-exact")
                                        : "rtol " + num(r.rtol) + ", atol " + num(r.atol)) +
@@ -153,7 +155,7 @@ std::string renderValueDiffText(const ValueDiffResult &r)
                    ":\n";
         }
         const TensorValueDiff &w = r.tensors[g.worst];
-        out += "  " + oneLine(g.pattern);
+        out += "  " + visibleName(g.pattern);
         if (g.members.size() > 1)
             out += "  (" + std::to_string(g.members.size()) + ")";
         out +=

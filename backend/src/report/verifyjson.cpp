@@ -60,7 +60,7 @@ std::string verifyToJson(const VerifyReport &report)
                             {"histogram", c.health.histogram}}},
                           {"note", c.note}});
     j["params"] = std::move(params);
-    return j.dump(1) + "\n";
+    return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 } // namespace shardscope
