@@ -9,7 +9,9 @@
 #include <shardscope/version.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
+#include <unistd.h>
 
 using namespace shardscope::cli;
 using shardscope::kVersion;
@@ -21,6 +23,24 @@ int main(int argc, char **argv)
     // Past a file size limit, a write fails (and the output file stays as it was) rather than
     // the process dying.
     std::signal(SIGXFSZ, SIG_IGN);
+    // A mapped file cut or failing under us: reads go through pread() and say which key, so this
+    // is the narrow window left (a file cut mid-copy). One line and exit 2, not a core dump.
+    std::signal(SIGBUS, [](int) {
+        static const char message[] = "shardscope-cli: a checkpoint file was cut short or failed "
+                                      "while it was read (SIGBUS); nothing was written\n";
+        [[maybe_unused]] const auto n = ::write(2, message, sizeof message - 1);
+        _exit(2);
+    });
+    // Under a launcher, the others are stopped when one rank fails (torchrun's agent sends
+    // SIGTERM): say so in one line; the launcher's report names the rank that failed.
+    if (std::getenv("WORLD_SIZE") || std::getenv("SLURM_PROCID"))
+        std::signal(SIGTERM, [](int) {
+            static const char message[] =
+                "shardscope-cli: stopped by its launcher (SIGTERM): another rank failed or the "
+                "job was cancelled; the launcher's report names which\n";
+            [[maybe_unused]] const auto n = ::write(2, message, sizeof message - 1);
+            _exit(2);
+        });
     CLI::App app{"ShardScope: inspect large-model training checkpoints"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("shardscope-cli ") + kVersion);

@@ -2,6 +2,7 @@
 // Communicator over libtorch's c10d: a TCPStore, then a Gloo (or, see nccl.cpp, NCCL) process
 // group.
 #include "c10d/nccl.h"
+#include "c10d/rollcall.h"
 
 #include "shardscope/devices.h"
 #include "shardscope/distributed.h"
@@ -25,11 +26,13 @@ class GlooCommunicator final : public Communicator
 {
 public:
     GlooCommunicator(c10::intrusive_ptr<c10d::Store> store,
-                     c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int size)
+                     c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int size,
+                     bool storeOnRankZero)
         : m_store(std::move(store))
         , m_group(std::move(group))
         , m_rank(rank)
         , m_size(size)
+        , m_storeOnRankZero(storeOnRankZero)
     {}
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
@@ -52,7 +55,7 @@ public:
                 return Ok{};
             m_group->allgather(output, input)->wait();
         } catch (const std::exception &e) {
-            return commError("allgather over gloo", e);
+            return failed("allgather over gloo", e);
         }
         return Ok{};
     }
@@ -62,15 +65,29 @@ public:
         try {
             m_group->barrier()->wait();
         } catch (const std::exception &e) {
-            return commError("barrier over gloo", e);
+            return failed("barrier over gloo", e);
         }
         return Ok{};
     }
 
 private:
+    // The error names the ranks that are gone, when that is why (a roll call on the store).
+    Error failed(const std::string &what, const std::exception &e)
+    {
+        Error error = commError(what, e);
+        const std::string lost =
+            detail::lostRanks(*m_store, m_rank, m_size, m_failures++, m_storeOnRankZero);
+        if (!lost.empty())
+            error.message = what + ": " + lost + "; this is rank " + std::to_string(m_rank) + " (" +
+                            error.message.substr(what.size() + 2) + ")";
+        return error;
+    }
+
     c10::intrusive_ptr<c10d::Store> m_store;
     c10::intrusive_ptr<c10d::ProcessGroupGloo> m_group;
     int m_rank, m_size;
+    bool m_storeOnRankZero;
+    int m_failures = 0;
 };
 
 Result<int> envInt(const char *name, bool required, int fallback = 0)
@@ -246,7 +263,7 @@ Result<std::unique_ptr<Communicator>> connect(const LaunchInfo &launch, CommBack
         auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, launch.rank,
                                                                  launch.worldSize, options);
         return std::unique_ptr<Communicator>(
-            new GlooCommunicator(store, group, launch.rank, launch.worldSize));
+            new GlooCommunicator(store, group, launch.rank, launch.worldSize, !useAgent));
     } catch (const std::exception &e) {
         return commError("cannot join the job at " + launch.masterAddr + ":" +
                              std::to_string(launch.masterPort) + " as rank " +

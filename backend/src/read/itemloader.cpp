@@ -108,7 +108,11 @@ Result<LoadedItem> loadItem(const CheckpointIndex &index, const Location &loc, F
         item.base = loc.offset;
         return item;
     }
-    auto out = undoTransforms(*range, chain);
+    // The stored bytes by pread(): a disk error is an error here, not SIGBUS in the mapping.
+    std::vector<uint8_t> stored(range->size());
+    if (Status st = (*f)->copyOut(*range, stored.data()); !st)
+        return st.error();
+    auto out = undoTransforms(stored, chain);
     if (!out)
         return out.error().inFile(item.path).atOffset(loc.offset);
     item.owned = std::move(*out);

@@ -86,6 +86,21 @@ Result<std::span<const uint8_t>> MappedFile::range(uint64_t offset, uint64_t len
             .inFile(m_path)
             .atOffset(offset);
     }
+    // A data file kept open for copies may have been cut since it was mapped (a job rewriting
+    // the checkpoint): touching the mapping past its new end would raise SIGBUS. Its size now
+    // decides, so that the read fails with this file and key instead.
+    if (m_fd >= 0) {
+        struct stat st
+        {
+        };
+        if (::fstat(m_fd, &st) == 0 && uint64_t(st.st_size) < offset + length)
+            return makeError(Error::Code::Io, "the file shrank to " + std::to_string(st.st_size) +
+                                                  " bytes since it was opened (byte range [" +
+                                                  std::to_string(offset) + ", +" +
+                                                  std::to_string(length) + ") is gone)")
+                .inFile(m_path)
+                .atOffset(offset);
+    }
     return std::span<const uint8_t>(m_data + offset, length);
 }
 

@@ -152,6 +152,24 @@ std::span<const uint8_t> bytesOf(const at::Tensor &t)
     return {static_cast<const uint8_t *>(t.data_ptr()), size_t(t.nbytes())};
 }
 
+// A strided view of a file-backed chunk, as a tensor over bytes read with pread(): touching the
+// mapping instead would turn a disk error, or a file cut since it was mapped, into SIGBUS.
+Result<at::Tensor> readView(const at::Tensor &src, const ChunkView &chunk, const std::string &key,
+                            std::vector<uint8_t> &bounce)
+{
+    if (!chunk.item.owned.empty() || !chunk.item.file || src.numel() == 0)
+        return src;
+    int64_t last = 0; // the furthest element from the first, in elements
+    for (int64_t d = 0; d < src.dim(); ++d)
+        last += (src.size(d) - 1) * src.stride(d);
+    const size_t span = size_t(last + 1) * size_t(src.element_size());
+    bounce.resize(span);
+    const auto *first = static_cast<const uint8_t *>(src.data_ptr());
+    if (Status st = chunk.item.file->copyOut({first, span}, bounce.data()); !st)
+        return st.error().atKey(key);
+    return at::from_blob(bounce.data(), src.sizes(), src.strides(), src.options());
+}
+
 // Copies the box of `t` from its chunks into `dst` (the box's shape, row-major).
 Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::vector<int64_t> &bo,
                 const std::vector<int64_t> &bs, at::Tensor dst)
@@ -164,7 +182,13 @@ Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::v
             // large copy; stored bytes come by pread(), not by faulting the
             // mapping's pages in.
             if (!src.is_contiguous() || !out.is_contiguous()) {
-                out.copy_(src);
+                thread_local std::vector<uint8_t> bounce;
+                auto view = readView(src, chunk, t.key, bounce);
+                if (!view)
+                    return view.error();
+                out.copy_(*view);
+                if (bounce.capacity() > (size_t(64) << 20)) // not held past a large chunk
+                    std::vector<uint8_t>().swap(bounce);
                 return Ok{};
             }
             if (chunk.item.owned.empty() && chunk.item.file) {
@@ -192,7 +216,10 @@ Status compareStored(const CheckpointIndex &index, const TensorEntry &t,
             if (!same)
                 return Ok{};
             if (!src.is_contiguous() || !out.is_contiguous()) {
-                same = at::equal(src, out); // integer views: bit for bit
+                auto view = readView(src, chunk, t.key, bounce);
+                if (!view)
+                    return view.error();
+                same = at::equal(*view, out); // integer views: bit for bit
                 return Ok{};
             }
             const auto from = bytesOf(src);

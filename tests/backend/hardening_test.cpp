@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Escaped output (shardscope/escape.h) and whole-or-nothing writes (shardscope/writefile.h).
+// Escaped output (shardscope/escape.h), whole-or-nothing writes (shardscope/writefile.h) and
+// reads of files changed under the reader.
+#include "read/mappedfile.h"
+
 #include <shardscope/escape.h>
 #include <shardscope/writefile.h>
 
@@ -179,4 +182,22 @@ TEST_F(WriteFile, MissingDirectoryIsAnError)
     const auto error = writeFileAtomically((m_dir / "no" / "such.md").string(), "x");
     ASSERT_TRUE(error);
     EXPECT_NE(error->toString().find("such.md"), std::string::npos);
+}
+
+// A data file cut after it was mapped (a rewrite while a job runs): the read of a range that is
+// gone fails naming the file and offset instead of touching the mapping (SIGBUS).
+TEST_F(WriteFile, MappedFileCutAfterOpeningFailsTheRead)
+{
+    const fs::path p = m_dir / "__0_0.distcp";
+    ASSERT_FALSE(writeFileAtomically(p.string(), std::string(1 << 16, 'x')));
+    auto f = detail::MappedFile::open(p.string(), false, true);
+    ASSERT_TRUE(f);
+    ASSERT_TRUE((*f)->range(60000, 4096));
+    ASSERT_EQ(::truncate(p.c_str(), 1000), 0);
+    auto gone = (*f)->range(60000, 4096);
+    ASSERT_FALSE(gone);
+    EXPECT_NE(gone.error().toString().find("__0_0.distcp"), std::string::npos);
+    EXPECT_NE(gone.error().toString().find("shrank to 1000 bytes"), std::string::npos);
+    EXPECT_EQ(gone.error().offset, 60000u);
+    EXPECT_TRUE((*f)->range(0, 1000)); // what is still there reads
 }
