@@ -2,6 +2,7 @@
 #include "checkpointsession.h"
 
 #include "layerfamily.h"
+#include "reloadsummary.h"
 
 #include <QFile>
 #include <QFileInfo>
@@ -13,17 +14,39 @@ namespace shardscope::model {
 CheckpointSession::CheckpointSession(QObject *parent)
     : QObject(parent)
     , m_runner(new BackendRunner(this))
+    , m_watcher(new QFileSystemWatcher(this))
 {
+    // A checkpoint rewritten or deleted while it is open: say so once; reload() reads it again.
+    auto changed = [this] {
+        if (!m_watcher->files().isEmpty() || !m_watcher->directories().isEmpty()) {
+            m_watcher->removePaths(m_watcher->files() + m_watcher->directories());
+            Q_EMIT changedOnDisk();
+        }
+    };
+    connect(m_watcher, &QFileSystemWatcher::fileChanged, this, changed);
+    connect(m_watcher, &QFileSystemWatcher::directoryChanged, this, changed);
     connect(m_runner, &BackendRunner::checkpointOpened, this, [this](const IndexSnapshot &index) {
         m_index = index;
+        watch(m_path);
         Q_EMIT opened(index);
+        if (IndexSnapshot before = std::exchange(m_beforeReload, {}); before && index) {
+            m_reloadJob = m_runner->startJob(
+                tr("Compare with the checkpoint before reloading"),
+                [before, index](const JobControl &) -> BackendRunner::JobOutcome {
+                    return {QVariant(describeReload(*before, *index)), {}, false};
+                });
+            track(m_reloadJob, JobKind::Reload);
+        }
     });
     connect(m_runner, &BackendRunner::compareCheckpointOpened, this,
             [this](const IndexSnapshot &index) {
                 m_compareIndex = index;
                 Q_EMIT compareOpened(index);
             });
-    connect(m_runner, &BackendRunner::openFailed, this, &CheckpointSession::openFailed);
+    connect(m_runner, &BackendRunner::openFailed, this, [this](const QString &error) {
+        m_beforeReload.reset(); // the checkpoint is gone or broken: the error says which
+        Q_EMIT openFailed(error);
+    });
     connect(m_runner, &BackendRunner::diffReady, this, [this](const DiffSnapshot &diff) {
         m_diff = diff;
         Q_EMIT diffChanged(diff);
@@ -65,6 +88,10 @@ CheckpointSession::CheckpointSession(QObject *parent)
                 if (id == m_statsJob) {
                     m_statsJob = 0;
                     Q_EMIT layerStatsChanged(value.value<LayerStatsSnapshot>());
+                }
+                if (id == m_reloadJob) {
+                    m_reloadJob = 0;
+                    Q_EMIT reloaded(value.toString());
                 }
                 const bool layout = id == m_layoutJob;
                 if (layout)
@@ -117,6 +144,7 @@ void CheckpointSession::open(const QString &path)
         Q_EMIT jobEnded(false, tr("Cancelled"));
     }
     m_path = path;
+    m_beforeReload.reset();
     m_index.reset();
     clearResults(true);
     clearComparison();
@@ -124,10 +152,27 @@ void CheckpointSession::open(const QString &path)
     m_runner->openCheckpoint(path);
 }
 
+void CheckpointSession::watch(const QString &path)
+{
+    if (!m_watcher->files().isEmpty() || !m_watcher->directories().isEmpty())
+        m_watcher->removePaths(m_watcher->files() + m_watcher->directories());
+    const QFileInfo info(path);
+    QStringList paths{info.absoluteFilePath()};
+    if (info.isDir()) // the files a save rewrites last
+        for (const char *name :
+             {".metadata", "latest_checkpointed_iteration.txt", "model.safetensors.index.json"})
+            if (QFileInfo::exists(info.absoluteFilePath() + QLatin1Char('/') + QLatin1String(name)))
+                paths << info.absoluteFilePath() + QLatin1Char('/') + QLatin1String(name);
+    m_watcher->addPaths(paths);
+}
+
 void CheckpointSession::reload()
 {
-    if (!m_path.isEmpty())
-        open(m_path);
+    if (m_path.isEmpty())
+        return;
+    IndexSnapshot before = m_index;
+    open(m_path);
+    m_beforeReload = std::move(before);
 }
 
 void CheckpointSession::openCompare(const QString &path)

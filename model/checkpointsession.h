@@ -4,6 +4,7 @@
 #include "backendrunner.h"
 #include "layerstats.h"
 
+#include <QFileSystemWatcher>
 #include <QHash>
 #include <QObject>
 #include <QString>
@@ -28,7 +29,7 @@ class CheckpointSession : public QObject
 
 public:
     /** What the session's current (or last) job computes. */
-    enum class JobKind { None, Layout, Diff, Verify, Compare, Values, Export, LayerStats };
+    enum class JobKind { None, Layout, Diff, Verify, Compare, Values, Export, LayerStats, Reload };
     Q_ENUM(JobKind)
 
     explicit CheckpointSession(QObject *parent = nullptr);
@@ -57,6 +58,7 @@ public:
 
 public Q_SLOTS:
     void open(const QString &path);
+    /** Opens the checkpoint again; once open, reloaded() says what changed on disk. */
     void reload();
     void openCompare(const QString &path);
     /** The layout JSON that diff and verify check against. */
@@ -103,6 +105,10 @@ Q_SIGNALS:
     void comparisonChanged(shardscope::model::CompareSnapshot diff);
     void valuesChanged(shardscope::model::ValuesSnapshot values);
     void layerStatsChanged(shardscope::model::LayerStatsSnapshot stats);
+    /** After reload(): what changed on disk since the previous open (describeReload()). */
+    void reloaded(const QString &summary);
+    /** The open checkpoint was written, replaced or deleted on disk (once per open). */
+    void changedOnDisk();
 
     void jobStarted(const QString &title);
     /** Throttled by the runner. permille -1: unknown; etaSeconds < 0: no estimate yet. */
@@ -130,8 +136,12 @@ private:
     ValuesSnapshot m_values;
     QHash<quint64, JobKind> m_jobs; ///< the jobs queued or running, by id
     JobKind m_jobKind = JobKind::None;
-    quint64 m_layoutJob = 0;   ///< the running setConfig() job; 0: none
-    quint64 m_statsJob = 0;    ///< the running runLayerStats() job; 0: none
+    quint64 m_layoutJob = 0;      ///< the running setConfig() job; 0: none
+    quint64 m_statsJob = 0;       ///< the running runLayerStats() job; 0: none
+    quint64 m_reloadJob = 0;      ///< the running comparison with the index before reload()
+    IndexSnapshot m_beforeReload; ///< while reload() opens the checkpoint again
+    QFileSystemWatcher *m_watcher;
+    void watch(const QString &path);
     QTemporaryDir m_layoutDir; ///< generated layouts (never next to a checkpoint)
     int m_layoutSerial = 0;
 };

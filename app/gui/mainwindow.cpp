@@ -251,6 +251,12 @@ MainWindow::MainWindow(QWidget *parent)
                     showPanel(QStringLiteral("verify"));
             });
     connect(m_session, &CheckpointSession::openFailed, this, &MainWindow::onOpenFailed);
+    connect(m_session, &CheckpointSession::reloaded, this,
+            [this](const QString &summary) { statusBar()->showMessage(summary, 30000); });
+    connect(m_session, &CheckpointSession::changedOnDisk, this, [this] {
+        statusBar()->showMessage(
+            tr("The checkpoint changed on disk: File ▸ Reload (F5) reads it again"));
+    });
     connect(m_session, &CheckpointSession::jobStarted, this, [this](const QString &title) {
         m_jobLabel->setText(title);
         onJobProgress({}, -1, -1);

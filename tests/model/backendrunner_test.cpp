@@ -476,3 +476,62 @@ TEST(DiffListModelTest, MarksWhatTheLoadKeepsAtInit)
         EXPECT_TRUE(
             proxy.index(r, 0).data().toString().contains(QStringLiteral("linear_qkv_down_proj")));
 }
+
+// A checkpoint saved again over the open one is noticed, and a reload says what changed; one
+// deleted while open fails its reload with one line, and the session goes on.
+TEST_F(BackendRunnerTest, ReloadSaysWhatChangedOnDiskAndSurvivesDeletion)
+{
+    QTemporaryDir dir;
+    const QString ckpt = dir.filePath(QStringLiteral("ckpt"));
+    const QString save =
+        QStringLiteral("import sys, warnings, torch, torch.distributed.checkpoint as dcp\n"
+                       "warnings.filterwarnings('ignore')\n"
+                       "dcp.save(%1, checkpoint_id=sys.argv[1])\n");
+    ASSERT_EQ(
+        runPython(save.arg(QStringLiteral("{'a': torch.ones(4), 'b': torch.zeros(2, 3)}")), ckpt),
+        QString());
+    CheckpointSession session;
+    QSignalSpy opened(&session, &CheckpointSession::opened);
+    QSignalSpy changed(&session, &CheckpointSession::changedOnDisk);
+    QSignalSpy reloaded(&session, &CheckpointSession::reloaded);
+    QSignalSpy failed(&session, &CheckpointSession::openFailed);
+    session.open(ckpt);
+    ASSERT_TRUE(opened.wait(Timeout));
+
+    // Saved again by torch: 'a' gone, 'b' reshaped, 'c' new.
+    ASSERT_EQ(
+        runPython(save.arg(QStringLiteral("{'b': torch.zeros(3, 3), 'c': torch.ones(1)}")), ckpt),
+        QString());
+    ASSERT_TRUE(changed.count() > 0 || changed.wait(Timeout));
+    session.reload();
+    ASSERT_TRUE(reloaded.wait(Timeout));
+    const QString summary = reloaded.at(0).at(0).toString();
+    EXPECT_TRUE(summary.contains(QStringLiteral("1 key added"))) << summary.toStdString();
+    EXPECT_TRUE(summary.contains(QStringLiteral("1 removed"))) << summary.toStdString();
+    EXPECT_TRUE(summary.contains(QStringLiteral("1 changed shape"))) << summary.toStdString();
+    EXPECT_TRUE(summary.contains(QStringLiteral("save_id"))) << summary.toStdString();
+    ASSERT_TRUE(session.index());
+    EXPECT_EQ(session.index()->tensors.size(), 2u);
+
+    // Reloading what did not change says so.
+    reloaded.clear();
+    session.reload();
+    ASSERT_TRUE(reloaded.wait(Timeout));
+    EXPECT_TRUE(reloaded.at(0).at(0).toString().contains(QStringLiteral("nothing changed")));
+
+    // Deleted while open.
+    changed.clear();
+    ASSERT_TRUE(QDir(ckpt).removeRecursively());
+    ASSERT_TRUE(changed.count() > 0 || changed.wait(Timeout));
+    session.reload();
+    ASSERT_TRUE(failed.wait(Timeout));
+    const QString error = failed.at(0).at(0).toString();
+    EXPECT_FALSE(error.contains(QLatin1Char('\n')));
+    EXPECT_TRUE(error.contains(QStringLiteral("ckpt"))) << error.toStdString();
+    EXPECT_FALSE(session.index());
+
+    // The session goes on: another checkpoint opens.
+    opened.clear();
+    session.open(s_path);
+    ASSERT_TRUE(opened.wait(Timeout));
+}
