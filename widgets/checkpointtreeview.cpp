@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "checkpointtreeview.h"
+#include "plaintooltips.h"
 
 #include "model/roles.h"
 #include "statusstyle.h"
@@ -57,6 +58,7 @@ void CheckpointItemDelegate::initStyleOption(QStyleOptionViewItem *option,
 CheckpointTreeView::CheckpointTreeView(QWidget *parent)
     : QTreeView(parent)
 {
+    installPlainToolTips(this);
     setUniformRowHeights(true);
     setAlternatingRowColors(true);
     setSortingEnabled(true);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "comparepanel.h"
+#include "plaintooltips.h"
 
 #include "model/changelistmodel.h"
 #include "model/formatting.h"
@@ -160,6 +161,7 @@ ComparePanel::ComparePanel(QWidget *parent)
     m_valuesProxy->setSourceModel(m_values);
     m_valuesProxy->setSortRole(ValueDiffModel::SortRole);
     m_valueView->setModel(m_valuesProxy);
+    installPlainToolTips(m_valueView);
     m_valueView->setSortingEnabled(true);
     m_valueView->sortByColumn(-1, Qt::AscendingOrder); // the model's: worst first
     m_valueView->setItemDelegate(new VerdictDelegate(m_valueView));
@@ -175,6 +177,7 @@ ComparePanel::ComparePanel(QWidget *parent)
                 Q_EMIT keySelected(current.data(ValueDiffModel::StoredKeyRole).toString());
             });
     m_changeView->setModel(m_changes);
+    installPlainToolTips(m_changeView);
     m_changeView->setItemDelegate(new ChangeDelegate(m_changeView));
     m_changeView->header()->resizeSection(ChangeListModel::KindColumn, digit * 16);
     m_changeView->header()->resizeSection(ChangeListModel::FirstColumn, digit * 50);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "diffpanel.h"
+#include "plaintooltips.h"
 
 #include "model/diffchoices.h"
 #include "model/difffilterproxy.h"
@@ -117,6 +118,7 @@ DiffPanel::DiffPanel(QWidget *parent)
     connect(m_partial, &QCheckBox::toggled, this, [this] { Q_EMIT optionsChanged(options()); });
 
     m_view->setModel(m_proxy);
+    installPlainToolTips(m_view);
     m_view->setRootIsDecorated(false);
     m_view->setUniformRowHeights(true);
     m_view->setAlternatingRowColors(true);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "problemspanel.h"
+#include "plaintooltips.h"
 
 #include "model/problemlistmodel.h"
 #include "model/roles.h"
@@ -29,6 +30,7 @@ ProblemsPanel::ProblemsPanel(QWidget *parent)
 
     m_proxy->setSortRole(model::SortRole);
     m_view->setModel(m_proxy);
+    installPlainToolTips(m_view);
     m_view->setRootIsDecorated(true); // a group of many keys expands to its keys
     m_view->setUniformRowHeights(true);
     m_view->setAlternatingRowColors(true);

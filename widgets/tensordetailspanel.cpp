@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "tensordetailspanel.h"
+#include "plaintooltips.h"
 #include "statusstyle.h"
 
 #include "histogramplot.h"
@@ -147,6 +148,7 @@ TensorDetailsPanel::TensorDetailsPanel(QWidget *parent)
     cl->setContentsMargins(4, 4, 4, 4);
     m_chunks = new QTableView(m_chunksBox);
     m_chunks->setModel(m_chunkModel);
+    installPlainToolTips(m_chunks);
     m_chunks->setFont(monospace());
     m_chunks->verticalHeader()->hide();
     m_chunks->verticalHeader()->setDefaultSectionSize(m_chunks->fontMetrics().height() + 6);

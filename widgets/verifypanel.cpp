@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "verifypanel.h"
+#include "plaintooltips.h"
 
 #include "model/formatting.h"
 #include "model/verifytablemodel.h"
@@ -166,6 +167,7 @@ VerifyPanel::VerifyPanel(QWidget *parent)
     m_proxy->setSourceModel(m_model);
     m_proxy->setSortRole(VerifyTableModel::SortRole);
     m_view->setModel(m_proxy);
+    installPlainToolTips(m_view);
     m_view->setRootIsDecorated(false);
     m_view->setUniformRowHeights(true);
     m_view->setAlternatingRowColors(true);

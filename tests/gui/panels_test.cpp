@@ -3,6 +3,7 @@
 #include "model/valuediffmodel.h"
 #include "widgets/comparepanel.h"
 #include "widgets/layoutoptionsdialog.h"
+#include "widgets/plaintooltips.h"
 #include "widgets/plotframe.h"
 #include "widgets/verifypanel.h"
 
@@ -14,7 +15,10 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QTemporaryDir>
+#include <QToolTip>
+#include <QTreeView>
 
 #include <gtest/gtest.h>
 
@@ -157,4 +161,28 @@ TEST(LayoutOptionsDialogTest, RoundTripsTheCliOptions)
     EXPECT_FALSE(defaults.parallelGiven);
     EXPECT_EQ(defaults.megatronVersion, "main");
     EXPECT_FALSE(defaults.mlaDownProjFusion.has_value());
+}
+
+// A key that begins like markup is shown as text in its tooltip, never rendered.
+TEST(PlainToolTips, KeysAreNeverMarkup)
+{
+    QStandardItemModel model;
+    auto *item = new QStandardItem(QStringLiteral("key"));
+    const QString hostile = QStringLiteral("<img src=x><b>model.weight</b>\nsecond line");
+    item->setToolTip(hostile);
+    model.appendRow(item);
+    QTreeView view;
+    view.setModel(&model);
+    installPlainToolTips(&view);
+    view.resize(400, 200);
+    view.show();
+    const QRect rect = view.visualRect(model.index(0, 0));
+    QHelpEvent help(QEvent::ToolTip, rect.center(), view.viewport()->mapToGlobal(rect.center()));
+    QCoreApplication::sendEvent(view.viewport(), &help);
+    const QString shown = QToolTip::text();
+    EXPECT_TRUE(shown.contains(QStringLiteral("&lt;img src=x&gt;&lt;b&gt;model.weight&lt;/b&gt;")))
+        << shown.toStdString();
+    EXPECT_FALSE(shown.contains(QStringLiteral("<img")));
+    EXPECT_TRUE(shown.contains(QStringLiteral("<br>second line")));
+    QToolTip::hideText();
 }
