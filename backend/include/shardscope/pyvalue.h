@@ -35,6 +35,15 @@ struct PyValue
         Truncated ///< beyond the depth bound or a reference cycle; text says which
     };
 
+    // Out of line: a vector of pair<PyValue, PyValue> inside PyValue is only instantiable once
+    // PyValue is complete (clang with libstdc++ rejects the implicit, inline ones).
+    PyValue();
+    ~PyValue();
+    PyValue(const PyValue &);
+    PyValue(PyValue &&) noexcept;
+    PyValue &operator=(const PyValue &);
+    PyValue &operator=(PyValue &&) noexcept;
+
     Kind kind = Kind::None;
     bool boolean = false;
     int64_t integer = 0;

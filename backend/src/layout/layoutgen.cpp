@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -48,16 +50,29 @@ struct ModelSpec
     int64_t linKeyHeads = 0, linKeyDim = 0, linValueHeads = 0, linValueDim = 0, convKernel = 4;
 };
 
+// A config's numbers are read saturated at ±2^30, so that no product of two of them overflows
+// before checkSize() turns a value beyond the model bounds into an error.
+constexpr int64_t kSaturate = int64_t(1) << 30;
+
 template<typename T>
 T num(const json &j, const char *key, T fallback)
 {
     auto it = j.find(key);
     if (it == j.end() || it->is_null())
         return fallback;
+    auto saturated = [](long double v) {
+        return T(std::clamp<long double>(v, -kSaturate, kSaturate));
+    };
     if (it->is_boolean())
         return T(it->get<bool>());
+    if (it->is_number_float()) {
+        const double d = it->get<double>();
+        return std::isfinite(d) ? saturated(d) : fallback;
+    }
+    if (it->is_number_unsigned())
+        return saturated(static_cast<long double>(it->get<uint64_t>()));
     if (it->is_number())
-        return it->get<T>();
+        return saturated(static_cast<long double>(it->get<int64_t>()));
     if (it->is_string()) { // Megatron `--flag value` text
         const std::string s = it->get<std::string>();
         if (s == "true" || s == "True")
@@ -65,7 +80,7 @@ T num(const json &j, const char *key, T fallback)
         if (s == "false" || s == "False")
             return T(0);
         try {
-            return T(std::stoll(s));
+            return saturated(static_cast<long double>(std::stoll(s)));
         } catch (...) {
             return fallback;
         }
@@ -79,6 +94,55 @@ std::string text(const json &j, const char *key, std::string fallback)
     return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
+// What a model of any size has. Beyond these a config lies: its layout would take memory
+// without bound (a parameter per layer and expert) or overflow a shape.
+Status checkSize(const ModelSpec &m, const std::string &origin)
+{
+    struct Bound
+    {
+        const char *name;
+        int64_t value, max;
+    };
+    constexpr int64_t dim = int64_t(1) << 22, count = int64_t(1) << 16;
+    const Bound bounds[] = {
+        {"layers", m.layers, 10'000},
+        {"hidden size", m.hidden, dim},
+        {"attention heads", m.heads, count},
+        {"query groups", m.groups, count},
+        {"head size", m.headDim, count},
+        {"FFN size", m.ffn, dim},
+        {"vocabulary", m.vocab, dim * 4},
+        {"positions", m.positions, dim * 4},
+        {"experts", m.experts, count},
+        {"expert FFN size", m.moeFfn, dim},
+        {"shared expert FFN", m.sharedFfn, dim},
+        {"MTP layers", m.mtpLayers, 1'000},
+        {"q LoRA rank", m.qLora, dim},
+        {"KV LoRA rank", m.kvLora, dim},
+        {"qk nope head size", m.qkNope, count},
+        {"qk rope head size", m.qkRope, count},
+        {"v head size", m.vHead, count},
+        {"linear key heads", m.linKeyHeads, count},
+        {"linear key size", m.linKeyDim, count},
+        {"linear value heads", m.linValueHeads, count},
+        {"linear value size", m.linValueDim, count},
+        {"conv kernel", m.convKernel, count},
+    };
+    for (const Bound &b : bounds)
+        if (b.value < 0 || b.value > b.max)
+            return makeError(Error::Code::Limit,
+                             std::string(b.name) + " " + std::to_string(b.value) +
+                                 (b.value >= kSaturate ? " or more" : "") + " is not in [0, " +
+                                 std::to_string(b.max) + "]")
+                .inFile(origin);
+    if (m.layers * std::max<int64_t>(1, m.experts) > 10'000'000)
+        return makeError(Error::Code::Limit, std::to_string(m.layers) + " layers of " +
+                                                 std::to_string(m.experts) +
+                                                 " experts: over ten million parameters")
+            .inFile(origin);
+    return Ok{};
+}
+
 bool isMegatronArgs(const json &j)
 {
     return j.contains("num_layers") || j.contains("ffn_hidden_size") || j.contains("swiglu");
@@ -87,7 +151,7 @@ bool isMegatronArgs(const json &j)
 Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
 {
     ModelSpec m;
-    const std::string type = c.value("model_type", std::string());
+    const std::string type = text(c, "model_type", std::string());
     m.family = type.empty() ? "llama" : type;
     m.hidden = num<int64_t>(c, "hidden_size", 0);
     m.layers = num<int64_t>(c, "num_hidden_layers", 0);
@@ -97,7 +161,7 @@ Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
     m.ffn = num<int64_t>(c, "intermediate_size", 0);
     m.vocab = num<int64_t>(c, "vocab_size", 0);
     m.tied = num<int>(c, "tie_word_embeddings", 0) != 0;
-    const std::string act = c.value("hidden_act", std::string("silu"));
+    const std::string act = text(c, "hidden_act", "silu");
     m.gated = act == "silu" || act == "swiglu" || act == "swish";
     m.qkvBias = num<int>(c, "attention_bias", type == "qwen2" || type == "qwen2_moe") != 0;
     m.qkNorm = type == "qwen3" || type == "qwen3_moe" || type == "qwen3_next";
@@ -105,6 +169,8 @@ Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
         return makeError(Error::Code::Format,
                          "config lacks hidden_size, num_hidden_layers or vocab_size")
             .inFile(origin);
+    if (Status st = checkSize(m, origin); !st)
+        return st.error();
     m.moeLayer.assign(size_t(m.layers), false);
     m.gdnLayer.assign(size_t(m.layers), false);
 
@@ -119,7 +185,7 @@ Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
         m.experts = num<int64_t>(c, "n_routed_experts", 0);
         m.moeFfn = num<int64_t>(c, "moe_intermediate_size", 0);
         m.sharedFfn = m.moeFfn * num<int64_t>(c, "n_shared_experts", 0);
-        m.expertBias = type == "deepseek_v3" || c.value("topk_method", "") == "noaux_tc";
+        m.expertBias = type == "deepseek_v3" || text(c, "topk_method", "") == "noaux_tc";
         const int64_t firstDense = num<int64_t>(c, "first_k_dense_replace", 0);
         const int64_t freq = num<int64_t>(c, "moe_layer_freq", 1);
         for (int64_t i = 0; i < m.layers; ++i)
@@ -137,7 +203,9 @@ Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
         const int64_t step = num<int64_t>(c, "decoder_sparse_step", 1);
         std::vector<int64_t> mlpOnly;
         if (c.contains("mlp_only_layers") && c["mlp_only_layers"].is_array())
-            mlpOnly = c["mlp_only_layers"].get<std::vector<int64_t>>();
+            for (const json &v : c["mlp_only_layers"])
+                if (v.is_number_integer())
+                    mlpOnly.push_back(v.get<int64_t>());
         for (int64_t i = 0; i < m.layers; ++i)
             m.moeLayer[size_t(i)] = m.experts > 0 && step > 0 && (i + 1) % step == 0 &&
                                     std::find(mlpOnly.begin(), mlpOnly.end(), i) == mlpOnly.end();
@@ -162,6 +230,8 @@ Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
             return makeError(Error::Code::Format, "Qwen3-Next config lacks linear_* head sizes")
                 .inFile(origin);
     }
+    if (Status st = checkSize(m, origin); !st)
+        return st.error();
     return m;
 }
 
@@ -271,6 +341,8 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
                          "arguments lack hidden_size, num_layers or padded_vocab_size")
             .inFile(origin);
     m.family = "megatron";
+    if (Status st = checkSize(m, origin); !st)
+        return st.error();
     m.moeLayer.assign(size_t(m.layers), false);
     m.gdnLayer.assign(size_t(m.layers), false);
     m.experts = num<int64_t>(a, "num_experts", 0);
@@ -319,6 +391,8 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
         m.vHead = num<int64_t>(a, "v_head_dim", 128);
     }
     m.mtpLayers = num<int64_t>(a, "mtp_num_layers", 0);
+    if (Status st = checkSize(m, origin); !st)
+        return st.error();
     return m;
 }
 
@@ -702,7 +776,9 @@ ParallelConfig savedParallel(const json &a, const LayoutOptions &options)
     return p;
 }
 
-Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &options)
+namespace {
+
+Result<Layout> layoutFromConfigUnguarded(const std::string &path, const LayoutOptions &options)
 {
     std::error_code ec;
     const bool checkpoint = std::filesystem::is_directory(path, ec) || path.ends_with(".pt");
@@ -784,6 +860,20 @@ Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &op
         return old.error();
     Builder(*spec, o, l, *old).build();
     return l;
+}
+
+} // namespace
+
+Result<Layout> layoutFromConfig(const std::string &path, const LayoutOptions &options)
+{
+    // The readers check what they take; this is the boundary's guarantee that a config no
+    // check foresaw is an error, never an exception (found by fuzz/config_fuzzer.cpp).
+    try {
+        return layoutFromConfigUnguarded(path, options);
+    } catch (const std::exception &e) {
+        return makeError(Error::Code::Format, std::string("unreadable config: ") + e.what())
+            .inFile(path);
+    }
 }
 
 } // namespace shardscope

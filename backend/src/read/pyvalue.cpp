@@ -30,6 +30,13 @@ std::string quoted(const std::string &s, size_t maxLen)
 
 } // namespace
 
+PyValue::PyValue() = default;
+PyValue::~PyValue() = default;
+PyValue::PyValue(const PyValue &) = default;
+PyValue::PyValue(PyValue &&) noexcept = default;
+PyValue &PyValue::operator=(const PyValue &) = default;
+PyValue &PyValue::operator=(PyValue &&) noexcept = default;
+
 std::string PyValue::summary(size_t maxLen) const
 {
     switch (kind) {

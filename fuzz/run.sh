@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Builds the fuzz harnesses (clang, ASan + UBSan, libFuzzer) in build-fuzz/ and runs them.
+#   fuzz/run.sh BUILD PYTHON [TIME] [HARNESS...]   each harness for TIME (60s, 10m, 1h)
+#   fuzz/run.sh BUILD PYTHON --ci                  seeds and regressions, then 15 s each
+# `./dev fuzz` calls this after building BUILD (the seeds come from its test fixtures and its
+# shardscope-cli writes the seed layouts). Exits 1 when any harness found a crash, a leak, a
+# hang or undefined behaviour; its input is in build-fuzz/artifacts/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=$1
+PYTHON=$2
+shift 2
+OUT=$ROOT/build-fuzz
+ALL=(pickle dcp zip torchsave safetensors safetensors_index megatron layout config report)
+
+ci=0
+time=60
+if [ "${1:-}" = --ci ]; then
+    ci=1
+    time=15
+    shift
+elif [[ "${1:-}" =~ ^[0-9]+[smh]?$ ]]; then
+    time=$1
+    shift
+fi
+case "$time" in
+*m) time=$((${time%m} * 60)) ;;
+*h) time=$((${time%h} * 3600)) ;;
+*s) time=${time%s} ;;
+esac
+harnesses=("$@")
+[ ${#harnesses[@]} -eq 0 ] && harnesses=("${ALL[@]}")
+
+log() { printf '\033[1m[fuzz]\033[0m %s\n' "$*" >&2; }
+
+# Seeds: the files real torch wrote for the tests.
+if [ ! -d "$BUILD/fixtures/bad" ] || [ ! -d "$BUILD/layout-fixtures" ] || [ ! -d "$BUILD/pickles" ]; then
+    log "writing the test fixtures (the seeds come from them)"
+    (cd "$BUILD" && ctest -R '^fixtures\.' --output-on-failure >/dev/null)
+fi
+if [ ! -d "$OUT/seeds" ]; then
+    "$PYTHON" tools/make_fuzz_seeds.py --build "$BUILD" --out "$OUT/seeds" \
+        --cli "$BUILD/app/cli/shardscope-cli" >/dev/null
+fi
+
+if [ ! -f "$OUT/build.ninja" ]; then
+    log "configuring $OUT (clang, ASan + UBSan, libFuzzer)"
+    cmake -S fuzz -B "$OUT" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+fi
+log "building the harnesses"
+cmake --build "$OUT" -j"$(nproc)" >/dev/null
+
+dictOf() {
+    case $1 in
+    pickle | dcp) cat fuzz/dict/pickle.dict ;;
+    zip) cat fuzz/dict/zip.dict ;;
+    torchsave) cat fuzz/dict/pickle.dict fuzz/dict/zip.dict ;;
+    megatron) cat fuzz/dict/json.dict fuzz/dict/pickle.dict fuzz/dict/zip.dict ;;
+    *) cat fuzz/dict/json.dict ;;
+    esac
+}
+
+mkdir -p "$OUT/artifacts" "$OUT/dict" "$OUT/logs"
+summary=$OUT/summary.md
+{
+    echo "| harness | seconds | executions | exec/s | coverage (edges) | features | corpus | peak RSS | found |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+} >"$summary"
+failed=0
+for h in "${harnesses[@]}"; do
+    bin=$OUT/${h}_fuzzer
+    [ -x "$bin" ] || { log "no harness $h"; exit 2; }
+    corpus=$OUT/corpus/$h
+    mkdir -p "$corpus" "$OUT/seeds/$h" "fuzz/regressions/$h"
+    dictOf "$h" >"$OUT/dict/$h.dict"
+    log "$h: ${time}s"
+    before=$(ls "$OUT/artifacts" | wc -l)
+    # The scratch files each harness writes stay in /dev/shm; -rss_limit_mb bounds what any
+    # input may make the readers allocate (their own limits are far below it).
+    set +e
+    ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        "$bin" -max_total_time="$time" -timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=2048 \
+        -dict="$OUT/dict/$h.dict" -artifact_prefix="$OUT/artifacts/$h-" -print_final_stats=1 \
+        "$corpus" "$OUT/seeds/$h" "fuzz/regressions/$h" >"$OUT/logs/$h.log" 2>&1
+    rc=$?
+    set -e
+    after=$(ls "$OUT/artifacts" | wc -l)
+    line=$(grep -aE '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$OUT/logs/$h.log" | tail -1 || true)
+    cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$line")
+    ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$line")
+    corp=$(sed -nE 's/.* corp: ([0-9]+).*/\1/p' <<<"$line")
+    runs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+)/\1/p' "$OUT/logs/$h.log")
+    eps=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+)/\1/p' "$OUT/logs/$h.log")
+    rss=$(sed -nE 's/^stat::peak_rss_mb: *([0-9]+)/\1/p' "$OUT/logs/$h.log")
+    found=nothing
+    if [ "$rc" -ne 0 ] || [ "$after" -gt "$before" ]; then
+        found="**exit $rc; see build-fuzz/logs/$h.log**"
+        failed=1
+        grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|SUMMARY' \
+            "$OUT/logs/$h.log" | head -5 >&2 || true
+    fi
+    echo "| $h | $time | ${runs:-?} | ${eps:-?} | ${cov:-?} | ${ft:-?} | ${corp:-?} | ${rss:-?} MB | $found |" >>"$summary"
+done
+cat "$summary"
+if [ "$failed" -ne 0 ]; then
+    log "a harness failed: its input is in $OUT/artifacts (keep it in fuzz/regressions/HARNESS/)"
+    exit 1
+fi
+[ "$ci" -eq 1 ] && log "every harness ran its seeds and regressions and fuzzed ${time}s each"
+exit 0
