@@ -314,14 +314,34 @@ Status DcpIndexer::commitStorage(const Values &v, const StorageItem &it, uint64_
     if (v.isInt(it.index) && v.integer(it.index) >= 0 &&
         size_t(v.integer(it.index)) < t.chunks.size() && matches(size_t(v.integer(it.index))))
         chunk = size_t(v.integer(it.index));
-    for (size_t c = 0; chunk == SIZE_MAX && c < t.chunks.size(); ++c)
-        if (matches(c))
-            chunk = c;
+    // Without it (other writers, or a hostile file with a million chunks): the chunk after the
+    // previous item's, else a hash of the offsets, never a scan of every chunk.
+    if (chunk == SIZE_MAX && ss.lastTensor == found && ss.nextChunk < t.chunks.size() &&
+        matches(ss.nextChunk))
+        chunk = ss.nextChunk;
+    if (chunk == SIZE_MAX) {
+        auto hashOf = [nd](const int64_t *o) {
+            uint64_t h = 1469598103934665603ull;
+            for (size_t i = 0; i < nd; ++i)
+                h = (h ^ uint64_t(o[i])) * 1099511628211ull;
+            return h;
+        };
+        auto &byOffsets = ss.chunksByOffsets[found];
+        if (byOffsets.empty())
+            for (size_t c = 0; c < t.chunks.size(); ++c)
+                byOffsets.emplace(hashOf(t.chunkOffsets(c).data()), uint32_t(c));
+        auto [from, to] = byOffsets.equal_range(hashOf(ss.offsets.data()));
+        for (auto entry = from; chunk == SIZE_MAX && entry != to; ++entry)
+            if (matches(entry->second))
+                chunk = entry->second;
+    }
     if (chunk == SIZE_MAX) {
         m_index.problems.push_back(
             {t.key, m_file, offset, "storage entry for chunk offsets that no chunk has"});
         return Ok{};
     }
+    ss.lastTensor = found;
+    ss.nextChunk = chunk + 1;
     if (t.chunks[chunk].file == kUnassigned) // a later rank's copy of a chunk we have
         t.chunks[chunk] = loc;
     return Ok{};

@@ -137,6 +137,11 @@ public:
         uint32_t lastFile = 0;
         size_t cursor = 0;
         std::vector<int64_t> offsets;
+        uint32_t lastTensor = UINT32_MAX; // the previous item's tensor, and its next chunk
+        size_t nextChunk = 0;
+        /** Chunks by their offsets' hash, built for a tensor the first time an item of it
+         *  carries no usable index hint: a scan per item would be quadratic in its chunks. */
+        std::unordered_map<uint32_t, std::unordered_multimap<uint64_t, uint32_t>> chunksByOffsets;
     };
     template<typename Values>
     Status commitStorage(const Values &v, const StorageItem &item, uint64_t offset,
