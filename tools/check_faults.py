@@ -106,14 +106,15 @@ def main() -> int:
             passed += 1
 
     # The shim's own proof: without a fault it changes nothing.
-    r = subprocess.run([a.cli, "inspect", str(src), "--json", "--hash"], capture_output=True,
-                       timeout=300, env={**os.environ, "LD_PRELOAD": a.shim})
-    tally([] if r.returncode == 0 else [f"no fault: exit {r.returncode}"])
     asan = os.environ.get("ASAN_OPTIONS", "")
-    for mode in ("eio", "short"):
-        env = {"LD_PRELOAD": a.shim, "SHARDSCOPE_FAULT": mode, "SHARDSCOPE_FAULT_FILE": BROKEN,
-               # a sanitized build's runtime must come first; the shim only wraps pread()
+    # A sanitized build's runtime must come first; the shim only wraps pread().
+    preload = {"LD_PRELOAD": a.shim,
                "ASAN_OPTIONS": (asan + ":" if asan else "") + "verify_asan_link_order=0"}
+    r = subprocess.run([a.cli, "inspect", str(src), "--json", "--hash"], capture_output=True,
+                       timeout=300, env={**os.environ, **preload})
+    tally([] if r.returncode == 0 else [f"no fault: exit {r.returncode}"])
+    for mode in ("eio", "short"):
+        env = {**preload, "SHARDSCOPE_FAULT": mode, "SHARDSCOPE_FAULT_FILE": BROKEN}
         tally(check(a.cli, src, env, mode, want, files))
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -99,7 +99,8 @@ def main() -> int:
 
         # torchrun stops the others itself (SIGTERM): they end at once and say why.
         env = {**os.environ, "LD_PRELOAD": a.shim, "SHARDSCOPE_FAULT": "kill",
-               "SHARDSCOPE_FAULT_RANK": "1", "SHARDSCOPE_FAULT_FILE": ".distcp"}
+               "SHARDSCOPE_FAULT_RANK": "1", "SHARDSCOPE_FAULT_FILE": ".distcp",
+               "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"}
         p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--no-python",
                             "--standalone", "--nproc-per-node", "2", a.cli, "verify", str(a.demo),
                             "--layout", str(layout), "--dp", "2"], env=env, capture_output=True,

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 namespace shardscope {
@@ -196,7 +197,8 @@ Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::v
                     return st.error().atKey(t.key);
                 return Ok{};
             }
-            std::memcpy(out.data_ptr(), src.data_ptr(), size_t(src.nbytes()));
+            if (src.nbytes() > 0) // an empty tensor's data pointer may be null
+                std::memcpy(out.data_ptr(), src.data_ptr(), size_t(src.nbytes()));
             return Ok{};
         });
 }
@@ -225,7 +227,7 @@ Status compareStored(const CheckpointIndex &index, const TensorEntry &t,
             const auto from = bytesOf(src);
             const auto *want = static_cast<const uint8_t *>(out.data_ptr());
             if (!chunk.item.owned.empty() || !chunk.item.file) {
-                same = std::memcmp(from.data(), want, from.size()) == 0;
+                same = from.empty() || std::memcmp(from.data(), want, from.size()) == 0;
                 return Ok{};
             }
             bounce.resize(std::min(kPiece, from.size()));
@@ -278,13 +280,41 @@ Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &t
     std::vector<int64_t> bo, bs;
     if (Status st = boxOf(t, box, bo, bs); !st)
         return st.error();
+    // Nothing is allocated for a size the files cannot hold: the box must be covered by chunks
+    // whose stored bytes lie inside their files (a tensor claiming a petabyte fails here).
+    int64_t n = 1;
+    for (int64_t s : bs)
+        n *= s;
+    uint64_t covered = 0;
+    for (size_t c = 0; c < t.chunks.size(); ++c) {
+        const Location &loc = t.chunks[c];
+        const uint64_t size = loc.file < index.fileSizes.size() ? index.fileSizes[loc.file] : 0;
+        const bool plain =
+            index.transformChains.empty() || index.transformChains.at(loc.transforms).empty();
+        if (plain && loc.file < index.files.size() && size != UINT64_MAX &&
+            (loc.offset > size || loc.length > size - loc.offset))
+            return makeError(Error::Code::Format, "item [" + std::to_string(loc.offset) + ", +" +
+                                                      std::to_string(loc.length) +
+                                                      ") runs past the end of the " +
+                                                      std::to_string(size) + "-byte file")
+                .inFile((std::filesystem::path(index.dataDir) / index.files[loc.file]).string())
+                .atKey(t.key)
+                .atOffset(loc.offset);
+        if (t.chunkDims.size() < 2 * t.ndim() * (c + 1))
+            continue; // not a shape the indexer wrote; the read reports it
+        uint64_t volume = 1;
+        for (int64_t s : t.chunkSizes(c))
+            volume = s > 0 && volume <= UINT64_MAX / uint64_t(s) ? volume * uint64_t(s) : 0;
+        covered = volume > UINT64_MAX - covered ? UINT64_MAX : covered + volume;
+    }
+    if (t.chunkDims.size() >= 2 * t.ndim() * t.chunks.size() && covered < uint64_t(n))
+        return makeError(Error::Code::Format, "stored chunks hold " + std::to_string(covered) +
+                                                  " of " + std::to_string(n) + " elements")
+            .atKey(t.key);
     TensorData out;
     out.dtype = t.dtype;
     out.shape = bs;
     try {
-        int64_t n = 1;
-        for (int64_t s : bs)
-            n *= s;
         out.bytes.resize(size_t(n) * size_t(elementSize(t.dtype)));
     } catch (const std::exception &e) {
         return libtorchError(t, e);

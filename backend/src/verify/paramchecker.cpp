@@ -17,7 +17,7 @@ namespace {
 // std::vector<std::byte>'s == compares byte by byte; memcmp is many times faster.
 bool sameBytes(const std::vector<std::byte> &a, const std::vector<std::byte> &b)
 {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
 } // namespace
