@@ -49,7 +49,10 @@ if [ ! -f "$OUT/build.ninja" ]; then
     cmake -S fuzz -B "$OUT" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 fi
 log "building the harnesses"
-cmake --build "$OUT" -j"$(nproc)" >/dev/null
+if ! cmake --build "$OUT" -j"$(nproc)" >"$OUT/build.log" 2>&1; then
+    tail -40 "$OUT/build.log" >&2
+    exit 2
+fi
 
 dictOf() {
     case $1 in
