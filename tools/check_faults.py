@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import oracle  # noqa: E402
+from tally import Tally  # noqa: E402
 
 BROKEN = "__0_0.distcp"
 
@@ -42,7 +43,7 @@ def chunk_files(md) -> dict[str, list[tuple[str, int, int]]]:
     return out
 
 
-def check(cli: str, ckpt: Path, env: dict, label: str, want: dict, files: dict,
+def check(cli: str, ckpt: Path, env: dict, want: dict, files: dict,
           kept: int = 0) -> list[str]:
     """`kept`: the broken file's first bytes that are still there (a file cut short)."""
     r = subprocess.run([cli, "inspect", str(ckpt), "--json", "--hash", "--stats"],
@@ -81,7 +82,7 @@ def check(cli: str, ckpt: Path, env: dict, label: str, want: dict, files: dict,
     for line in r.stderr.decode("utf-8", "replace").splitlines():
         if line.startswith("problem:") and BROKEN not in line:
             problems.append(f"a problem line without the file: {line!r}")
-    return [f"{label}: {p}" for p in problems]
+    return problems
 
 
 def main() -> int:
@@ -94,16 +95,7 @@ def main() -> int:
     md = oracle.dcp_metadata(src)
     files = chunk_files(md)
     want = oracle.expected(src)
-    passed = failed = 0
-
-    def tally(problems: list[str]) -> None:
-        nonlocal passed, failed
-        if problems:
-            failed += 1
-            for p in problems:
-                print("FAIL", p)
-        else:
-            passed += 1
+    t = Tally()
 
     # The shim's own proof: without a fault it changes nothing.
     asan = os.environ.get("ASAN_OPTIONS", "")
@@ -112,10 +104,10 @@ def main() -> int:
                "ASAN_OPTIONS": (asan + ":" if asan else "") + "verify_asan_link_order=0"}
     r = subprocess.run([a.cli, "inspect", str(src), "--json", "--hash"], capture_output=True,
                        timeout=300, env={**os.environ, **preload})
-    tally([] if r.returncode == 0 else [f"no fault: exit {r.returncode}"])
+    t.unit("no fault", [] if r.returncode == 0 else [f"exit {r.returncode}"])
     for mode in ("eio", "short"):
         env = {**preload, "SHARDSCOPE_FAULT": mode, "SHARDSCOPE_FAULT_FILE": BROKEN}
-        tally(check(a.cli, src, env, mode, want, files))
+        t.unit(mode, check(a.cli, src, env, want, files))
 
     with tempfile.TemporaryDirectory() as tmp:
         # Cut short: the metadata still says the whole file is there.
@@ -123,14 +115,13 @@ def main() -> int:
         shutil.copytree(src, cut)
         size = (cut / BROKEN).stat().st_size
         os.truncate(cut / BROKEN, size // 3)
-        tally(check(a.cli, cut, {}, "shrunk", want, files, kept=size // 3))
+        t.unit("shrunk", check(a.cli, cut, {}, want, files, kept=size // 3))
         gone = Path(tmp) / "gone"
         shutil.copytree(src, gone)
         (gone / BROKEN).unlink()
-        tally(check(a.cli, gone, {}, "deleted", want, files))
+        t.unit("deleted", check(a.cli, gone, {}, want, files))
 
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return t.finish()
 
 
 if __name__ == "__main__":

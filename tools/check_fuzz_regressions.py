@@ -19,6 +19,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+from tally import Tally  # noqa: E402
+
 CONFIG_NAMES = ["config.json", "args.json", "args.txt", "train.sh"]  # config_fuzzer.cpp
 
 
@@ -63,7 +66,7 @@ def main() -> int:
     ap.add_argument("--demo", type=Path, required=True)
     ap.add_argument("regressions", type=Path, nargs="?", default=ROOT / "fuzz/regressions")
     a = ap.parse_args()
-    passed = failed = 0
+    t = Tally()
     inputs = sorted(p for p in a.regressions.glob("*/*") if p.is_file())
     if not inputs:
         print("no regression inputs")
@@ -87,14 +90,8 @@ def main() -> int:
                 except subprocess.TimeoutExpired:
                     problems.append("no end within 60 s")
                 name = f"{harness}/{p.name}: {cmd[0]}"
-                if problems:
-                    failed += 1
-                    for x in problems:
-                        print(f"FAIL {name}: {x}")
-                else:
-                    passed += 1
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+                t.unit(name, problems)
+    return t.finish()
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ from pathlib import Path
 import torch
 import torch.distributed.checkpoint as dcp
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tally import Tally  # noqa: E402
+
 KEYS = [
     "model.\x1b]0;pwned\x07\x1b[31mweight\nproblem: fake line\r",
     "model.layers.0.\u202eevil\u200b.bias",
@@ -54,20 +57,6 @@ ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "heade
 def as_json_key(k: str) -> str:
     """What a JSON output can hold of a key: invalid UTF-8 replaced."""
     return k.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-
-
-class Tally:
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, name: str, problems: list[str]) -> None:
-        if problems:
-            self.failed += 1
-            for p in problems:
-                print(f"FAIL {name}: {p}")
-        else:
-            self.passed += 1
 
 
 def run(cli: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -151,10 +140,10 @@ def main() -> int:
                 continue
             keys = expected if fmt != "safetensors" else {k for k in expected if "\ufffd" not in k}
             r = run(cli, "inspect", str(ck[fmt]), "--no-collapse")
-            t.check(f"{fmt}: inspect", terminal_problems(r.stdout + r.stderr) + one_line_each(r.stdout)
+            t.unit(f"{fmt}: inspect", terminal_problems(r.stdout + r.stderr) + one_line_each(r.stdout)
                     + ([f"exit {r.returncode}"] if r.returncode not in (0, 1) else []))
             r = run(cli, "inspect", str(ck[fmt]), "--tensor", KEYS[0], "--stats", "--hash")
-            t.check(f"{fmt}: inspect --tensor", terminal_problems(r.stdout + r.stderr)
+            t.unit(f"{fmt}: inspect --tensor", terminal_problems(r.stdout + r.stderr)
                     + ([f"exit {r.returncode}: {r.stderr[-300:]!r}"] if r.returncode != 0 else []))
             r = run(cli, "inspect", str(ck[fmt]), "--json")
             problems = []
@@ -164,7 +153,7 @@ def main() -> int:
                     problems.append(f"keys {sorted(got ^ keys)!r} differ from torch's")
             except (ValueError, KeyError) as e:
                 problems.append(f"not JSON: {e}")
-            t.check(f"{fmt}: inspect --json", problems)
+            t.unit(f"{fmt}: inspect --json", problems)
 
         # A read error for every key: each error line is one line, names its key visibly.
         r = run(cli, "inspect", str(ck["dcp_cut"]), "--stats", "--all-problems")
@@ -172,14 +161,14 @@ def main() -> int:
         err = r.stderr.decode("utf-8", "replace")
         if "\\x1b]0;pwned\\x07" not in err:
             problems.append("the broken key is not named in its error")
-        t.check("dcp: read errors", problems)
+        t.unit("dcp: read errors", problems)
 
         layout = root / "layout.json"
         r = run(cli, "layout", "--from-config", args.config, "-o", str(layout))
-        t.check("layout", [r.stderr.decode()] if r.returncode != 0 else [])
+        t.unit("layout", [r.stderr.decode()] if r.returncode != 0 else [])
 
         r = run(cli, "diff", str(ck["dcp"]), "--layout", str(layout))
-        t.check("diff: text", terminal_problems(r.stdout + r.stderr) + one_line_each(r.stdout))
+        t.unit("diff: text", terminal_problems(r.stdout + r.stderr) + one_line_each(r.stdout))
         r = run(cli, "diff", str(ck["dcp"]), "--layout", str(layout), "--json")
         problems = []
         try:
@@ -188,7 +177,7 @@ def main() -> int:
                 problems.append(f"unconsumed keys lack {sorted(expected - unconsumed)!r}")
         except (ValueError, KeyError) as e:
             problems.append(f"not JSON: {e}")
-        t.check("diff: json", problems)
+        t.unit("diff: json", problems)
 
         for ext in ("md", "html", "json"):
             report = root / f"report.{ext}"
@@ -233,10 +222,10 @@ def main() -> int:
                         problems.append(f"lacks {sorted(expected - unconsumed)!r}")
                 except (ValueError, KeyError) as e:
                     problems.append(f"not JSON: {e}")
-            t.check(f"report: {ext}", problems)
+            t.unit(f"report: {ext}", problems)
 
         r = run(cli, "diff", str(ck["dcp"]), "--against", str(ck["dcp_changed"]))
-        t.check("against: text", terminal_problems(r.stdout + r.stderr))
+        t.unit("against: text", terminal_problems(r.stdout + r.stderr))
         for extra in ([], ["--json"]):
             r = run(cli, "diff", str(ck["dcp"]), "--against", str(ck["dcp_changed"]), "--values",
                     *extra)
@@ -250,13 +239,12 @@ def main() -> int:
                     problems.append(f"not JSON: {e}")
             else:
                 problems += terminal_problems(r.stdout) + one_line_each(r.stdout)
-            t.check(f"values{' '.join(extra)}", problems)
+            t.unit(f"values{' '.join(extra)}", problems)
 
         if (root / "PWNED").exists():
-            t.check("no injection ran", ["PWNED exists"])
+            t.unit("no injection ran", ["PWNED exists"])
 
-    print(f"{t.passed} passed, {t.failed} failed")
-    return 0 if t.failed == 0 else 1
+    return t.finish()
 
 
 if __name__ == "__main__":

@@ -31,31 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from tally import Tally  # noqa: E402
+
 REL_TOL = 1e-9
 SCHEMA = "shardscope.inspect/1"
 DEFAULT_BOX_CMD = "{cli} box {path} {key} {offsets} {sizes}"
 CRASH_MARKERS = ("terminate called", "Segmentation fault", "AddressSanitizer", "core dumped",
                  "Traceback (most recent call last)", "Assertion `")
-
-
-class Tally:
-    """One unit = one key or one global property; a unit fails if any of its checks fails."""
-
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed = 0
-
-    def unit(self, name: str, problems: list[str]) -> None:
-        if problems:
-            self.failed += 1
-            for p in problems:
-                print(f"FAIL {name}: {p}")
-        else:
-            self.passed += 1
-
-    def finish(self) -> int:
-        print(f"{self.passed} passed, {self.failed} failed")
-        return 0 if self.failed == 0 else 1
 
 
 def run(cmd: list[str], timeout: float) -> tuple[int | None, str, str]:

@@ -35,6 +35,9 @@ from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import (ChunkStorageMetadata, Metadata, MetadataIndex,
                                                     TensorProperties, TensorStorageMetadata)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tally import Tally  # noqa: E402
+
 MIB = 1 << 20
 
 
@@ -135,7 +138,7 @@ def main() -> int:
     _, rest, _ = peak_rss([a.cli, "rules"])
     base = rest + 128 * MIB
     print(f"process at rest: {rest / MIB:.0f} MiB; BASE {base / MIB:.0f} MiB")
-    passed = failed = 0
+    t = Tally()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cases = [("petabyte tensor", petabyte(root), lambda p: base),
@@ -163,14 +166,8 @@ def main() -> int:
                 first = next((l for l in text.splitlines() if l), "")
                 print(f"{label}: exit {code}, peak RSS {rss / MIB:.0f} MiB "
                       f"(bound {limit / MIB:.0f}); {first[:160]}")
-                if problems:
-                    failed += 1
-                    for p in problems:
-                        print(f"FAIL {label}: {p}")
-                else:
-                    passed += 1
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+                t.unit(label, problems)
+    return t.finish()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tally import Tally  # noqa: E402
+
 BOUND = 60  # seconds: the roll call waits 5, Gloo notices a closed peer at once
 
 
@@ -74,16 +77,7 @@ def main() -> int:
     ap.add_argument("--shim", required=True)
     ap.add_argument("--demo", type=Path, required=True)
     a = ap.parse_args()
-    passed = failed = 0
-
-    def tally(name: str, problems: list[str]) -> None:
-        nonlocal passed, failed
-        if problems:
-            failed += 1
-            for p in problems:
-                print(f"FAIL {name}: {p}")
-        else:
-            passed += 1
+    t = Tally()
 
     with tempfile.TemporaryDirectory() as tmp:
         layout = Path(tmp) / "layout.json"
@@ -91,11 +85,11 @@ def main() -> int:
                         str(layout)], check=True, capture_output=True)
         for world, victim in ((2, 1), (3, 0)):
             verify = [a.cli, "verify", str(a.demo), "--layout", str(layout), "--dp", str(world)]
-            tally(f"verify, rank {victim} of {world} killed",
+            t.unit(f"verify, rank {victim} of {world} killed",
                   run_ranks(verify, world, victim, a.shim))
         values = [a.cli, "diff", str(a.demo), "--against", str(a.demo), "--values", "--layout",
                   str(layout), "--backend", "gloo"]
-        tally("values, rank 1 of 2 killed", run_ranks(values, 2, 1, a.shim))
+        t.unit("values, rank 1 of 2 killed", run_ranks(values, 2, 1, a.shim))
 
         # torchrun stops the others itself (SIGTERM): they end at once and say why.
         env = {**os.environ, "LD_PRELOAD": a.shim, "SHARDSCOPE_FAULT": "kill",
@@ -111,10 +105,9 @@ def main() -> int:
             problems.append("torchrun succeeded with a rank killed")
         if "stopped by its launcher" not in err:
             problems.append(f"rank 0 does not say the launcher stopped it: {err[-600:]!r}")
-        tally("torchrun, rank 1 of 2 killed", problems)
+        t.unit("torchrun, rank 1 of 2 killed", problems)
 
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return t.finish()
 
 
 if __name__ == "__main__":
