@@ -12,7 +12,9 @@ data) on each and reads the process's peak RSS (wait4). Each must end within two
 - a tensor of N one-element chunks (default a million; 120 MB of metadata):
   BASE + 3 x the metadata file;
 - planner_data nested 50,000 and 100,000 tuples deep: BASE;
-- a torch.save archive whose zip records claim 2**62-byte sizes and offsets: BASE.
+- a torch.save archive whose zip records claim 2**62-byte sizes and offsets: BASE;
+- a zstd DCP item (torch's ZStandard extension) that inflates to 512 MiB behind a chunk of
+  four floats: BASE.
 BASE is the process at rest (`shardscope-cli rules`, libtorch loaded) plus 128 MiB.
 Prints each measurement, "N passed, M failed".
 """
@@ -127,6 +129,26 @@ def huge_zip(root: Path) -> Path:
     return p
 
 
+def zstd_bomb(root: Path) -> Path:
+    from torch.distributed.checkpoint import FileSystemWriter
+    from torch.distributed.checkpoint import state_dict_saver as saver
+    from torch.distributed.checkpoint._extension import ZStandard
+    d = root / "zstd"
+    # Zeros compress to almost nothing: 512 MiB of them are a few KiB on disk.
+    saver.save({"w": torch.ones(4), "big": torch.zeros(128 * MIB)},
+               storage_writer=FileSystemWriter(str(d), _extensions=[ZStandard()]),
+               no_dist=True)
+    with open(d / ".metadata", "rb") as f:
+        md = pickle.load(f)
+    # "w" now names the item that holds "big", and "big" is gone: only the lie is left to read.
+    w, big = MetadataIndex("w", torch.Size([0])), MetadataIndex("big", torch.Size([0]))
+    md.storage_data[w] = md.storage_data.pop(big)
+    del md.state_dict_metadata["big"]
+    with open(d / ".metadata", "wb") as f:
+        pickle.dump(md, f)
+    return d
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cli", required=True)
@@ -146,7 +168,8 @@ def main() -> int:
                   lambda p: base + 3 * (p / ".metadata").stat().st_size),
                  ("planner_data 50,000 deep", deep_planner(root, 50_000), lambda p: base),
                  ("planner_data 100,000 deep", deep_planner(root, 100_000), lambda p: base),
-                 ("zip claiming 2**62-byte records", huge_zip(root), lambda p: base)]
+                 ("zip claiming 2**62-byte records", huge_zip(root), lambda p: base),
+                 ("zstd item inflating to 512 MiB", zstd_bomb(root), lambda p: base)]
         for name, path, bound in cases:
             for extra in ([], ["--stats", "--hash"]):
                 code, rss, err = peak_rss([a.cli, "inspect", str(path), *extra])

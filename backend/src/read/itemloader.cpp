@@ -12,10 +12,14 @@ namespace shardscope::detail {
 
 namespace {
 
-// Decompressed items are whole torch.save archives of one chunk; this bounds a zip bomb.
-constexpr uint64_t kMaxInflated = uint64_t(64) << 30;
+std::string mib(uint64_t n)
+{
+    return std::to_string((n + (1 << 20) - 1) >> 20) + " MiB";
+}
 
-Result<std::vector<uint8_t>> zstdDecompress(std::span<const uint8_t> in)
+// The caller bounds the output by what the item can need (a chunk's bytes): a frame that
+// inflates past that is a bomb, refused before it takes the memory it claims.
+Result<std::vector<uint8_t>> zstdDecompress(std::span<const uint8_t> in, uint64_t maxBytes)
 {
     std::unique_ptr<ZSTD_DStream, size_t (*)(ZSTD_DStream *)> ds(ZSTD_createDStream(),
                                                                  ZSTD_freeDStream);
@@ -25,17 +29,20 @@ Result<std::vector<uint8_t>> zstdDecompress(std::span<const uint8_t> in)
     std::vector<uint8_t> out;
     // Grow as output appears; the declared content size (if any) is only a hint, never trusted.
     const unsigned long long declared = ZSTD_getFrameContentSize(in.data(), in.size());
-    out.resize(size_t(declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
-                              declared <= in.size() * 64 + (1 << 20)
-                          ? declared
-                          : std::max<size_t>(in.size() * 4, 1 << 16)));
+    out.resize(size_t(std::min<uint64_t>(
+        maxBytes, declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
+                          declared <= in.size() * 64 + (1 << 20)
+                      ? declared
+                      : std::max<size_t>(in.size() * 4, 1 << 16))));
     ZSTD_inBuffer ib{in.data(), in.size(), 0};
     size_t produced = 0;
     while (true) {
         if (produced == out.size()) {
-            if (out.size() >= kMaxInflated)
-                return makeError(Error::Code::Limit, "zstd: item inflates beyond 64 GiB");
-            out.resize(std::min<uint64_t>(out.size() * 2, kMaxInflated));
+            if (out.size() >= maxBytes)
+                return makeError(Error::Code::Limit, "zstd: item inflates beyond " + mib(maxBytes) +
+                                                         ", more than what it holds can need")
+                    .atOffset(ib.pos);
+            out.resize(std::min<uint64_t>(std::max<uint64_t>(out.size() * 2, 1), maxBytes));
         }
         ZSTD_outBuffer ob{out.data() + produced, out.size() - produced, 0};
         const size_t r = ZSTD_decompressStream(ds.get(), &ob, &ib);
@@ -71,14 +78,15 @@ Result<std::shared_ptr<const MappedFile>> FileCache::get(uint32_t file)
 }
 
 Result<std::vector<uint8_t>> undoTransforms(std::span<const uint8_t> in,
-                                            const std::vector<std::string> &chain)
+                                            const std::vector<std::string> &chain,
+                                            uint64_t maxBytes)
 {
     std::vector<uint8_t> cur(in.begin(), in.end());
     // Descriptors are stored in reverse application order: undo them in list order.
     for (const std::string &d : chain) {
         const std::string name = d.substr(0, d.find_first_of("@/"));
         if (name == "stream.zstd") {
-            auto r = zstdDecompress(cur);
+            auto r = zstdDecompress(cur, maxBytes);
             if (!r)
                 return r.error();
             cur = std::move(*r);
@@ -89,7 +97,8 @@ Result<std::vector<uint8_t>> undoTransforms(std::span<const uint8_t> in,
     return cur;
 }
 
-Result<LoadedItem> loadItem(const CheckpointIndex &index, const Location &loc, FileCache &files)
+Result<LoadedItem> loadItem(const CheckpointIndex &index, const Location &loc, FileCache &files,
+                            uint64_t maxBytes)
 {
     if (loc.file == kUnassigned)
         return makeError(Error::Code::Format, "item has no storage entry in the metadata");
@@ -112,9 +121,12 @@ Result<LoadedItem> loadItem(const CheckpointIndex &index, const Location &loc, F
     std::vector<uint8_t> stored(range->size());
     if (Status st = (*f)->copyOut(*range, stored.data()); !st)
         return st.error();
-    auto out = undoTransforms(stored, chain);
-    if (!out)
-        return out.error().inFile(item.path).atOffset(loc.offset);
+    auto out = undoTransforms(stored, chain, maxBytes);
+    if (!out) { // an offset inside the stored item becomes one in the file
+        Error e = out.error();
+        e.offset = loc.offset + e.offset.value_or(0);
+        return e.inFile(item.path);
+    }
     item.owned = std::move(*out);
     item.bytes = item.owned;
     return item;

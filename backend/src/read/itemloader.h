@@ -33,10 +33,16 @@ private:
     std::unordered_map<uint32_t, std::shared_ptr<const MappedFile>> m_files;
 };
 
-Result<LoadedItem> loadItem(const CheckpointIndex &index, const Location &loc, FileCache &files);
+/** Objects (BYTE_IO items) have no size in the metadata: their transformed bytes stop here. */
+inline constexpr uint64_t kMaxObjectInflated = uint64_t(1) << 30;
 
-/** Undoes a DCP stream transform chain (zstd). */
+/** Reads one item; `maxBytes` bounds what its transforms may produce (a compression bomb). */
+Result<LoadedItem> loadItem(const CheckpointIndex &index, const Location &loc, FileCache &files,
+                            uint64_t maxBytes);
+
+/** Undoes a DCP stream transform chain (zstd), producing at most `maxBytes`. */
 Result<std::vector<uint8_t>> undoTransforms(std::span<const uint8_t> in,
-                                            const std::vector<std::string> &chain);
+                                            const std::vector<std::string> &chain,
+                                            uint64_t maxBytes);
 
 } // namespace shardscope::detail

@@ -18,7 +18,7 @@ Result<PyValue> readObjectImpl(const CheckpointIndex &index, const ObjectEntry &
     if (!entry.location)
         return makeError(Error::Code::NotFound, "object has no storage entry").atKey(entry.key);
     FileCache files(index);
-    auto item = loadItem(index, *entry.location, files);
+    auto item = loadItem(index, *entry.location, files, kMaxObjectInflated);
     if (!item)
         return item.error().atKey(entry.key);
     // The default planner torch.saves each object; converters may store raw bytes instead.

@@ -7,6 +7,7 @@
 #include "tensor/scalartype.h"
 
 #include <ATen/ATen.h>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -54,10 +55,22 @@ Result<ChunkView> loadChunk(const CheckpointIndex &index, const TensorEntry &t, 
                             FileCache &files)
 {
     const Location &loc = t.chunks[c];
-    auto item = loadItem(index, loc, files);
+    const int es = elementSize(t.dtype);
+    // A transformed item holds this chunk (torch.save clones a view before saving it): twice its
+    // bytes and an archive's records is more than any writer needs. Saturating: sizes are lies
+    // until checked.
+    constexpr uint64_t kCap = uint64_t(1) << 60;
+    uint64_t bytes = uint64_t(es);
+    for (int64_t s : t.chunkSizes(c))
+        bytes = s <= 0                                              ? 0
+                : uint64_t(s) > kCap / std::max<uint64_t>(bytes, 1) ? kCap
+                                                                    : bytes * uint64_t(s);
+    bytes = std::min(kCap, bytes + uint64_t(std::clamp<int64_t>(t.storageOffset, 0, 1LL << 40)) *
+                                       uint64_t(es));
+    const uint64_t need = 2 * bytes + (uint64_t(1) << 20);
+    auto item = loadItem(index, loc, files, need);
     if (!item)
         return item.error().atKey(t.key);
-    const int es = elementSize(t.dtype);
     ChunkView v;
     v.item = std::move(*item);
     std::vector<int64_t> sizes(t.chunkSizes(c).begin(), t.chunkSizes(c).end());
