@@ -17,6 +17,7 @@ struct FusedSection
 {
     std::string name; ///< full name of the unfused parameter ("…linear_q_down_proj.weight")
     int64_t size = 0; ///< along Fusion::dim, full (TP-unsharded) units
+    bool operator==(const FusedSection &) const = default;
 };
 
 /** How a fused parameter is made of its sections. See docs/layout-format.md. */
@@ -29,6 +30,7 @@ struct Fusion
     bool tpInterleaved = false;
     /** The parameter's shape is already TP-local (Megatron-Bridge writes GDN tensors so). */
     bool tpLocal = false;
+    bool operator==(const Fusion &) const = default;
 };
 
 /** A parameter (or persistent buffer) the model expects, by its live module name. */

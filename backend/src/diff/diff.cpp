@@ -60,6 +60,15 @@ public:
             if (at != std::string_view::npos && at + 15 < k.size() &&
                 !std::isdigit(static_cast<unsigned char>(k[at + 15])))
                 m_stackedLayers = true;
+            // What findStacked() can find: a layer axis (".layers." then a name) or an expert one.
+            if (!m_mayBeStacked) {
+                for (size_t l = k.find(".layers."); l != std::string_view::npos;
+                     l = k.find(".layers.", l + 1))
+                    if (l + 8 < k.size() && !std::isdigit(static_cast<unsigned char>(k[l + 8])))
+                        m_mayBeStacked = true;
+                if (k.find(".mlp.experts.experts.linear_fc") != std::string_view::npos)
+                    m_mayBeStacked = true;
+            }
         }
         m_torchDist = index.format == Format::MegatronTorchDist;
         // Only Megatron's torch_dist and fsdp_dtensor loads run the split/rename handlers; the
@@ -137,6 +146,10 @@ public:
         r.options = m_options;
         r.format = std::string(formatName(m_index.format));
         r.checkpoint = m_index.inputPath;
+        // Entries are large: growing the vector would move each of them several times.
+        r.entries.reserve(
+            m_params.size() *
+            (1 + (m_options.includeOptimizer ? m_layout.optimizerStates.size() + 2 : 0)));
         for (size_t i = 0; i < m_params.size(); ++i) {
             if (!keepGoing(progress, i))
                 return std::nullopt;
@@ -344,7 +357,7 @@ private:
         return m_stackedNames.count(std::string(rest)) > 0;
     }
 
-    bool enabled(const std::string &rule) const
+    bool enabled(std::string_view rule) const
     {
         return std::find(m_options.disabledRules.begin(), m_options.disabledRules.end(), rule) ==
                m_options.disabledRules.end();
@@ -404,7 +417,7 @@ private:
         for (const Piece &piece : q.pieces) {
             std::vector<int64_t> lead;
             DiskKey *k = find(piece.name, state);
-            if ((!k || !k->tensor) && enabled("torch_dist_stacked"))
+            if ((!k || !k->tensor) && m_mayBeStacked && enabled("torch_dist_stacked"))
                 k = findStacked(piece.name, state, lead);
             if (!k || !k->tensor)
                 return false;
@@ -932,24 +945,35 @@ private:
         // Optimizer states have the optimizer's dtype (fp32, or bf16 when precision-aware).
         e.dtype = state.empty() ? p.dtype : std::string();
 
-        Request q = request(p, false);
-        for (const Piece &piece : q.pieces)
+        // The request depends on the name alone: the optimizer's states ask for it again.
+        if (!m_cached.holds(p)) {
+            m_cached.request = request(p, false);
+            m_cached.name = p.name;
+            m_cached.shape = p.shape;
+            m_cached.absorbs = p.absorbs;
+            m_cached.fusion = p.fusion;
+            m_cached.valid = true;
+        }
+        const Request *qp = &m_cached.request;
+        for (const Piece &piece : qp->pieces)
             e.requestKeys.push_back(requestKey(piece.name, state));
         std::vector<DiskKey *> found;
 
         // 1. What the real load asks for. torch_dist asks for SwiGLU's [W; V] in one key, or for
         // `_w` / `_v` keys when the checkpoint was saved with singleton_local_shards.
-        bool hit = lookup(q, state, found);
+        bool hit = lookup(*qp, state, found);
+        Request w;
         if (!hit && m_torchDist && p.fusion && p.fusion->rule == "swiglu" && enabled("swiglu")) {
-            Request w = request(p, false, true);
+            w = request(p, false, true);
             if (lookup(w, state, found)) {
                 hit = true;
-                q = std::move(w);
+                qp = &w;
                 e.requestKeys.clear();
-                for (const Piece &piece : q.pieces)
+                for (const Piece &piece : qp->pieces)
                     e.requestKeys.push_back(requestKey(piece.name, state));
             }
         }
+        const Request &q = *qp;
         if (hit) {
             e.rules = q.rules;
             fillSources(e, q, found);
@@ -1260,7 +1284,24 @@ private:
     std::vector<std::string> m_legacyMissingFiles;        ///< rank files the load needs, absent
     std::vector<int> m_legacyStageEnds;
     std::unordered_map<std::string, uint32_t> m_extraStateKeys; ///< stored `_extra_state` keys
+    // request(p, false) of the last parameter evaluateParam saw (what it reads of p is kept to
+    // compare): the optimizer's states ask for it again, each.
+    struct
+    {
+        std::string name, absorbs;
+        std::vector<int64_t> shape;
+        std::optional<Fusion> fusion;
+        Request request;
+        bool valid = false;
+        bool holds(const LayoutParam &p) const
+        {
+            return valid && name == p.name && shape == p.shape && absorbs == p.absorbs &&
+                   fusion == p.fusion;
+        }
+    } m_cached;
     bool m_stackedLayers = false; ///< torch_dist keys with a layer axis (decoder.layers.<name>)
+    /** Some key has a layer or expert axis: else findStacked() (regexes) cannot succeed. */
+    bool m_mayBeStacked = false;
     std::vector<int> m_stageEnds; ///< set when the load names decoder layers per stage
     int m_maxStageLayers = 0;     ///< the most layers a stage holds (its local names' range)
     int m_decoderLayers = 0;      ///< the model's
