@@ -10,6 +10,7 @@
 #include <shardscope/loadplan.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <map>
@@ -343,4 +344,46 @@ TEST(Stages, DecoderLayerOfTakesAnyName)
     EXPECT_EQ(decoderLayerOf("decoder.layers..x"), -1);
     EXPECT_EQ(decoderLayerOf("mtp.layers.0.decoder.layers.3.x"), -1);
     EXPECT_EQ(decoderLayerOf(""), -1);
+}
+
+// A layout's numbers are checked before nlohmann converts them (a float cast to an integer is
+// undefined) and before sizes are multiplied (found by the layout fuzzer).
+TEST(LayoutJson, NumbersThatCannotBeSizesAreErrors)
+{
+    auto demo = openDemo(1);
+    ASSERT_TRUE(demo);
+    const nlohmann::json good = nlohmann::json::parse(layoutToJson(demo->layout));
+    ASSERT_TRUE(layoutFromJson(good.dump(), "good").ok());
+
+    nlohmann::json floated = good;
+    floated["params"][0]["shape"][0] = 1.8446744073709552e22;
+    auto r = layoutFromJson(floated.dump(), "floated");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().toString().find("'shape': 1.8446744073709552e+22 where a layout has "
+                                        "integers"),
+              std::string::npos)
+        << r.error().toString();
+
+    nlohmann::json huge = good;
+    huge["params"][0]["shape"][0] = (uint64_t(1) << 63) + 5;
+    r = layoutFromJson(huge.dump(), "huge");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().toString().find("beyond any model's size"), std::string::npos);
+
+    // A TP-local fused parameter whose fused dimension times tp overflows int64.
+    nlohmann::json fused = good;
+    bool found = false;
+    for (nlohmann::json &p : fused["params"])
+        if (p.contains("fusion") && !found) {
+            found = true;
+            const size_t dim = p["fusion"]["dim"].get<size_t>();
+            p["shape"][dim] = int64_t(1) << 40;
+            p["fusion"]["tp_local"] = true;
+        }
+    ASSERT_TRUE(found);
+    fused["parallel"]["tp"] = int64_t(1) << 30;
+    r = layoutFromJson(fused.dump(), "fused");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().toString().find("the fused dimension overflows"), std::string::npos)
+        << r.error().toString();
 }

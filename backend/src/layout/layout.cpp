@@ -72,6 +72,39 @@ std::string layoutToJson(const Layout &l)
     return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+// A layout holds integers only, and none near int64's range: nlohmann's conversions cast a
+// float (1e300) to an integer, which is undefined, and sums and products of sizes must not
+// overflow. One pass over the tree (iterative: the nesting depth is the file's).
+Status checkNumbers(const nlohmann::json &root, const std::string &origin)
+{
+    constexpr int64_t kMax = int64_t(1) << 40;
+    std::vector<std::pair<const nlohmann::json *, std::string_view>> todo{{&root, {}}};
+    while (!todo.empty()) {
+        auto [j, key] = todo.back();
+        todo.pop_back();
+        if (j->is_object()) {
+            for (auto it = j->begin(); it != j->end(); ++it)
+                todo.emplace_back(&*it, it.key());
+        } else if (j->is_array()) {
+            for (const nlohmann::json &e : *j)
+                todo.emplace_back(&e, key);
+        } else if (j->is_number_float()) {
+            return layoutError(origin, std::string(key),
+                               j->dump() + " where a layout has integers");
+        } else if ((j->is_number_unsigned() && j->get<uint64_t>() > uint64_t(kMax)) ||
+                   (j->is_number_integer() && !j->is_number_unsigned() &&
+                    (j->get<int64_t>() > kMax || j->get<int64_t>() < -kMax))) {
+            return layoutError(origin, std::string(key),
+                               j->dump() + " is beyond any model's size (2^40)");
+        }
+    }
+    return Ok{};
+}
+
+} // namespace
+
 Result<Layout> layoutFromJson(const std::string &text, const std::string &origin)
 {
     json j;
@@ -84,6 +117,8 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
     }
     if (!j.is_object())
         return layoutError(origin, {}, "not a JSON object");
+    if (Status st = checkNumbers(j, origin); !st)
+        return st.error();
     if (j.value("schema", std::string()) != kSchema)
         return layoutError(origin, "schema", std::string("expected schema ") + kSchema);
     Layout l;
@@ -162,14 +197,18 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
                     FusedSection sec{s.value("name", std::string()), s.value("size", int64_t(0))};
                     if (sec.name.empty() || sec.size <= 0)
                         return layoutError(origin, p.name, "fusion section without name or size");
-                    total += sec.size;
+                    if (__builtin_add_overflow(total, sec.size, &total))
+                        return layoutError(origin, p.name, "fusion sections overflow");
                     fu.sections.push_back(std::move(sec));
                 }
                 if (fu.sections.size() < 2 || fu.dim < 0 || size_t(fu.dim) >= p.shape.size())
                     return layoutError(origin, p.name, "fusion needs 2+ sections and a valid dim");
                 const int64_t have = p.shape[size_t(fu.dim)];
                 const int64_t tp = fu.tpLocal ? l.parallel.tp : 1;
-                if (total != have * tp && !(fu.tpLocal && total == have))
+                int64_t global = 0;
+                if (__builtin_mul_overflow(have, tp, &global))
+                    return layoutError(origin, p.name, "the fused dimension overflows");
+                if (total != global && !(fu.tpLocal && total == have))
                     return layoutError(origin, p.name,
                                        "fusion sections sum to " + std::to_string(total) +
                                            ", the shape has " + std::to_string(have));
