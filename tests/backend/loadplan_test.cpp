@@ -364,6 +364,14 @@ TEST(LayoutJson, NumbersThatCannotBeSizesAreErrors)
               std::string::npos)
         << r.error().toString();
 
+    // Beyond double's range: nlohmann's parser throws out_of_range, not parse_error.
+    std::string text = good.dump();
+    text.replace(text.find("\"shape\":[") + 9, 0, "11e308,");
+    r = layoutFromJson(text, "beyond double");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().toString().find("number overflow"), std::string::npos)
+        << r.error().toString();
+
     nlohmann::json huge = good;
     huge["params"][0]["shape"][0] = (uint64_t(1) << 63) + 5;
     r = layoutFromJson(huge.dump(), "huge");

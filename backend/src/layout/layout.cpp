@@ -114,6 +114,9 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
         return makeError(Error::Code::Format, "not JSON: " + std::string(e.what()))
             .inFile(origin)
             .atOffset(e.byte > 0 ? e.byte - 1 : 0);
+    } catch (const json::exception &e) { // a number beyond double's range (out_of_range 406)
+        return makeError(Error::Code::Format, "not a layout: " + std::string(e.what()))
+            .inFile(origin);
     }
     if (!j.is_object())
         return layoutError(origin, {}, "not a JSON object");
