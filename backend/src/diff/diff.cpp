@@ -945,7 +945,7 @@ private:
         // Optimizer states have the optimizer's dtype (fp32, or bf16 when precision-aware).
         e.dtype = state.empty() ? p.dtype : std::string();
 
-        // The request depends on the name alone: the optimizer's states ask for it again.
+        // Each optimizer state asks for the same request: build it once per parameter.
         if (!m_cached.holds(p)) {
             m_cached.request = request(p, false);
             m_cached.name = p.name;

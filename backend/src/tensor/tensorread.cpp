@@ -57,17 +57,18 @@ Result<ChunkView> loadChunk(const CheckpointIndex &index, const TensorEntry &t, 
     const Location &loc = t.chunks[c];
     const int es = elementSize(t.dtype);
     // A transformed item holds this chunk (torch.save clones a view before saving it): twice its
-    // bytes and an archive's records is more than any writer needs. Saturating: sizes are lies
-    // until checked.
-    constexpr uint64_t kCap = uint64_t(1) << 60;
-    uint64_t bytes = uint64_t(es);
+    // bytes and an archive's records is more than any writer needs. Sizes are lies until
+    // checked: an overflow leaves the bound at its largest.
+    uint64_t extent = uint64_t(es), need = 0;
     for (int64_t s : t.chunkSizes(c))
-        bytes = s <= 0                                              ? 0
-                : uint64_t(s) > kCap / std::max<uint64_t>(bytes, 1) ? kCap
-                                                                    : bytes * uint64_t(s);
-    bytes = std::min(kCap, bytes + uint64_t(std::clamp<int64_t>(t.storageOffset, 0, 1LL << 40)) *
-                                       uint64_t(es));
-    const uint64_t need = 2 * bytes + (uint64_t(1) << 20);
+        if (__builtin_mul_overflow(extent, uint64_t(std::max<int64_t>(s, 0)), &extent))
+            extent = UINT64_MAX;
+    const uint64_t offset =
+        uint64_t(std::clamp<int64_t>(t.storageOffset, 0, int64_t(1) << 40)) * uint64_t(es);
+    if (__builtin_add_overflow(extent, offset, &need) ||
+        __builtin_mul_overflow(need, uint64_t(2), &need) ||
+        __builtin_add_overflow(need, uint64_t(1) << 20, &need))
+        need = UINT64_MAX;
     auto item = loadItem(index, loc, files, need);
     if (!item)
         return item.error().atKey(t.key);
