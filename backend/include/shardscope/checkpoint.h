@@ -6,6 +6,7 @@
 #include "shardscope/result.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -59,6 +60,7 @@ public:
     /** The components, as views into `key` (the entry's key) or into this object. */
     void partsInto(std::string_view key, std::vector<std::string_view> &out) const;
     std::vector<std::string> parts(std::string_view key) const;
+    bool operator==(const KeyPath &) const = default;
 
 private:
     static constexpr uint64_t kEveryDot = ~uint64_t(0);
@@ -146,6 +148,15 @@ struct OpenOptions
 {
     /** Check every stored item against the files on disk (cheap: sizes only). */
     bool checkIntegrity = true;
+    /**
+     * A DCP .metadata is read in order: every key's name, nesting (planner data), shape, dtype
+     * and chunk count is known after its first quarter, its storage locations only at the end.
+     * Called once, on a reading thread, at that point, with the index so far: those fields are
+     * final (the open may still fail), nothing else is. Nothing changes the index during the
+     * call; do not keep references into it. Not called when the format has no such point (one
+     * file read whole, rank-local metadata, a .metadata without planner data).
+     */
+    std::function<void(const CheckpointIndex &keys)> onKeysKnown;
 };
 
 /** Detects the format of `path` (file or directory) and reads its metadata. */

@@ -123,7 +123,8 @@ Status indexMetadata(DcpIndexer &ix, CheckpointIndex &index, const PickleArena &
 
 } // namespace
 
-Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems)
+Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
+               const std::function<void(const CheckpointIndex &)> &onKeysKnown)
 {
     std::vector<std::string> metas;
     if (fs::exists(fs::path(dir) / ".metadata")) {
@@ -155,6 +156,9 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems)
         keepMapped.push_back(*file);
         indexer.startFile(path);
         DcpStream stream(indexer);
+        // Rank-local files each describe part of the keys: none of them gives all.
+        if (onKeysKnown && metas.size() == 1)
+            stream.onKeysKnown([&] { onKeysKnown(index); });
         PickleLimits limits;
         if (streamItems)
             limits.dictSink = &stream;

@@ -42,13 +42,17 @@ bool DcpStream::takeEntries(const PickleArena &arena, NodeId dict, std::span<con
 
 bool DcpStream::takePaths(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs)
 {
-    if (m_entriesDict == kNil || m_entriesStopped || (m_pathsDict != kNil && dict != m_pathsDict))
+    if (m_entriesDict == kNil || m_entriesStopped || (m_pathsDict != kNil && dict != m_pathsDict)) {
+        m_pathsDeclined = true;
         return false;
+    }
     PathBatch batch;
     batch.items.reserve(pairs.size() / 2);
     for (size_t i = 0; i < pairs.size(); i += 2)
-        if (!m_indexer.extractPath(arena, pairs[i], pairs[i + 1], batch, true))
+        if (!m_indexer.extractPath(arena, pairs[i], pairs[i + 1], batch, true)) {
+            m_pathsDeclined = true;
             return false;
+        }
     m_pathsDict = dict;
     m_othersTaken = true;
     push(std::move(batch));
@@ -74,6 +78,11 @@ bool DcpStream::takeStorage(const PickleArena &arena, NodeId dict, std::span<con
     }
     m_storageDict = dict;
     m_othersTaken = true;
+    // Storage comes last: every key and path is taken by now, unless some were declined.
+    if (!m_keysAnnounced) {
+        m_keysAnnounced = true;
+        batch.keysKnown = m_onKeysKnown && m_pathsDict != kNil && !m_pathsDeclined;
+    }
     push(std::move(batch));
     return true;
 }
@@ -116,6 +125,12 @@ void DcpStream::commit(Batch &batch)
         for (const PathItem &item : paths->items)
             m_indexer.commitPath(m_words, item, paths->parts.data());
     } else if (auto *storage = std::get_if<StorageBatch>(&batch)) {
+        if (storage->keysKnown) {
+            try {
+                m_onKeysKnown();
+            } catch (...) { // a caller's early look; the open goes on without it
+            }
+        }
         for (const StorageItem &item : storage->items)
             if (m_status = m_indexer.commitStorage(m_words, item, storage->offset, m_storage);
                 !m_status)

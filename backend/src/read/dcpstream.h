@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <variant>
@@ -34,6 +35,14 @@ public:
     bool offer(const PickleArena &arena, std::string_view name, NodeId dict,
                std::span<const NodeId> pairs, uint64_t offset) override;
 
+    /**
+     * Called once on the committing thread when every entry and path is in the index and the
+     * first storage item is not yet (entries, paths and storage come in that order). Only when
+     * the stream took all of state_dict_metadata and planner_data: what it declines is indexed
+     * after decoding.
+     */
+    void onKeysKnown(std::function<void()> fn) { m_onKeysKnown = std::move(fn); }
+
     /** Waits until everything taken is committed; the first error among it. */
     Status finish();
 
@@ -51,6 +60,7 @@ private:
     {
         std::vector<StorageItem> items;
         uint64_t offset = 0;
+        bool keysKnown = false; ///< call m_onKeysKnown before committing it
     };
     using Batch = std::variant<EntryBatch, PathBatch, StorageBatch>;
     bool takeEntries(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs);
@@ -66,6 +76,9 @@ private:
     NodeId m_entriesDict = kNil, m_pathsDict = kNil, m_storageDict = kNil;
     bool m_entriesStopped = false;
     bool m_othersTaken = false;
+    bool m_pathsDeclined = false; ///< a planner_data batch was left to the caller
+    bool m_keysAnnounced = false; ///< a storage batch carries keysKnown
+    std::function<void()> m_onKeysKnown;
     DcpIndexer::StorageState m_storage;
 
     std::mutex m_mutex;

@@ -29,7 +29,7 @@ bool isFsdpDtensorLayout(const CheckpointIndex &index)
     return model && optim;
 }
 
-Status openDcpLike(const fs::path &dir, CheckpointIndex &index)
+Status openDcpLike(const fs::path &dir, CheckpointIndex &index, const OpenOptions &options)
 {
     index.dataDir = dir.string();
     index.format = Format::Dcp;
@@ -50,10 +50,15 @@ Status openDcpLike(const fs::path &dir, CheckpointIndex &index)
                     .inFile(metaJson.string());
         }
     }
-    Status st = readDcp(index.dataDir, index);
+    // torch_dist's common.pt adds keys after the metadata: no point knows them all early.
+    const bool commonPt =
+        index.format == Format::MegatronTorchDist && fs::exists(dir / "common.pt");
+    Status st =
+        readDcp(index.dataDir, index, true,
+                commonPt ? std::function<void(const CheckpointIndex &)>() : options.onKeysKnown);
     if (!st)
         return st;
-    if (index.format == Format::MegatronTorchDist && fs::exists(dir / "common.pt")) {
+    if (commonPt) {
         st = readTorchSave(index.dataDir, "common.pt", "common.pt/", index);
         if (!st)
             return st;
@@ -87,7 +92,7 @@ Status openLegacy(const fs::path &dir, CheckpointIndex &index)
     return Ok{};
 }
 
-Status openDirectory(const fs::path &dir, CheckpointIndex &index)
+Status openDirectory(const fs::path &dir, CheckpointIndex &index, const OpenOptions &options)
 {
     const fs::path tracker = dir / "latest_checkpointed_iteration.txt";
     if (fs::exists(tracker)) {
@@ -117,7 +122,7 @@ Status openDirectory(const fs::path &dir, CheckpointIndex &index)
             return makeError(Error::Code::NotFound, "tracker names iteration " + s + " but " +
                                                         iterDir.string() + " does not exist")
                 .inFile(tracker.string());
-        return openDirectory(iterDir, index);
+        return openDirectory(iterDir, index, options);
     }
     bool hasMpRank = false, hasMeta = false, hasStIndex = false;
     std::vector<std::string> safetensorFiles;
@@ -130,7 +135,7 @@ Status openDirectory(const fs::path &dir, CheckpointIndex &index)
             safetensorFiles.push_back(n);
     }
     if (fs::exists(dir / "metadata.json") || hasMeta)
-        return openDcpLike(dir, index);
+        return openDcpLike(dir, index, options);
     if (hasMpRank)
         return openLegacy(dir, index);
     if (hasStIndex) {
@@ -149,14 +154,15 @@ Status openDirectory(const fs::path &dir, CheckpointIndex &index)
         .inFile(dir.string());
 }
 
-Status openFile(const fs::path &file, CheckpointIndex &index)
+Status openFile(const fs::path &file, CheckpointIndex &index, const OpenOptions &options)
 {
     index.dataDir = file.parent_path().string();
     if (index.dataDir.empty())
         index.dataDir = ".";
     const std::string name = file.filename().string();
     if (name == ".metadata" || (name.starts_with("__") && name.ends_with(".metadata")))
-        return openDcpLike(file.parent_path().empty() ? fs::path(".") : file.parent_path(), index);
+        return openDcpLike(file.parent_path().empty() ? fs::path(".") : file.parent_path(), index,
+                           options);
     if (name.ends_with(".index.json")) {
         index.format = Format::SafetensorsIndex;
         return readSafetensorsIndex(file.string(), index);
@@ -195,8 +201,8 @@ Result<CheckpointIndex> openCheckpoint(const std::string &path, const OpenOption
         return makeError(Error::Code::NotFound, "no such file or directory").inFile(path);
     Status st = Ok{};
     try {
-        st = fs::is_directory(s) ? openDirectory(fs::path(path), index)
-                                 : openFile(fs::path(path), index);
+        st = fs::is_directory(s) ? openDirectory(fs::path(path), index, options)
+                                 : openFile(fs::path(path), index, options);
     } catch (const std::exception &e) {
         // Only the file system and allocation throw here; report them like any other error.
         return makeError(Error::Code::Io, e.what()).inFile(path);

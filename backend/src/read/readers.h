@@ -16,9 +16,11 @@ uint16_t internTransforms(CheckpointIndex &index, std::vector<std::string> chain
 /** A DCP directory: `.metadata`, or rank-local `__<rank>.metadata` files. */
 /**
  * `streamItems`: index the metadata on a second thread while the decoder runs (see DcpStream).
- * Off only in tests, which check that both ways give the same index.
+ * Off only in tests, which check that both ways give the same index. `onKeysKnown`: see
+ * OpenOptions (streamed, single .metadata only).
  */
-Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems = true);
+Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems = true,
+               const std::function<void(const CheckpointIndex &)> &onKeysKnown = {});
 /** A torch.save zip archive; keys get `keyPrefix` in front. */
 Status readTorchSave(const std::string &dataDir, const std::string &relativePath,
                      const std::string &keyPrefix, CheckpointIndex &index);
