@@ -81,6 +81,11 @@ public:
      * for CheckpointTreeModel::adopt(); once (null after, or for another snapshot).
      */
     std::shared_ptr<CheckpointTreeModel::Prepared> takePreparedTree(const IndexSnapshot &index);
+    /**
+     * The early index (checkpointKeysKnown) whose tree the finished `index` completes
+     * (CheckpointTreeModel::completeIndex()); null when the tree must be built anew.
+     */
+    IndexSnapshot keysCompletedBy(const IndexSnapshot &index) const;
     /** The load marks computed on the long lane with this diff (and verification), or null. */
     std::shared_ptr<const LoadMarkSet> loadMarksFor(const DiffSnapshot &diff,
                                                     const VerifySnapshot &verification) const;
@@ -122,6 +127,12 @@ public:
     void cancelJob(quint64 id);
 
 Q_SIGNALS:
+    /**
+     * A DCP checkpoint's keys are read, its storage locations not yet: the early index (keys,
+     * nesting, shapes, dtypes only) and its tree (takePreparedTree()). checkpointOpened
+     * follows, or openFailed.
+     */
+    void checkpointKeysKnown(shardscope::model::IndexSnapshot keys);
     void checkpointOpened(shardscope::model::IndexSnapshot index);
     void compareCheckpointOpened(shardscope::model::IndexSnapshot index);
     void openFailed(const QString &error);
@@ -172,6 +183,8 @@ private:
     IndexSnapshot m_ownerIndex, m_ownerCompare; ///< as delivered; owner's thread only
     /** The tree built with the primary index; owner's thread only. */
     std::pair<IndexSnapshot, std::shared_ptr<CheckpointTreeModel::Prepared>> m_preparedTree;
+    /** (early index, finished index) when the second completes the first's tree. */
+    std::pair<IndexSnapshot, IndexSnapshot> m_completedKeys;
     /** The last computed for a diff, and for a verification; owner's thread only. */
     std::shared_ptr<const LoadMarkSet> m_diffMarks, m_verifyMarks;
     /** The layout the last diff read, by path: a rule toggle does not read it again. */

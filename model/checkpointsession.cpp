@@ -25,6 +25,7 @@ CheckpointSession::CheckpointSession(QObject *parent)
     };
     connect(m_watcher, &QFileSystemWatcher::fileChanged, this, changed);
     connect(m_watcher, &QFileSystemWatcher::directoryChanged, this, changed);
+    connect(m_runner, &BackendRunner::checkpointKeysKnown, this, &CheckpointSession::keysKnown);
     connect(m_runner, &BackendRunner::checkpointOpened, this, [this](const IndexSnapshot &index) {
         m_index = index;
         watch(m_path);

@@ -96,6 +96,9 @@ public Q_SLOTS:
 
 Q_SIGNALS:
     void opening(const QString &path);
+    /** A big DCP checkpoint's keys are read (BackendRunner::checkpointKeysKnown): its tree
+     *  can be shown; index() stays null until opened. */
+    void keysKnown(shardscope::model::IndexSnapshot keys);
     void opened(shardscope::model::IndexSnapshot index);
     void openFailed(const QString &error);
     void compareOpened(shardscope::model::IndexSnapshot index);

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace shardscope::model {
@@ -64,9 +65,9 @@ class LeafTable
 public:
     using KeyOf = std::function<std::string_view(uint32_t node)>;
 
-    void build(const std::vector<uint32_t> &leaves, KeyOf keyOf)
+    /** Over the keys rebind() gave. */
+    void build(const std::vector<uint32_t> &leaves)
     {
-        m_keyOf = std::move(keyOf);
         size_t size = 16;
         while (size < leaves.size() * 2)
             size *= 2;
@@ -78,6 +79,8 @@ public:
             m_slots[i] = node;
         }
     }
+    /** The same table over other entries with the same keys. */
+    void rebind(KeyOf keyOf) { m_keyOf = std::move(keyOf); }
     /** The node of `key`; 0 when none. */
     uint32_t find(std::string_view key) const
     {
@@ -133,7 +136,10 @@ public:
     {
         m_nodes = &nodes;
         m_names = &names;
-        nodes.reserve(index.tensors.size() + index.objects.size() + 1024);
+        // Leaves, and about half as many groups again (DeepSeek-V3: 650,000 keys).
+        const size_t entries = index.tensors.size() + index.objects.size();
+        nodes.reserve(entries + entries / 2 + 1024);
+        m_children.reserve(nodes.capacity());
         nodes.push_back(Node{}); // the invisible root
         m_children.emplace_back();
 
@@ -198,26 +204,6 @@ private:
         }
     }
 
-    struct GroupKeyHash
-    {
-        const TreeBuilder *b;
-        size_t operator()(uint32_t n) const
-        {
-            const Node &node = (*b->m_nodes)[n];
-            return std::hash<std::string_view>()(b->nameOf(node)) ^ (size_t(node.parent) * 0x9e37);
-        }
-    };
-    struct GroupKeyEq
-    {
-        const TreeBuilder *b;
-        bool operator()(uint32_t x, uint32_t y) const
-        {
-            const Node &a = (*b->m_nodes)[x];
-            const Node &c = (*b->m_nodes)[y];
-            return a.parent == c.parent && b->nameOf(a) == b->nameOf(c);
-        }
-    };
-
     std::string_view nameOf(const Node &n) const
     {
         return std::string_view(*m_names).substr(n.nameOffset, n.nameLength);
@@ -255,18 +241,43 @@ private:
         return id;
     }
 
+    // The group `name` under `parent`, made when there is none. Groups are found through open
+    // addressing over node ids (the root, 0, is never one): no allocation per lookup.
     uint32_t groupChild(uint32_t parent, std::string_view name)
     {
-        const uint32_t candidate = newNode(parent, name, NodeKind::Group, -1);
-        auto [it, inserted] = m_groups.insert(candidate);
-        if (inserted)
-            return candidate;
-        // A group of that name exists: take the candidate back.
-        m_names->resize(m_names->size() - name.size());
-        m_nodes->pop_back();
-        m_children.pop_back();
-        m_children[parent].pop_back();
-        return *it;
+        if ((m_groupCount + 1) * 2 > m_groupSlots.size())
+            growGroups();
+        const size_t mask = m_groupSlots.size() - 1;
+        for (size_t i = groupHash(parent, name) & mask;; i = (i + 1) & mask) {
+            const uint32_t g = m_groupSlots[i];
+            if (g == RootNode) {
+                m_groupSlots[i] = newNode(parent, name, NodeKind::Group, -1);
+                ++m_groupCount;
+                return m_groupSlots[i];
+            }
+            const Node &n = (*m_nodes)[g];
+            if (n.parent == parent && nameOf(n) == name)
+                return g;
+        }
+    }
+    static size_t groupHash(uint32_t parent, std::string_view name)
+    {
+        return std::hash<std::string_view>()(name) ^ (size_t(parent) * 0x9e3779b97f4a7c15ull);
+    }
+    void growGroups()
+    {
+        const std::vector<uint32_t> old = std::exchange(m_groupSlots, {});
+        m_groupSlots.assign(std::max<size_t>(4096, old.size() * 2), RootNode);
+        const size_t mask = m_groupSlots.size() - 1;
+        for (const uint32_t g : old) {
+            if (g == RootNode)
+                continue;
+            const Node &n = (*m_nodes)[g];
+            size_t i = groupHash(n.parent, nameOf(n)) & mask;
+            while (m_groupSlots[i] != RootNode)
+                i = (i + 1) & mask;
+            m_groupSlots[i] = g;
+        }
     }
 
     uint32_t addLeaf(const std::vector<std::string_view> &segments, NodeKind kind, int32_t entry)
@@ -296,8 +307,8 @@ private:
     std::vector<Node> *m_nodes = nullptr;
     std::string *m_names = nullptr;
     std::vector<std::vector<uint32_t>> m_children;
-    std::unordered_set<uint32_t, GroupKeyHash, GroupKeyEq> m_groups{1024, GroupKeyHash{this},
-                                                                    GroupKeyEq{this}};
+    std::vector<uint32_t> m_groupSlots; ///< group node ids by (parent, name); RootNode: empty
+    size_t m_groupCount = 0;
 };
 
 } // namespace
@@ -316,67 +327,148 @@ struct CheckpointTreeModel::Prepared
     std::shared_ptr<const CheckpointIndex> index;
     std::unique_ptr<Tree> tree;
     QStringList dtypes;
+    bool provisional = false;
 };
 
 std::shared_ptr<CheckpointTreeModel::Prepared>
 CheckpointTreeModel::prepare(std::shared_ptr<const CheckpointIndex> index)
 {
+    if (!index) {
+        auto prepared = std::make_shared<Prepared>();
+        prepared->tree = std::make_unique<Tree>();
+        prepared->tree->nodes.push_back(Node{});
+        return prepared;
+    }
+    const CheckpointIndex &source = *index;
+    return prepareFrom(source, std::move(index));
+}
+
+std::shared_ptr<CheckpointTreeModel::Prepared>
+CheckpointTreeModel::prepareKeys(const CheckpointIndex &keys)
+{
+    // The fields the rows show, copied: the reader goes on filling in the rest of `keys`.
+    auto copy = std::make_shared<CheckpointIndex>();
+    copy->format = keys.format;
+    copy->inputPath = keys.inputPath;
+    copy->dataDir = keys.dataDir;
+    copy->tensors.reserve(keys.tensors.size());
+    for (const TensorEntry &t : keys.tensors) {
+        TensorEntry &c = copy->tensors.emplace_back();
+        c.key = t.key;
+        c.path = t.path;
+        c.dtype = t.dtype;
+        c.dtypeName = t.dtypeName;
+        c.shape = t.shape;
+    }
+    copy->objects.reserve(keys.objects.size());
+    for (const ObjectEntry &o : keys.objects) {
+        ObjectEntry &c = copy->objects.emplace_back();
+        c.key = o.key;
+        c.path = o.path;
+        c.value = o.value;
+    }
+    auto prepared = prepareFrom(keys, std::move(copy)); // chunk counts from `keys`
+    prepared->provisional = true;
+    return prepared;
+}
+
+std::shared_ptr<const CheckpointIndex> CheckpointTreeModel::indexOf(const Prepared &prepared)
+{
+    return prepared.index;
+}
+
+bool CheckpointTreeModel::sameEntries(const CheckpointIndex &keys, const CheckpointIndex &full)
+{
+    if (keys.tensors.size() != full.tensors.size() || keys.objects.size() != full.objects.size())
+        return false;
+    for (size_t i = 0; i < keys.tensors.size(); ++i) {
+        const TensorEntry &a = keys.tensors[i], &b = full.tensors[i];
+        if (a.key != b.key || !(a.path == b.path) || a.shape != b.shape ||
+            a.dtypeName != b.dtypeName)
+            return false;
+    }
+    for (size_t i = 0; i < keys.objects.size(); ++i)
+        if (keys.objects[i].key != full.objects[i].key ||
+            !(keys.objects[i].path == full.objects[i].path))
+            return false;
+    return true;
+}
+
+std::shared_ptr<CheckpointTreeModel::Prepared>
+CheckpointTreeModel::prepareFrom(const CheckpointIndex &source,
+                                 std::shared_ptr<const CheckpointIndex> owner)
+{
     auto prepared = std::make_shared<Prepared>();
     auto tree = std::make_unique<Tree>();
-    QStringList dtypes;
-    if (index) {
-        TreeBuilder builder;
-        builder.build(*index, tree->nodes, tree->children, tree->names);
-        std::vector<Node> &nodes = tree->nodes;
+    TreeBuilder builder;
+    builder.build(source, tree->nodes, tree->children, tree->names);
 
-        std::set<std::string_view> dtypeSet; // views into the snapshot or static names
-        for (const TensorEntry &t : index->tensors)
-            dtypeSet.insert(t.dtypeName.empty() ? dtypeName(t.dtype)
-                                                : std::string_view(t.dtypeName));
-        for (std::string_view d : dtypeSet)
-            dtypes.push_back(QString::fromUtf8(d.data(), qsizetype(d.size())));
+    std::set<std::string_view> dtypeSet; // views into the snapshot or static names
+    for (const TensorEntry &t : owner->tensors)
+        dtypeSet.insert(t.dtypeName.empty() ? dtypeName(t.dtype) : std::string_view(t.dtypeName));
+    for (std::string_view d : dtypeSet)
+        prepared->dtypes.push_back(QString::fromUtf8(d.data(), qsizetype(d.size())));
 
-        for (uint32_t n = 1; n < nodes.size(); ++n)
-            if (nodes[n].kind != NodeKind::Group) {
-                nodes[n].leaves = 1;
-                nodes[n].flatRow = uint32_t(tree->flat.size());
-                tree->flat.push_back(n);
-            }
-        const CheckpointIndex *entries = index.get();
-        const std::vector<Node> *all = &nodes;
-        tree->leafByKey.build(tree->flat, [entries, all](uint32_t n) -> std::string_view {
-            const Node &node = (*all)[n];
-            return node.kind == NodeKind::Tensor ? entries->tensors[size_t(node.entry)].key
-                                                 : entries->objects[size_t(node.entry)].key;
-        });
-
-        for (uint32_t p = 0; p < index->problems.size(); ++p) {
-            const uint32_t leaf = tree->leafByKey.find(index->problems[p].key);
-            if (leaf == 0)
-                continue;
-            tree->problems.emplace_back(leaf, p);
-            ++nodes[leaf].problemCount;
+    for (uint32_t n = 1; n < tree->nodes.size(); ++n)
+        if (tree->nodes[n].kind != NodeKind::Group) {
+            tree->nodes[n].flatRow = uint32_t(tree->flat.size());
+            tree->flat.push_back(n);
         }
-        std::sort(tree->problems.begin(), tree->problems.end());
-        // Parents are created before their children, so one backward pass sums every subtree.
-        for (size_t n = nodes.size() - 1; n > 0; --n) {
-            if (nodes[n].parent == NoNode)
-                continue; // folded into its parent's row
-            Node &p = nodes[nodes[n].parent];
-            p.leaves += nodes[n].leaves;
-            p.numel += nodes[n].numel;
-            p.bytes += nodes[n].bytes;
-            p.chunks += nodes[n].chunks;
-            p.problemCount += nodes[n].problemCount;
-        }
-    } else {
-        tree->nodes.push_back(Node{});
-    }
+    bindKeys(*tree, owner.get());
+    tree->leafByKey.build(tree->flat);
+    summarise(*tree, *owner);
 
-    prepared->index = std::move(index);
+    prepared->index = std::move(owner);
     prepared->tree = std::move(tree);
-    prepared->dtypes = std::move(dtypes);
     return prepared;
+}
+
+void CheckpointTreeModel::bindKeys(Tree &tree, const CheckpointIndex *entries)
+{
+    const std::vector<Node> *all = &tree.nodes;
+    tree.leafByKey.rebind([entries, all](uint32_t n) -> std::string_view {
+        const Node &node = (*all)[n];
+        return node.kind == NodeKind::Tensor ? entries->tensors[size_t(node.entry)].key
+                                             : entries->objects[size_t(node.entry)].key;
+    });
+}
+
+// Leaf counts, stored sizes of objects, problems, and every group's sums from its leaves up.
+void CheckpointTreeModel::summarise(Tree &tree, const CheckpointIndex &index)
+{
+    std::vector<Node> &nodes = tree.nodes;
+    for (Node &n : nodes) {
+        n.problemCount = 0;
+        if (n.kind == NodeKind::Group) {
+            n.leaves = n.numel = n.bytes = n.chunks = 0;
+            continue;
+        }
+        n.leaves = 1;
+        if (n.kind == NodeKind::Object) {
+            const ObjectEntry &o = index.objects[size_t(n.entry)];
+            n.bytes = o.location ? o.location->length : 0;
+        }
+    }
+    tree.problems.clear();
+    for (uint32_t p = 0; p < index.problems.size(); ++p) {
+        const uint32_t leaf = tree.leafByKey.find(index.problems[p].key);
+        if (leaf == 0)
+            continue;
+        tree.problems.emplace_back(leaf, p);
+        ++nodes[leaf].problemCount;
+    }
+    std::sort(tree.problems.begin(), tree.problems.end());
+    // Parents are created before their children, so one backward pass sums every subtree.
+    for (size_t n = nodes.size() - 1; n > 0; --n) {
+        if (nodes[n].parent == NoNode)
+            continue; // folded into its parent's row
+        Node &p = nodes[nodes[n].parent];
+        p.leaves += nodes[n].leaves;
+        p.numel += nodes[n].numel;
+        p.bytes += nodes[n].bytes;
+        p.chunks += nodes[n].chunks;
+        p.problemCount += nodes[n].problemCount;
+    }
 }
 
 void CheckpointTreeModel::setIndex(std::shared_ptr<const CheckpointIndex> index)
@@ -394,7 +486,24 @@ void CheckpointTreeModel::adopt(std::shared_ptr<Prepared> prepared)
     m_index = std::move(prepared->index);
     m_tree = std::move(prepared->tree);
     m_dtypeNames = std::move(prepared->dtypes);
+    m_provisional = prepared->provisional;
     endResetModel();
+}
+
+bool CheckpointTreeModel::completeIndex(std::shared_ptr<const CheckpointIndex> full)
+{
+    if (!m_provisional || !full || !m_index || full->tensors.size() != m_index->tensors.size() ||
+        full->objects.size() != m_index->objects.size())
+        return false;
+    m_index = std::move(full);
+    m_provisional = false;
+    bindKeys(*m_tree, m_index.get());
+    summarise(*m_tree, *m_index);
+    if (rowCount() > 0) // the view repaints what it shows; "problems only" filters again
+        Q_EMIT dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1),
+                           {Qt::DisplayRole, Qt::ToolTipRole, SortRole, BytesRole, HasProblemRole,
+                            ProblemCountRole});
+    return true;
 }
 
 void CheckpointTreeModel::forEachLeaf(const std::function<void(const LeafInfo &)> &fn) const
@@ -829,7 +938,8 @@ const TensorEntry *CheckpointTreeModel::tensorAt(const QModelIndex &index) const
     if (!index.isValid() || index.model() != this)
         return nullptr;
     const Node &n = m_tree->nodes[index.internalId()];
-    return n.kind == NodeKind::Tensor ? &m_index->tensors[size_t(n.entry)] : nullptr;
+    return n.kind == NodeKind::Tensor && !m_provisional ? &m_index->tensors[size_t(n.entry)]
+                                                        : nullptr;
 }
 
 const ObjectEntry *CheckpointTreeModel::objectAt(const QModelIndex &index) const
@@ -837,7 +947,8 @@ const ObjectEntry *CheckpointTreeModel::objectAt(const QModelIndex &index) const
     if (!index.isValid() || index.model() != this)
         return nullptr;
     const Node &n = m_tree->nodes[index.internalId()];
-    return n.kind == NodeKind::Object ? &m_index->objects[size_t(n.entry)] : nullptr;
+    return n.kind == NodeKind::Object && !m_provisional ? &m_index->objects[size_t(n.entry)]
+                                                        : nullptr;
 }
 
 } // namespace shardscope::model

@@ -53,8 +53,29 @@ public:
      */
     struct Prepared;
     static std::shared_ptr<Prepared> prepare(std::shared_ptr<const CheckpointIndex> index);
+    /**
+     * The tree of an index still being read (OpenOptions::onKeysKnown: keys, nesting, shapes,
+     * dtypes and chunk counts final, nothing else), built on that reading thread. It keeps a
+     * copy of those fields (Prepared's index); problems and stored locations come with
+     * completeIndex().
+     */
+    static std::shared_ptr<Prepared> prepareKeys(const CheckpointIndex &keys);
+    /** The index a prepared tree shows (prepareKeys(): its copy of the keys). */
+    static std::shared_ptr<const CheckpointIndex> indexOf(const Prepared &prepared);
+    /** Whether `full` holds the entries a prepareKeys() tree was built from, in order (any
+     *  thread; a pass over every key). */
+    static bool sameEntries(const CheckpointIndex &keys, const CheckpointIndex &full);
     /** setIndex() with a tree prepare() built; one model adopts it (it is moved from). */
     void adopt(std::shared_ptr<Prepared> prepared);
+    /**
+     * Swaps a prepareKeys() tree's index for the finished one (sameEntries() checked by the
+     * caller): the rows stay, problems and stored sizes fill in (dataChanged). False, changing
+     * nothing, when the model holds no such tree or the entry counts differ.
+     */
+    bool completeIndex(std::shared_ptr<const CheckpointIndex> full);
+    /** A prepareKeys() tree waiting for completeIndex(): no entry is read yet (tensorAt() and
+     *  objectAt() answer nullptr). */
+    bool isProvisional() const { return m_provisional; }
     void clear() { setIndex(nullptr); }
     const std::shared_ptr<const CheckpointIndex> &checkpointIndex() const { return m_index; }
 
@@ -106,6 +127,10 @@ public:
 
 private:
     struct Tree;
+    static std::shared_ptr<Prepared> prepareFrom(const CheckpointIndex &source,
+                                                 std::shared_ptr<const CheckpointIndex> owner);
+    static void bindKeys(Tree &tree, const CheckpointIndex *entries);
+    static void summarise(Tree &tree, const CheckpointIndex &index);
     QString nodeName(uint32_t node) const;
     QString nodeKey(uint32_t node) const;
     QVariant displayData(uint32_t node, int column) const;
@@ -117,6 +142,7 @@ private:
     std::shared_ptr<const CheckpointIndex> m_index;
     std::unique_ptr<Tree> m_tree;
     bool m_flat = false;
+    bool m_provisional = false;
     QStringList m_dtypeNames;
 };
 

@@ -199,6 +199,7 @@ MainWindow::MainWindow(QWidget *parent)
     connect(m_session, &CheckpointSession::opening, this, [this](const QString &path) {
         setWindowTitle(tr("%1 — ShardScope").arg(QFileInfo(path).fileName()));
     });
+    connect(m_session, &CheckpointSession::keysKnown, this, &MainWindow::onKeysKnown);
     connect(m_session, &CheckpointSession::opened, this, &MainWindow::onCheckpointOpened);
     connect(m_session, &CheckpointSession::layoutChanged, this, [this] {
         m_diffWanted = true;
@@ -860,20 +861,42 @@ QString MainWindow::detailsKey() const
     return m_details->currentKey();
 }
 
+void MainWindow::onKeysKnown(const IndexSnapshot &keys)
+{
+    auto tree = m_session->runner()->takePreparedTree(keys);
+    if (!tree)
+        return;
+    m_details->clear();
+    m_treeModel->adopt(std::move(tree));
+    m_problemModel->setIndex(nullptr);
+    m_filterBar->setDTypes(m_treeModel->dtypeNames());
+    m_tree->expandToDepth(0);
+    statusBar()->showMessage(tr("%1 keys read; reading where their data is stored…")
+                                 .arg(formatCount(keys->tensors.size() + keys->objects.size())));
+}
+
 void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
 {
     StepTimer timer("opened");
     auto step = [&timer](const char *what) { timer.step(what); };
-    m_details->clear();
-    if (auto tree = m_session->runner()->takePreparedTree(index))
-        m_treeModel->adopt(std::move(tree));
-    else
-        m_treeModel->setIndex(index);
+    // The tree shown while the metadata was read stays (expanded rows, selection), filled in.
+    const IndexSnapshot early = m_session->runner()->keysCompletedBy(index);
+    const bool completed = m_treeModel->isProvisional() && early &&
+                           early == m_treeModel->checkpointIndex() &&
+                           m_treeModel->completeIndex(index);
+    if (!completed) {
+        m_details->clear();
+        if (auto tree = m_session->runner()->takePreparedTree(index))
+            m_treeModel->adopt(std::move(tree));
+        else
+            m_treeModel->setIndex(index);
+    }
     step("tree model");
     m_problemModel->setIndex(index);
     step("problem list");
     m_filterBar->setDTypes(m_treeModel->dtypeNames());
-    m_tree->expandToDepth(0);
+    if (!completed)
+        m_tree->expandToDepth(0);
     step("tree view");
     updateStatusBar();
     step("status bar");
@@ -887,16 +910,21 @@ void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
             statusBar()->showMessage(tr("No entry named %1").arg(m_initialKey), 6000);
         m_initialKey.clear();
     }
-    if (!select.isValid() && m_selectFirstTensor)
+    if (!select.isValid() && m_selectFirstTensor &&
+        !(completed && m_tree->currentIndex().isValid()))
         select = m_tree->firstTensor();
     if (select.isValid()) {
         m_tree->selectIndex(select);
         m_tree->setFocus();
+    } else if (completed) {
+        onCurrentItemChanged(m_tree->currentIndex()); // chosen while it was being read
     }
 }
 
 void MainWindow::onOpenFailed(const QString &error)
 {
+    if (m_treeModel->isProvisional()) // keys shown early, then the rest failed to read
+        m_treeModel->clear();
     showError(tr("Cannot open checkpoint"), error);
 }
 
@@ -924,6 +952,10 @@ void MainWindow::onCurrentItemChanged(const QModelIndex &current)
         return;
     }
     const QModelIndex source = m_proxy->mapToSource(current);
+    if (m_treeModel->isProvisional()) { // only keys are read: the rest comes when opened
+        m_details->clear();
+        return;
+    }
     QStringList problems;
     for (const Problem *p : m_treeModel->problemsAt(source))
         problems.push_back(QString::fromStdString(p->message));

@@ -118,6 +118,7 @@ private:
     void openDirectoryDialog();
     void openFileDialog();
     void reload();
+    void onKeysKnown(const model::IndexSnapshot &keys);
     void onCheckpointOpened(const model::IndexSnapshot &index);
     void onOpenFailed(const QString &error);
     void onProgress(int permille, const QString &message);

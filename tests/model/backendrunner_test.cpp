@@ -535,3 +535,91 @@ TEST_F(BackendRunnerTest, ReloadSaysWhatChangedOnDiskAndSurvivesDeletion)
     session.open(s_path);
     ASSERT_TRUE(opened.wait(Timeout));
 }
+
+namespace {
+
+// Every row of two trees, recursively: the same names, columns and roles.
+void expectSameRows(const QAbstractItemModel &a, const QAbstractItemModel &b,
+                    const QModelIndex &pa = {}, const QModelIndex &pb = {})
+{
+    ASSERT_EQ(a.rowCount(pa), b.rowCount(pb));
+    for (int r = 0; r < a.rowCount(pa); ++r)
+        for (int c = 0; c < a.columnCount(pa); ++c) {
+            const QModelIndex x = a.index(r, c, pa), y = b.index(r, c, pb);
+            for (int role : {int(Qt::DisplayRole), int(Qt::ToolTipRole), int(KeyRole),
+                             int(BytesRole), int(ChunkCountRole), int(ProblemCountRole),
+                             int(LeafCountRole), int(NumelRole), int(SortRole)})
+                ASSERT_EQ(x.data(role), y.data(role)) << x.data(KeyRole).toString().toStdString()
+                                                      << " column " << c << " role " << role;
+            if (c == 0)
+                expectSameRows(a, b, x, y);
+        }
+}
+
+} // namespace
+
+// A DCP checkpoint's tree shows as soon as its keys are read, before the storage locations: the
+// finished open then fills in that same tree (problems, stored sizes) without a reset, and the
+// result is the tree the finished index builds by itself.
+TEST_F(BackendRunnerTest, ShowsTheKeysFirstThenCompletesTheSameTree)
+{
+    QTemporaryDir dir;
+    const QString ckpt = dir.filePath(QStringLiteral("ckpt"));
+    // Nested dicts (planner data), objects, and a data file cut short: its problems are found
+    // only after the storage locations are read.
+    const QString save =
+        QStringLiteral("import os, sys, warnings, torch, torch.distributed.checkpoint as dcp\n"
+                       "warnings.filterwarnings('ignore')\n"
+                       "sd = {'model': {'decoder.layers.0.mlp': {'weight': torch.ones(8, 4)},\n"
+                       "                'decoder.layers.1.mlp': {'weight': torch.zeros(8, 4)}},\n"
+                       "      'optimizer': {'state': {'step': 3, 'lr': 0.5}}, 'note': 'hello'}\n"
+                       "dcp.save(sd, checkpoint_id=sys.argv[1])\n"
+                       "data = os.path.join(sys.argv[1], '__0_0.distcp')\n"
+                       "os.truncate(data, os.path.getsize(data) // 2)\n");
+    ASSERT_EQ(runPython(save, ckpt), QString());
+
+    BackendRunner runner;
+    CheckpointTreeModel early;
+    QAbstractItemModelTester tester(&early, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    IndexSnapshot keys;
+    bool provisionalWhenShown = false, readableWhenShown = true;
+    QObject::connect(&runner, &BackendRunner::checkpointKeysKnown, &early,
+                     [&](const IndexSnapshot &k) {
+                         keys = k;
+                         early.adopt(runner.takePreparedTree(k));
+                         provisionalWhenShown = early.isProvisional();
+                         const QModelIndex leaf =
+                             early.indexForKey(QStringLiteral("model.decoder.layers.0.mlp.weight"));
+                         readableWhenShown = !leaf.isValid() || early.tensorAt(leaf) != nullptr;
+                     });
+    QSignalSpy opened(&runner, &BackendRunner::checkpointOpened);
+    runner.openCheckpoint(ckpt);
+    ASSERT_TRUE(opened.wait(Timeout));
+    ASSERT_TRUE(keys) << "no early tree for a DCP checkpoint with planner data";
+    EXPECT_TRUE(provisionalWhenShown);
+    EXPECT_FALSE(readableWhenShown) << "an entry read before its storage locations";
+    EXPECT_EQ(keys->problems.size(), 0u);
+    const auto full = opened.at(0).at(0).value<IndexSnapshot>();
+    ASSERT_TRUE(full);
+    ASSERT_GT(full->problems.size(), 0u) << "the cut data file was not noticed";
+    EXPECT_EQ(runner.keysCompletedBy(full), keys);
+
+    QSignalSpy resets(&early, &QAbstractItemModel::modelReset);
+    QSignalSpy changed(&early, &QAbstractItemModel::dataChanged);
+    ASSERT_TRUE(early.completeIndex(full));
+    EXPECT_FALSE(early.isProvisional());
+    EXPECT_EQ(resets.count(), 0);
+    EXPECT_EQ(changed.count(), 1);
+    EXPECT_FALSE(early.completeIndex(full)) << "completed twice";
+    EXPECT_NE(
+        early.tensorAt(early.indexForKey(QStringLiteral("model.decoder.layers.0.mlp.weight"))),
+        nullptr);
+
+    CheckpointTreeModel rebuilt;
+    rebuilt.setIndex(full);
+    expectSameRows(early, rebuilt);
+    uint64_t problems = 0;
+    for (int r = 0; r < early.rowCount(); ++r)
+        problems += early.index(r, 0).data(ProblemCountRole).toULongLong();
+    EXPECT_EQ(problems, full->problems.size());
+}
