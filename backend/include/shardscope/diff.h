@@ -54,6 +54,9 @@ struct DiffOptions
     /** Find the data wherever an enabled rule puts it, as if the format's loader ran every
      *  handler: where the values are, not what a particular load asks for (value comparison). */
     bool everyRule = false;
+    /** Threads for the parameters: 0 picks by the layout's size and the machine's cores; 1
+     *  evaluates on the caller's thread only. The result is the same either way. */
+    int threads = 0;
 };
 
 enum class LoadStatus : uint8_t {

@@ -43,11 +43,11 @@ struct Disk
     bool megatronWrapped = false;
     /** Keys of the model's state dict (tensors, and DCP objects) by index into `keys`. */
     std::vector<uint32_t> modelKeys;
-    std::string scratch;
 
     DiskKey *at(uint32_t i) { return i == FlatStringMap::kAbsent ? nullptr : &keys[i]; }
     DiskKey *findModel(std::string_view name) { return at(model.find(name)); }
-    DiskKey *findOptimizer(std::string_view name, std::string_view state)
+    /** `scratch`: the caller's (lookups run on several threads at once). */
+    DiskKey *findOptimizer(std::string_view name, std::string_view state, std::string &scratch)
     {
         scratch.assign(name).append(".").append(state);
         if (DiskKey *k = at(optNameFirst.find(scratch)))

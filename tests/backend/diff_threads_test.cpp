@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+// The diff evaluates parameters on several threads (DiffOptions::threads): the result must be
+// the one-thread result, byte for byte, for every checkpoint real torch wrote for the layout
+// tests and the bundled demo, with every rule on and with each rule off; and a cancel must stop
+// every thread.
+#include "testenv.h"
+
+#include <shardscope/checkpoint.h>
+#include <shardscope/diff.h>
+#include <shardscope/layout.h>
+#include <shardscope/report.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+using namespace shardscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Case
+{
+    fs::path checkpoint, config;
+};
+
+std::vector<Case> cases()
+{
+    std::vector<Case> out;
+    const fs::path demo = fs::path(toolsDir()) / ".." / "resources" / "demo" / "dsv3-mini";
+    out.push_back({demo, demo / "config.json"});
+    const fs::path layouts = fs::path(fixturesDir()) / ".." / "layout-fixtures";
+    std::ifstream in(layouts / "MANIFEST.json");
+    if (!in)
+        return out;
+    const auto manifest = nlohmann::json::parse(in, nullptr, false);
+    if (manifest.is_discarded())
+        return out;
+    for (const auto &c : manifest["checkpoints"])
+        out.push_back(
+            {layouts / c["path"].get<std::string>(), layouts / c["config"].get<std::string>()});
+    return out;
+}
+
+std::string diffJson(const CheckpointIndex &index, const Layout &layout, DiffOptions options,
+                     int threads)
+{
+    options.threads = threads;
+    auto diff = diffAgainstLayout(index, layout, options);
+    return diff ? diffToJson(*diff) : "error: " + diff.error().toString();
+}
+
+} // namespace
+
+TEST(DiffThreads, SameResultOnAnyNumberOfThreads)
+{
+    const auto all = cases();
+    if (all.size() < 2)
+        GTEST_SKIP() << "layout fixtures not generated (run through ctest)";
+    int diffs = 0;
+    for (const Case &c : all) {
+        SCOPED_TRACE(c.checkpoint.string());
+        auto index = openCheckpoint(c.checkpoint.string());
+        ASSERT_TRUE(index.ok()) << index.error().toString();
+        auto layout = layoutFromConfig(c.config.string(), {});
+        ASSERT_TRUE(layout.ok()) << layout.error().toString();
+        std::vector<std::vector<std::string>> ruleSets = {{}};
+        for (const RuleInfo &r : allRules())
+            ruleSets.push_back({r.name});
+        for (const auto &disabled : ruleSets) {
+            SCOPED_TRACE(disabled.empty() ? "all rules" : "without " + disabled.front());
+            DiffOptions options;
+            options.disabledRules = disabled;
+            const std::string one = diffJson(*index, *layout, options, 1);
+            ASSERT_FALSE(one.starts_with("error")) << one;
+            // Blocks shrink with the layout: a small one is still split between 3 threads.
+            EXPECT_EQ(diffJson(*index, *layout, options, 3), one);
+            ++diffs;
+        }
+    }
+    EXPECT_GE(diffs, 50);
+}
+
+TEST(DiffThreads, CancelStopsEveryThread)
+{
+    const fs::path demo = fs::path(toolsDir()) / ".." / "resources" / "demo" / "dsv3-mini";
+    auto index = openCheckpoint(demo.string());
+    ASSERT_TRUE(index.ok());
+    auto layout = layoutFromConfig((demo / "config.json").string(), {});
+    ASSERT_TRUE(layout.ok());
+    DiffOptions options;
+    options.threads = 4;
+    std::atomic<int> calls{0};
+    auto diff = diffAgainstLayout(*index, *layout, options, [&](uint64_t, uint64_t) {
+        ++calls;
+        return false;
+    });
+    ASSERT_FALSE(diff.ok());
+    EXPECT_EQ(diff.error().code, Error::Code::Cancelled);
+    EXPECT_EQ(calls.load(), 1);
+}
