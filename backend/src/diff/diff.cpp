@@ -134,8 +134,14 @@ public:
     {
         // Two passes over every key (650,000 at DeepSeek-V3 scale), side by side.
         const bool literal = literalNames();
-        beside([&] { scanKeys(); },
-               [&] { detail::sortKeys(index, enabled("wrapper_prefix"), m_disk, literal); });
+        forEachIndex(2, 2,
+                     [&](size_t i) {
+                         if (i == 0)
+                             detail::sortKeys(index, enabled("wrapper_prefix"), m_disk, literal);
+                         else
+                             scanKeys();
+                     },
+                     {});
         m_torchDist = index.format == Format::MegatronTorchDist;
         // Only Megatron's torch_dist and fsdp_dtensor loads run the split/rename handlers; the
         // others ask for the live names as they are.
@@ -215,36 +221,6 @@ public:
             scan(t.key);
         for (const ObjectEntry &o : m_index.objects)
             scan(o.key);
-    }
-
-    // Runs a on another thread (or here, when none can be had) while b runs here.
-    template<typename A, typename B>
-    static void beside(A a, B b)
-    {
-        std::exception_ptr failure;
-        std::thread other;
-        try {
-            other = std::thread([&] {
-                try {
-                    a();
-                } catch (...) {
-                    failure = std::current_exception();
-                }
-            });
-        } catch (const std::system_error &) {
-            a();
-        }
-        std::exception_ptr here;
-        try {
-            b();
-        } catch (...) {
-            here = std::current_exception();
-        }
-        if (other.joinable())
-            other.join();
-        for (const std::exception_ptr &e : {here, failure})
-            if (e)
-                std::rethrow_exception(e);
     }
 
     // A plain DCP directory is a flat state dict when the model's names are stored as they are
@@ -435,7 +411,6 @@ private:
         return r;
     }
 
-private:
     // Megatron-FSDP keeps each parameter's optimizer group (lr, weight decay, …) as
     // optimizer.param_to_group_meta.<live name>.* items: one entry per parameter says whether its
     // group is there. Names are the live ones (the split handlers rename only optimizer.state).
