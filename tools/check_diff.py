@@ -613,6 +613,9 @@ def case_bad_layouts(env: Env) -> None:
     te = json.loads(json.dumps(good))
     te["transformer_engine"] = "yes"
     bad["transformer_engine.json"] = (json.dumps(te), "key 'transformer_engine'")
+    typed = json.loads(json.dumps(good))
+    typed["params"][1]["tp_dim"] = "0"
+    bad["type.json"] = (json.dumps(typed), "key 'params[1].tp_dim'")
     for name, (text, must) in bad.items():
         path = env.tmp / name
         path.write_text(text)

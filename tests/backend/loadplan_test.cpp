@@ -395,3 +395,68 @@ TEST(LayoutJson, NumbersThatCannotBeSizesAreErrors)
     EXPECT_NE(r.error().toString().find("the fused dimension overflows"), std::string::npos)
         << r.error().toString();
 }
+
+// The layout is read in one streaming pass (layout/layoutreader.cpp): a field may come in any
+// order (a fused TP-local param before the tp that checks it), fields no version reads are
+// skipped at any depth, and a field of the wrong type is named by its place.
+TEST(LayoutJson, FieldsInAnyOrderAndWrongTypesNamed)
+{
+    auto demo = openDemo(1);
+    ASSERT_TRUE(demo);
+    const nlohmann::json good = nlohmann::json::parse(layoutToJson(demo->layout));
+    size_t fused = 0;
+    while (fused < good["params"].size() && !good["params"][fused].contains("fusion"))
+        ++fused;
+    ASSERT_LT(fused, good["params"].size());
+
+    // params first, then the rest; the fused param TP-local under tp = 2.
+    nlohmann::ordered_json reordered;
+    reordered["params"] = good["params"];
+    nlohmann::ordered_json &q = reordered["params"][fused];
+    const size_t dim = q["fusion"]["dim"].get<size_t>();
+    ASSERT_EQ(q["shape"][dim].get<int64_t>() % 2, 0);
+    q["shape"][dim] = q["shape"][dim].get<int64_t>() / 2;
+    q["fusion"]["tp_local"] = true;
+    q["notes"] = {{"deep", {1, {{"x", 2}}, "y"}}};
+    for (auto it = good.begin(); it != good.end(); ++it)
+        if (it.key() != "params")
+            reordered[it.key()] = *it;
+    reordered["parallel"]["tp"] = 2;
+    reordered["comment"] = {{"params", "not these"}};
+    auto r = layoutFromJson(reordered.dump(), "reordered");
+    ASSERT_TRUE(r.ok()) << r.error().toString();
+    ASSERT_EQ(r->params.size(), demo->layout.params.size());
+    EXPECT_EQ(r->parallel.tp, 2);
+    EXPECT_TRUE(r->params[fused].fusion->tpLocal);
+    EXPECT_EQ(r->params[fused].shape[dim] * 2, demo->layout.params[fused].shape[dim]);
+    for (size_t i = 0; i < r->params.size(); ++i)
+        if (i != fused) {
+            EXPECT_EQ(r->params[i].name, demo->layout.params[i].name);
+            EXPECT_EQ(r->params[i].shape, demo->layout.params[i].shape);
+            EXPECT_EQ(r->params[i].fusion, demo->layout.params[i].fusion);
+        }
+
+    const std::string f = std::to_string(fused);
+    const std::vector<std::tuple<std::string, nlohmann::json, std::string>> wrong = {
+        {"/params/0/name", 5, "params[0].name': must be a string"},
+        {"/params/0/shape", {{"a", 1}}, "params[0].shape': must be an array of integers"},
+        {"/params/0/shape", {1, "2"}, "params[0].shape': must be an array of integers"},
+        {"/params/0/tp_dim", int64_t(1) << 33, "params[0].tp_dim': must be an integer"},
+        {"/params/0/optimizer_state", "no", "params[0].optimizer_state': must be true or false"},
+        {"/params/" + f + "/fusion/sections/0/size", "7",
+         "params[" + f + "].fusion.sections[0].size': must be an integer"},
+        {"/params/" + f + "/fusion/sections/1", 3,
+         "params[" + f + "].fusion.sections[1]': must be an object"},
+        {"/params/" + f + "/fusion", {1}, "params[" + f + "].fusion': must be an object"},
+        {"/params/1", "x", "params[1]': a param needs name and shape"},
+        {"/parallel/tp", int64_t(1) << 33, "parallel.tp': out of range"},
+    };
+    for (const auto &[pointer, value, message] : wrong) {
+        nlohmann::json bad = good;
+        bad[nlohmann::json::json_pointer(pointer)] = value;
+        r = layoutFromJson(bad.dump(), "bad");
+        ASSERT_FALSE(r.ok()) << pointer;
+        EXPECT_NE(r.error().toString().find(message), std::string::npos)
+            << pointer << ": " << r.error().toString();
+    }
+}

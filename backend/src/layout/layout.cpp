@@ -2,10 +2,13 @@
 // Layout JSON (schema shardscope.layout/1), see docs/layout-format.md.
 #include "shardscope/layout.h"
 
+#include "layout/layoutreader.h"
+
 #include <nlohmann/json.hpp>
 
+#include <climits>
+#include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 namespace shardscope {
 
@@ -21,6 +24,31 @@ Error layoutError(const std::string &origin, const std::string &key, const std::
     if (!key.empty())
         e.atKey(key);
     return e;
+}
+
+// A fused parameter's sections: named, positive, and summing to the fused dimension (the
+// global one, or the TP-local one for a TP-local shape).
+Status checkFusion(const LayoutParam &p, int tp, const std::string &origin)
+{
+    const Fusion &fu = *p.fusion;
+    int64_t total = 0;
+    for (const FusedSection &sec : fu.sections) {
+        if (sec.name.empty() || sec.size <= 0)
+            return layoutError(origin, p.name, "fusion section without name or size");
+        if (__builtin_add_overflow(total, sec.size, &total))
+            return layoutError(origin, p.name, "fusion sections overflow");
+    }
+    if (fu.sections.size() < 2 || fu.dim < 0 || size_t(fu.dim) >= p.shape.size())
+        return layoutError(origin, p.name, "fusion needs 2+ sections and a valid dim");
+    const int64_t have = p.shape[size_t(fu.dim)];
+    int64_t global = 0;
+    if (__builtin_mul_overflow(have, fu.tpLocal ? int64_t(tp) : int64_t(1), &global))
+        return layoutError(origin, p.name, "the fused dimension overflows");
+    if (total != global && !(fu.tpLocal && total == have))
+        return layoutError(origin, p.name,
+                           "fusion sections sum to " + std::to_string(total) + ", the shape has " +
+                               std::to_string(have));
+    return Ok{};
 }
 
 } // namespace
@@ -72,57 +100,13 @@ std::string layoutToJson(const Layout &l)
     return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-namespace {
-
-// A layout holds integers only, and none near int64's range: nlohmann's conversions cast a
-// float (1e300) to an integer, which is undefined, and sums and products of sizes must not
-// overflow. One pass over the tree (iterative: the nesting depth is the file's).
-Status checkNumbers(const nlohmann::json &root, const std::string &origin)
-{
-    constexpr int64_t kMax = int64_t(1) << 40;
-    std::vector<std::pair<const nlohmann::json *, std::string_view>> todo{{&root, {}}};
-    while (!todo.empty()) {
-        auto [j, key] = todo.back();
-        todo.pop_back();
-        if (j->is_object()) {
-            for (auto it = j->begin(); it != j->end(); ++it)
-                todo.emplace_back(&*it, it.key());
-        } else if (j->is_array()) {
-            for (const nlohmann::json &e : *j)
-                todo.emplace_back(&e, key);
-        } else if (j->is_number_float()) {
-            return layoutError(origin, std::string(key),
-                               j->dump() + " where a layout has integers");
-        } else if ((j->is_number_unsigned() && j->get<uint64_t>() > uint64_t(kMax)) ||
-                   (j->is_number_integer() && !j->is_number_unsigned() &&
-                    (j->get<int64_t>() > kMax || j->get<int64_t>() < -kMax))) {
-            return layoutError(origin, std::string(key),
-                               j->dump() + " is beyond any model's size (2^40)");
-        }
-    }
-    return Ok{};
-}
-
-} // namespace
-
 Result<Layout> layoutFromJson(const std::string &text, const std::string &origin)
 {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::parse_error &e) {
-        return makeError(Error::Code::Format, "not JSON: " + std::string(e.what()))
-            .inFile(origin)
-            .atOffset(e.byte > 0 ? e.byte - 1 : 0);
-    } catch (const json::exception &e) { // a number beyond double's range (out_of_range 406)
-        return makeError(Error::Code::Format, "not a layout: " + std::string(e.what()))
-            .inFile(origin);
-    }
-    if (!j.is_object())
-        return layoutError(origin, {}, "not a JSON object");
-    if (Status st = checkNumbers(j, origin); !st)
-        return st.error();
-    if (j.value("schema", std::string()) != kSchema)
+    auto scanned = detail::scanLayoutJson(text, origin);
+    if (!scanned)
+        return scanned.error();
+    const json &j = scanned->top;
+    if (const auto it = j.find("schema"); it == j.end() || *it != kSchema)
         return layoutError(origin, "schema", std::string("expected schema ") + kSchema);
     Layout l;
     try {
@@ -130,6 +114,12 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
         l.source = j.value("source", std::string());
         if (j.contains("parallel")) {
             const json &p = j["parallel"];
+            // Sizes are ints: a larger integer would wrap around, not fail.
+            for (const char *k :
+                 {"tp", "pp", "ep", "etp", "dp_shard", "first_stage_layers", "last_stage_layers"})
+                if (const auto v = p.find(k);
+                    v != p.end() && v->is_number_integer() && std::abs(v->get<int64_t>()) > INT_MAX)
+                    return layoutError(origin, std::string("parallel.") + k, "out of range");
             l.parallel.tp = p.value("tp", 1);
             l.parallel.pp = p.value("pp", 1);
             l.parallel.ep = p.value("ep", 1);
@@ -170,69 +160,41 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
                 j["optimizer"].value("states", std::vector<std::string>{"exp_avg", "exp_avg_sq"});
             l.optimizerStep = j["optimizer"].value("step", true);
         }
-        if (!j.contains("params") || !j["params"].is_array())
-            return layoutError(origin, "params", "no params array");
-        size_t i = 0;
-        for (const json &q : j["params"]) {
-            const std::string where = "params[" + std::to_string(i++) + "]";
-            if (!q.is_object() || !q.contains("name") || !q.contains("shape"))
-                return layoutError(origin, where, "a param needs name and shape");
-            LayoutParam p;
-            p.name = q["name"].get<std::string>();
-            p.shape = q["shape"].get<std::vector<int64_t>>();
-            for (int64_t d : p.shape)
-                if (d < 0)
-                    return layoutError(origin, p.name, "negative dimension");
-            p.dtype = q.value("dtype", std::string("float32"));
-            p.tpDim = q.value("tp_dim", -1);
-            p.absorbs = q.value("absorbs", std::string());
-            p.expert = q.value("expert", -1);
-            p.hasOptimizerState = q.value("optimizer_state", true);
-            if (q.contains("fusion")) {
-                const json &f = q["fusion"];
-                Fusion fu;
-                fu.rule = f.value("rule", std::string());
-                fu.dim = f.value("dim", 0);
-                fu.tpInterleaved = f.value("tp_interleaved", false);
-                fu.tpLocal = f.value("tp_local", false);
-                int64_t total = 0;
-                for (const json &s : f.value("sections", json::array())) {
-                    FusedSection sec{s.value("name", std::string()), s.value("size", int64_t(0))};
-                    if (sec.name.empty() || sec.size <= 0)
-                        return layoutError(origin, p.name, "fusion section without name or size");
-                    if (__builtin_add_overflow(total, sec.size, &total))
-                        return layoutError(origin, p.name, "fusion sections overflow");
-                    fu.sections.push_back(std::move(sec));
-                }
-                if (fu.sections.size() < 2 || fu.dim < 0 || size_t(fu.dim) >= p.shape.size())
-                    return layoutError(origin, p.name, "fusion needs 2+ sections and a valid dim");
-                const int64_t have = p.shape[size_t(fu.dim)];
-                const int64_t tp = fu.tpLocal ? l.parallel.tp : 1;
-                int64_t global = 0;
-                if (__builtin_mul_overflow(have, tp, &global))
-                    return layoutError(origin, p.name, "the fused dimension overflows");
-                if (total != global && !(fu.tpLocal && total == have))
-                    return layoutError(origin, p.name,
-                                       "fusion sections sum to " + std::to_string(total) +
-                                           ", the shape has " + std::to_string(have));
-                p.fusion = std::move(fu);
-            }
-            l.params.push_back(std::move(p));
-        }
     } catch (const json::exception &e) {
         return layoutError(origin, {}, std::string("bad field: ") + e.what());
+    }
+    if (!scanned->hasParams)
+        return layoutError(origin, "params", "no params array");
+    l.params.reserve(scanned->params.size());
+    for (size_t i = 0; i < scanned->params.size(); ++i) {
+        detail::ScannedParam &s = scanned->params[i];
+        if (!s.hasName || !s.hasShape)
+            return layoutError(origin, "params[" + std::to_string(i) + "]",
+                               "a param needs name and shape");
+        LayoutParam &p = s.param;
+        for (int64_t d : p.shape)
+            if (d < 0)
+                return layoutError(origin, p.name, "negative dimension");
+        if (p.fusion)
+            if (Status st = checkFusion(p, l.parallel.tp, origin); !st)
+                return st.error();
+        l.params.push_back(std::move(p));
     }
     return l;
 }
 
 Result<Layout> readLayout(const std::string &path)
 {
-    std::ifstream in(path, std::ios::binary);
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in)
         return makeError(Error::Code::Io, "cannot open layout").inFile(path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return layoutFromJson(s.str(), path);
+    // One read into a string of the file's size (a layout is some 10 MB at DeepSeek-V3 scale).
+    const std::streamoff size = in.tellg();
+    std::string text(size > 0 ? size_t(size) : 0, '\0');
+    in.seekg(0);
+    if (size < 0 || !in.read(text.data(), std::streamsize(text.size())))
+        return makeError(Error::Code::Io, "cannot read layout").inFile(path);
+    return layoutFromJson(text, path);
 }
 
 } // namespace shardscope
