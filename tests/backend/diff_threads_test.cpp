@@ -16,6 +16,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 using namespace shardscope;
 namespace fs = std::filesystem;
@@ -101,4 +102,54 @@ TEST(DiffThreads, CancelStopsEveryThread)
     ASSERT_FALSE(diff.ok());
     EXPECT_EQ(diff.error().code, Error::Code::Cancelled);
     EXPECT_EQ(calls.load(), 1);
+}
+
+// Every key the diff names carries its item in the index (DiffSource::entry and the like): the
+// GUI marks the tree by item. An item named must be the key's; a key that is an item must say so.
+TEST(DiffThreads, KeysNameTheirItemsInTheIndex)
+{
+    const auto all = cases();
+    if (all.size() < 2)
+        GTEST_SKIP() << "layout fixtures not generated (run through ctest)";
+    size_t named = 0;
+    for (const Case &c : all) {
+        SCOPED_TRACE(c.checkpoint.string());
+        auto index = openCheckpoint(c.checkpoint.string());
+        ASSERT_TRUE(index.ok()) << index.error().toString();
+        auto layout = layoutFromConfig(c.config.string(), {});
+        ASSERT_TRUE(layout.ok()) << layout.error().toString();
+        std::vector<std::string> keys;
+        for (const TensorEntry &t : index->tensors)
+            keys.push_back(t.key);
+        for (const ObjectEntry &o : index->objects)
+            keys.push_back(o.key);
+        const std::set<std::string> items(keys.begin(), keys.end());
+        auto check = [&](const std::string &key, int64_t entry) {
+            if (entry >= 0) {
+                ASSERT_LT(size_t(entry), keys.size());
+                EXPECT_EQ(keys[size_t(entry)], key);
+                ++named;
+            } else {
+                EXPECT_EQ(items.count(key), 0u) << key << " is an item, named as none";
+            }
+        };
+        for (const char *rule : {"", "mla_down_proj", "swiglu", "gdn"}) {
+            SCOPED_TRACE(rule);
+            DiffOptions options;
+            if (*rule)
+                options.disabledRules = {rule};
+            auto diff = diffAgainstLayout(*index, *layout, options);
+            ASSERT_TRUE(diff.ok()) << diff.error().toString();
+            for (const DiffEntry &e : diff->entries) {
+                for (const DiffSource &s : e.sources)
+                    check(s.key, s.entry);
+                ASSERT_EQ(e.unreadEntries.size(), e.unreadKeys.size());
+                for (size_t i = 0; i < e.unreadKeys.size(); ++i)
+                    check(e.unreadKeys[i], e.unreadEntries[i]);
+            }
+            for (const UnconsumedKey &u : diff->unconsumed)
+                check(u.key, u.entry);
+        }
+    }
+    EXPECT_GT(named, 1000u);
 }

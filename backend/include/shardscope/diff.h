@@ -86,6 +86,9 @@ struct DiffSource
     int64_t storedRow = 0;      ///< first row of the stored tensor used (merge: the section)
     /** Leading indices into the stored tensor (torch_dist stacked layer / expert axes). */
     std::vector<int64_t> index;
+    /** The key's item in the index the diff read (tensors first, then objects), so that a
+     *  caller holding that index finds it without hashing keys; -1: not an item of it. */
+    int64_t entry = -1;
 };
 
 enum class Section : uint8_t { Model, Optimizer, Other };
@@ -110,6 +113,7 @@ struct DiffEntry
      *  switched off or missing from this loader (it keeps its initial values, or the load
      *  raises). */
     std::vector<std::string> unreadKeys;
+    std::vector<int64_t> unreadEntries; ///< unreadKeys' items, as DiffSource::entry
     std::string reason;
     std::string fix;
     /** Cast to a floating dtype with fewer exponent or mantissa bits: values may change. */
@@ -127,7 +131,8 @@ struct UnconsumedKey
     std::vector<int64_t> shape;
     std::string dtype;
     bool tensor = true;
-    std::string note; ///< e.g. "optimizer state of a parameter the model does not have"
+    std::string note;   ///< e.g. "optimizer state of a parameter the model does not have"
+    int64_t entry = -1; ///< its item in the index, as DiffSource::entry
 };
 
 /** What the real load would do under the chosen strictness. */

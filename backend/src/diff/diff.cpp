@@ -187,6 +187,9 @@ public:
             }
     }
 
+    // A stored key's item in the index: sortKeys() numbers them as the index does.
+    int64_t entryOf(const DiskKey *k) const { return k - m_disk.keys.data(); }
+
     // This thread's (see forEachIndex; run() gives the caller's thread one).
     static Scratch &scratch() { return *t_scratch; }
 
@@ -316,6 +319,9 @@ private:
                 slot[i] = p.hasOptimizerState && !p.name.ends_with("._extra_state") ? count++
                                                                                     : UINT32_MAX;
             }
+            // paramGroups() adds one entry per parameter: room for them now, not a reallocation
+            // moving every entry.
+            r.entries.reserve(base + size_t(count) * (states.size() + 1));
             r.entries.resize(base + size_t(count) * states.size());
             if (!forEachIndex(
                     m_params.size(), threads,
@@ -336,7 +342,7 @@ private:
             }
         }
         if (m_options.includeOptimizer && !m_disk.groupMeta.empty())
-            paramGroups(r);
+            paramGroups(r, threads);
         for (const DiskKey &k : m_disk.keys) {
             if (k.used)
                 continue;
@@ -353,6 +359,7 @@ private:
                 continue;
             UnconsumedKey u;
             u.key = std::string(k.key);
+            u.entry = entryOf(&k);
             u.tensor = k.tensor != nullptr;
             if (k.tensor) {
                 u.shape = k.tensor->shape;
@@ -414,7 +421,7 @@ private:
     // Megatron-FSDP keeps each parameter's optimizer group (lr, weight decay, …) as
     // optimizer.param_to_group_meta.<live name>.* items: one entry per parameter says whether its
     // group is there. Names are the live ones (the split handlers rename only optimizer.state).
-    void paramGroups(DiffResult &r)
+    void paramGroups(DiffResult &r, unsigned threads)
     {
         // The hyperparameter the request names first: DCP flattens each group dict in its own
         // order, which the saving run's groups show.
@@ -423,60 +430,75 @@ private:
             const std::string_view k = m_disk.keys[m_disk.groupMeta.begin()->second].key;
             firstLeaf = "." + std::string(k.substr(k.rfind('.') + 1));
         }
-        for (const Expanded &x : m_params) {
-            const LayoutParam &p = x.param;
-            if (!p.hasOptimizerState || p.name.ends_with("._extra_state"))
-                continue;
-            DiffEntry e;
-            e.section = Section::Other;
-            e.param = p.name;
-            e.state = "param_group";
-            e.name = p.name + ".param_group";
-            e.requestKeys = {"optimizer.param_to_group_meta.module.module.module." + p.name +
-                             firstLeaf};
-            auto it = m_disk.groupMeta.find(p.name);
-            if (it == m_disk.groupMeta.end())
-                it = m_disk.groupMeta.find(
-                    replaceAll(p.name, "." + m_layout.mtpInner + ".", ".transformer_layer."));
-            if (it != m_disk.groupMeta.end()) {
-                e.sources.push_back(
-                    {std::string(m_disk.keys[it->second].key), {}, {}, 0, 0, 0, 0, {}});
-            } else {
-                e.status = LoadStatus::Unloadable;
-                e.realLoadFills = false;
-                e.reason = "no optimizer.param_to_group_meta entries for it, while the checkpoint "
-                           "has them for other parameters";
-                e.fix = "Re-save with the optimizer groups of every parameter (the model has a "
-                        "parameter the saving run's optimizer did not).";
-                // Saved by a model that held the sections apart: the split handlers rename
-                // optimizer.state to on-disk names, never param_to_group_meta.
-                std::vector<std::string> parts;
-                if (p.fusion)
-                    for (const FusedSection &sec : p.fusion->sections)
-                        if (m_disk.groupMeta.count(sec.name))
-                            parts.push_back(sec.name);
-                if (!p.absorbs.empty() && m_disk.groupMeta.count(p.absorbs))
-                    parts.push_back(p.absorbs);
-                if (!parts.empty()) {
-                    std::string list;
-                    for (const std::string &n : parts)
-                        list += (list.empty() ? "" : ", ") + n;
-                    e.reason = "the checkpoint keeps optimizer groups for " + list +
-                               " (saved by a model that held them apart): Megatron's handlers "
-                               "rename optimizer.state to the on-disk names but leave "
-                               "param_to_group_meta under the live names, so this request has "
-                               "no entry";
-                    e.fix = "Load with --no-strict-fsdp-dtensor-load (allow_partial_load: this "
-                            "run's group, lr and weight decay, stands for it), or rename the "
-                            "checkpoint's param_to_group_meta entries of " +
-                            list + " to " + p.name + ".";
-                }
-            }
-            r.entries.push_back(std::move(e));
+        std::vector<uint32_t> slot(m_params.size(), UINT32_MAX);
+        uint32_t count = 0;
+        for (size_t i = 0; i < m_params.size(); ++i) {
+            const LayoutParam &p = m_params[i].param;
+            if (p.hasOptimizerState && !p.name.ends_with("._extra_state"))
+                slot[i] = count++;
         }
+        const size_t base = r.entries.size();
+        r.entries.resize(base + count);
+        forEachIndex(m_params.size(), threads,
+                     [&](size_t i) {
+                         if (slot[i] != UINT32_MAX)
+                             r.entries[base + slot[i]] = groupEntry(m_params[i].param, firstLeaf);
+                     },
+                     {});
         for (DiskKey &k : m_disk.keys)
             if (k.key.starts_with("optimizer.param_to_group_meta."))
                 k.used = true;
+    }
+
+    // One parameter's param_group entry (reads the index and the layout only: any thread).
+    DiffEntry groupEntry(const LayoutParam &p, const std::string &firstLeaf) const
+    {
+        DiffEntry e;
+        e.section = Section::Other;
+        e.param = p.name;
+        e.state = "param_group";
+        e.name = p.name + ".param_group";
+        e.requestKeys = {"optimizer.param_to_group_meta.module.module.module." + p.name +
+                         firstLeaf};
+        auto it = m_disk.groupMeta.find(p.name);
+        if (it == m_disk.groupMeta.end())
+            it = m_disk.groupMeta.find(
+                replaceAll(p.name, "." + m_layout.mtpInner + ".", ".transformer_layer."));
+        if (it != m_disk.groupMeta.end()) {
+            e.sources.push_back(
+                {std::string(m_disk.keys[it->second].key), {}, {}, 0, 0, 0, 0, {}, it->second});
+        } else {
+            e.status = LoadStatus::Unloadable;
+            e.realLoadFills = false;
+            e.reason = "no optimizer.param_to_group_meta entries for it, while the checkpoint "
+                       "has them for other parameters";
+            e.fix = "Re-save with the optimizer groups of every parameter (the model has a "
+                    "parameter the saving run's optimizer did not).";
+            // Saved by a model that held the sections apart: the split handlers rename
+            // optimizer.state to on-disk names, never param_to_group_meta.
+            std::vector<std::string> parts;
+            if (p.fusion)
+                for (const FusedSection &sec : p.fusion->sections)
+                    if (m_disk.groupMeta.count(sec.name))
+                        parts.push_back(sec.name);
+            if (!p.absorbs.empty() && m_disk.groupMeta.count(p.absorbs))
+                parts.push_back(p.absorbs);
+            if (!parts.empty()) {
+                std::string list;
+                for (const std::string &n : parts)
+                    list += (list.empty() ? "" : ", ") + n;
+                e.reason = "the checkpoint keeps optimizer groups for " + list +
+                           " (saved by a model that held them apart): Megatron's handlers "
+                           "rename optimizer.state to the on-disk names but leave "
+                           "param_to_group_meta under the live names, so this request has "
+                           "no entry";
+                e.fix = "Load with --no-strict-fsdp-dtensor-load (allow_partial_load: this "
+                        "run's group, lr and weight decay, stands for it), or rename the "
+                        "checkpoint's param_to_group_meta entries of " +
+                        list + " to " + p.name + ".";
+            }
+        }
+        return e;
     }
 
     // Whether an optimizer key names a parameter of the layout (stacked names included).
@@ -638,7 +660,8 @@ private:
                            q.pieces[i].begin,
                            q.pieces[i].end,
                            0,
-                           {}};
+                           {},
+                           entryOf(k)};
             if (i < scratch().lead.size())
                 src.index = scratch().lead[i];
             e.sources.push_back(std::move(src));
@@ -896,7 +919,8 @@ private:
                 std::vector<int64_t> index;
                 if (m_torchDist && m_stackedLayers && layer >= 0)
                     index = {layer};
-                e.sources.push_back({k, {}, "object", 0, 0, 0, 0, index});
+                e.sources.push_back(
+                    {k, {}, "object", 0, 0, 0, 0, index, d.key == k ? int64_t(it->second) : -1});
                 e.status = LoadStatus::Ok;
                 e.reason = "Transformer Engine's extra state (FP8 metadata), stored as " + k;
                 return e;
@@ -1156,6 +1180,7 @@ private:
             for (DiskKey *k : found) {
                 mark(k->used); // explained here, not unconsumed
                 e.unreadKeys.emplace_back(k->key);
+                e.unreadEntries.push_back(entryOf(k));
             }
             e.status = LoadStatus::Unloadable;
             if (!m_megatronLoader) {
@@ -1384,7 +1409,8 @@ private:
                                      0,
                                      rows,
                                      begin,
-                                     {}});
+                                     {},
+                                     entryOf(k)});
                 std::vector<int64_t> rest(k->tensor->shape.begin() + 1, k->tensor->shape.end());
                 std::vector<int64_t> want(p.shape.begin() + 1, p.shape.end());
                 if (state != "step" && (begin + rows > k->tensor->shape[0] || rest != want)) {
