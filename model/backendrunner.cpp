@@ -551,7 +551,7 @@ quint64 BackendRunner::startDiff(DiffRequest request)
                             return failed(diff.error());
                         auto snapshot = std::make_shared<const DiffResult>(std::move(*diff));
                         // The tree's marks, here rather than on the owner's thread.
-                        auto marks = loadMarks(snapshot, nullptr);
+                        auto marks = loadMarks(snapshot, nullptr, r.opened);
                         if (qEnvironmentVariableIsSet("SHARDSCOPE_TIMING"))
                             std::fprintf(stderr, "diff job with marks: %lld ms\n",
                                          static_cast<long long>(timer.elapsed()));
@@ -577,7 +577,7 @@ quint64 BackendRunner::startVerify(VerifyRequest request, DiffSnapshot diff)
                 return failed(report.error());
             const bool cancelled = report->result.cancelled;
             auto snapshot = std::make_shared<const VerifyReport>(std::move(*report));
-            auto marks = diff && !cancelled ? loadMarks(diff, snapshot) : nullptr;
+            auto marks = diff && !cancelled ? loadMarks(diff, snapshot, request.opened) : nullptr;
             if (!cancelled)
                 deliver(gen, [this, snapshot, marks] {
                     if (marks)

@@ -748,25 +748,41 @@ void CheckpointTreeModel::setLoadMarks(std::shared_ptr<const LoadMarkSet> set)
         t.markCounts.assign(t.nodes.size(), 0);
         t.markOf.assign(t.nodes.size(), 0);
         const std::vector<KeyMark> &marks = t.markSet->marks;
-        for (uint32_t i = 0; i < marks.size(); ++i) {
-            const uint32_t leaf = t.leafByKey.find(marks[i].key);
-            if (leaf == 0 || marks[i].mark <= t.marks[leaf])
-                continue;
-            t.marks[leaf] = marks[i].mark;
-            t.markOf[leaf] = i + 1;
-        }
-        // Each marked leaf raises its ancestors to its mark, or adds to their count of it.
-        for (const uint32_t leaf : t.flat) {
-            const LoadMark m = t.marks[leaf];
-            if (m == LoadMark::None)
-                continue;
-            for (uint32_t n = t.nodes[leaf].parent; n != NoNode; n = t.nodes[n].parent) {
-                if (m > t.marks[n]) {
-                    t.marks[n] = m;
-                    t.markCounts[n] = 1;
-                } else if (m == t.marks[n]) {
-                    ++t.markCounts[n];
+        const std::vector<uint32_t> &byEntry = t.markSet->byEntry;
+        if (t.markSet->index == m_index && m_index &&
+            byEntry.size() == m_index->tensors.size() + m_index->objects.size()) {
+            // The diff read this very index: each leaf's item has its mark.
+            const size_t tensors = m_index->tensors.size();
+            for (const uint32_t leaf : t.flat) {
+                const Node &n = t.nodes[leaf];
+                const size_t item = size_t(n.entry) + (n.kind == NodeKind::Tensor ? 0 : tensors);
+                if (const uint32_t at = byEntry[item]) {
+                    t.marks[leaf] = marks[at - 1].mark;
+                    t.markOf[leaf] = at;
                 }
+            }
+        } else {
+            for (uint32_t i = 0; i < marks.size(); ++i) {
+                const uint32_t leaf = t.leafByKey.find(marks[i].key);
+                if (leaf == 0 || marks[i].mark <= t.marks[leaf])
+                    continue;
+                t.marks[leaf] = marks[i].mark;
+                t.markOf[leaf] = i + 1;
+            }
+        }
+        // Each group takes its children's worst mark and the count of leaves below with it.
+        // Parents come before their children: one backward pass.
+        for (size_t n = t.nodes.size() - 1; n > 0; --n) {
+            const uint32_t parent = t.nodes[n].parent;
+            const LoadMark m = t.marks[n];
+            if (parent == NoNode || m == LoadMark::None)
+                continue;
+            const uint32_t count = t.nodes[n].kind == NodeKind::Group ? t.markCounts[n] : 1;
+            if (m > t.marks[parent]) {
+                t.marks[parent] = m;
+                t.markCounts[parent] = count;
+            } else if (m == t.marks[parent]) {
+                t.markCounts[parent] += count;
             }
         }
     }

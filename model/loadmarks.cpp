@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "loadmarks.h"
 
+#include <shardscope/checkpoint.h>
 #include <shardscope/session.h>
 
 #include <unordered_map>
@@ -69,28 +70,53 @@ LoadMark verifyMark(const ParamCheck &p)
 }
 
 std::shared_ptr<const LoadMarkSet> loadMarks(std::shared_ptr<const DiffResult> diffSnapshot,
-                                             std::shared_ptr<const VerifyReport> verification)
+                                             std::shared_ptr<const VerifyReport> verification,
+                                             std::shared_ptr<const CheckpointIndex> index)
 {
     auto set = std::make_shared<LoadMarkSet>();
     set->diff = std::move(diffSnapshot);
     set->verification = std::move(verification);
+    set->index = index;
     const DiffResult *diff = set->diff.get();
     if (!diff)
         return set;
     std::vector<KeyMark> &out = set->marks;
+    // A key's mark: by its item in the index where the diff names one (no hashing), else by key.
+    const size_t items = index ? index->tensors.size() + index->objects.size() : 0;
+    auto itemKey = [&](int64_t item) -> std::string_view {
+        const size_t i = size_t(item);
+        return i < index->tensors.size()
+                   ? std::string_view(index->tensors[i].key)
+                   : std::string_view(index->objects[i - index->tensors.size()].key);
+    };
+    std::vector<uint32_t> &byEntry = set->byEntry;
+    byEntry.assign(items, 0);
     std::unordered_map<std::string_view, size_t> at; // key → position in `out`
-    auto mark = [&](const KeyMark &m) {
-        auto [it, added] = at.emplace(m.key, out.size());
-        if (added)
+    auto slotOf = [&](std::string_view key, int64_t item) -> uint32_t * {
+        if (item >= 0 && size_t(item) < items && itemKey(item) == key)
+            return &byEntry[size_t(item)];
+        return nullptr;
+    };
+    auto mark = [&](const KeyMark &m, int64_t item) {
+        size_t pos = out.size();
+        if (uint32_t *slot = slotOf(m.key, item)) {
+            if (*slot == 0)
+                *slot = uint32_t(out.size() + 1);
+            pos = *slot - 1;
+        } else {
+            pos = at.emplace(m.key, out.size()).first->second;
+        }
+        if (pos == out.size())
             out.push_back(m);
-        else if (m.mark > out[it->second].mark)
-            out[it->second] = m;
+        else if (m.mark > out[pos].mark)
+            out[pos] = m;
     };
     size_t sources = diff->unconsumed.size();
     for (const DiffEntry &e : diff->entries)
         sources += e.sources.size() + e.unreadKeys.size();
     out.reserve(sources);
-    at.reserve(sources);
+    if (!items)
+        at.reserve(sources);
 
     // Kept at init where the outcome says so (a partial load); otherwise a parameter the load
     // does not fill makes it raise.
@@ -113,14 +139,15 @@ std::shared_ptr<const LoadMarkSet> loadMarks(std::shared_ptr<const DiffResult> d
         else if (isProblemStatus(e.status) || e.wrongSource)
             m = LoadMark::Problem;
         for (const DiffSource &s : e.sources)
-            mark({s.key, m, &e});
+            mark({s.key, m, &e}, s.entry);
         // Its data is there, under keys the load does not read: the parameter's fate is theirs.
-        for (const std::string &k : e.unreadKeys)
-            mark({k, keptAtInit ? LoadMark::KeptAtInit : LoadMark::Problem, &e, nullptr, nullptr,
-                  true});
+        for (size_t i = 0; i < e.unreadKeys.size(); ++i)
+            mark({e.unreadKeys[i], keptAtInit ? LoadMark::KeptAtInit : LoadMark::Problem, &e,
+                  nullptr, nullptr, true},
+                 i < e.unreadEntries.size() ? e.unreadEntries[i] : -1);
     }
     for (const UnconsumedKey &u : diff->unconsumed)
-        mark({u.key, LoadMark::Unconsumed, nullptr, &u});
+        mark({u.key, LoadMark::Unconsumed, nullptr, &u}, u.entry);
 
     if (!set->verification)
         return set;
@@ -132,10 +159,17 @@ std::shared_ptr<const LoadMarkSet> loadMarks(std::shared_ptr<const DiffResult> d
         if (m == LoadMark::None || e == modelEntry.end())
             continue;
         for (const DiffSource &s : e->second->sources) {
-            auto it = at.find(s.key);
-            if (it == at.end())
+            size_t pos = 0;
+            if (const uint32_t *slot = slotOf(s.key, s.entry)) {
+                if (*slot == 0)
+                    continue;
+                pos = *slot - 1;
+            } else if (auto it = at.find(s.key); it != at.end()) {
+                pos = it->second;
+            } else {
                 continue;
-            KeyMark &k = out[it->second];
+            }
+            KeyMark &k = out[pos];
             if (k.mark == LoadMark::Loaded || m > k.mark) {
                 k.mark = k.mark == LoadMark::Loaded ? m : std::max(m, k.mark);
                 k.entry = e->second;

@@ -9,6 +9,7 @@
 #include <vector>
 
 namespace shardscope {
+struct CheckpointIndex;
 struct DiffEntry;
 struct DiffResult;
 struct ParamCheck;
@@ -60,17 +61,23 @@ struct LoadMarkSet
     std::shared_ptr<const DiffResult> diff;
     std::shared_ptr<const VerifyReport> verification;
     std::vector<KeyMark> marks; ///< one per key
+    /** The index the diff read, when given: `byEntry` then maps each of its items (tensors,
+     *  then objects) to 1 + its mark's place in `marks`, 0 when unmarked, so that the tree
+     *  marks its leaves in one pass, hashing no key. */
+    std::shared_ptr<const CheckpointIndex> index;
+    std::vector<uint32_t> byEntry;
 };
 
 /**
  * Every stored key the diff reads or leaves, marked by what the load does with it; with a
  * verification, its outcomes override the diff's for the keys each parameter draws from. A
- * key that feeds several parameters keeps the worst mark. Seconds of work at DeepSeek-V3
- * scale are a few hundred milliseconds: run it off the GUI thread (the runner does). Null diff:
- * an empty set.
+ * key that feeds several parameters keeps the worst mark. Tens of milliseconds at DeepSeek-V3
+ * scale: run it off the GUI thread (the runner does). Null diff: an empty set. `index`: the one the
+ * diff read (see LoadMarkSet::byEntry).
  */
 std::shared_ptr<const LoadMarkSet> loadMarks(std::shared_ptr<const DiffResult> diff,
-                                             std::shared_ptr<const VerifyReport> verification);
+                                             std::shared_ptr<const VerifyReport> verification,
+                                             std::shared_ptr<const CheckpointIndex> index = {});
 
 /** One line: the parameter and what happens to it (the Load column's tooltip). */
 QString describe(const KeyMark &mark);

@@ -602,7 +602,7 @@ void MainWindow::updateLoadMarks()
     const VerifySnapshot verification = m_session->verification();
     auto marks = m_session->runner()->loadMarksFor(diff, verification);
     if (!marks) // a verification cleared, or a caller that ran no job: here, then
-        marks = loadMarks(diff, verification);
+        marks = loadMarks(diff, verification, m_session->index());
     timer.step("computed");
     m_treeModel->setLoadMarks(std::move(marks));
     timer.step("tree model");

@@ -13,8 +13,13 @@
 #include "model/verifytablemodel.h"
 
 #include <QAbstractItemModelTester>
+#include <shardscope/diff.h>
+#include <shardscope/layout.h>
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
 
 using namespace shardscope;
 using namespace shardscope::model;
@@ -155,6 +160,86 @@ TEST(LoadMarksTest, TheTreeShowsThemAndProblemsOnlyKeepsThem)
     kept.clear();
     walk({});
     EXPECT_EQ(kept, strings({"model.layers.0.mlp.weight"}));
+}
+
+// The runner hands loadMarks() the index the diff read: the tree then marks its leaves by item,
+// not by key. Both ways must give every row the same mark, count and tooltip, on the demo with
+// every rule on and with the rules whose absence leaves parameters unread or at init.
+TEST(LoadMarksTest, ByItemAndByKeyMarkTheSameTree)
+{
+    const std::string demo = SHARDSCOPE_TEST_DEMO_DIR;
+    auto opened = openCheckpoint(demo);
+    ASSERT_TRUE(opened.ok()) << opened.error().toString();
+    const auto index = std::make_shared<const CheckpointIndex>(std::move(*opened));
+    auto layout = layoutFromConfig(demo + "/config.json", {});
+    ASSERT_TRUE(layout.ok()) << layout.error().toString();
+    CheckpointTreeModel byKey, byItem;
+    byKey.setIndex(index);
+    byItem.setIndex(index);
+    size_t keptAtInit = 0;
+    for (const char *rule : {"", "mla_down_proj", "swiglu", "wrapper_prefix"}) {
+        SCOPED_TRACE(rule);
+        DiffOptions options;
+        if (*rule)
+            options.disabledRules = {rule};
+        // A partial load that ignores everything: what a rule off leaves is kept at init.
+        options.strictness = Strictness::IgnoreAll;
+        options.strictLoad = false;
+        auto diff = diffAgainstLayout(*index, *layout, options);
+        ASSERT_TRUE(diff.ok()) << diff.error().toString();
+        const auto snapshot = std::make_shared<const DiffResult>(std::move(*diff));
+        auto items = loadMarks(snapshot, nullptr, index);
+        ASSERT_EQ(items->byEntry.size(), index->tensors.size() + index->objects.size());
+        EXPECT_GT(std::count_if(items->byEntry.begin(), items->byEntry.end(),
+                                [](uint32_t m) { return m > 0; }),
+                  0);
+        byItem.setLoadMarks(items);
+        byKey.setLoadMarks(loadMarks(snapshot, nullptr));
+        keptAtInit += byItem.markedLeaves(LoadMark::KeptAtInit);
+        int rows = 0;
+        std::function<void(const QModelIndex &, const QModelIndex &)> same =
+            [&](const QModelIndex &a, const QModelIndex &b) {
+                ASSERT_EQ(byKey.rowCount(a), byItem.rowCount(b));
+                for (int r = 0; r < byKey.rowCount(a); ++r) {
+                    const QModelIndex x = byKey.index(r, LoadColumn, a);
+                    const QModelIndex y = byItem.index(r, LoadColumn, b);
+                    ++rows;
+                    ASSERT_EQ(x.data(KeyRole), y.data(KeyRole));
+                    EXPECT_EQ(x.data(LoadMarkRole), y.data(LoadMarkRole))
+                        << x.data(KeyRole).toString().toStdString();
+                    EXPECT_EQ(x.data(LoadMarkCountRole), y.data(LoadMarkCountRole));
+                    EXPECT_EQ(x.data(), y.data());
+                    EXPECT_EQ(x.data(Qt::ToolTipRole), y.data(Qt::ToolTipRole));
+                    same(x.siblingAtColumn(0), y.siblingAtColumn(0));
+                }
+            };
+        same({}, {});
+        EXPECT_GT(rows, 100);
+        // A group shows the worst mark of the leaves below and how many carry it.
+        std::function<std::pair<int, int>(const QModelIndex &)> worst =
+            [&](const QModelIndex &parent) {
+                std::pair<int, int> w{0, 0};
+                for (int r = 0; r < byItem.rowCount(parent); ++r) {
+                    const QModelIndex i = byItem.index(r, 0, parent);
+                    const bool leaf = NodeKind(i.data(KindRole).toInt()) != NodeKind::Group;
+                    const std::pair<int, int> below =
+                        leaf ? std::pair<int, int>{i.data(LoadMarkRole).toInt(), 1} : worst(i);
+                    if (!leaf) {
+                        EXPECT_EQ(i.data(LoadMarkRole).toInt(), below.first);
+                        if (below.first) {
+                            EXPECT_EQ(i.data(LoadMarkCountRole).toInt(), below.second);
+                        }
+                    }
+                    if (below.first > w.first)
+                        w = below;
+                    else if (below.first == w.first)
+                        w.second += below.second;
+                }
+                return w;
+            };
+        worst({});
+    }
+    EXPECT_GT(keptAtInit, 0u); // the MLA rule off leaves the fused parameters at init
 }
 
 TEST(VerifyTableModelTest, WorstFirstWithTheirStoredKeys)
