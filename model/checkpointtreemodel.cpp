@@ -749,8 +749,7 @@ void CheckpointTreeModel::setLoadMarks(std::shared_ptr<const LoadMarkSet> set)
         t.markOf.assign(t.nodes.size(), 0);
         const std::vector<KeyMark> &marks = t.markSet->marks;
         const std::vector<uint32_t> &byEntry = t.markSet->byEntry;
-        if (t.markSet->index == m_index && m_index &&
-            byEntry.size() == m_index->tensors.size() + m_index->objects.size()) {
+        if (t.markSet->index == m_index && m_index && byEntry.size() == m_index->itemCount()) {
             // The diff read this very index: each leaf's item has its mark.
             const size_t tensors = m_index->tensors.size();
             for (const uint32_t leaf : t.flat) {

@@ -82,18 +82,12 @@ std::shared_ptr<const LoadMarkSet> loadMarks(std::shared_ptr<const DiffResult> d
         return set;
     std::vector<KeyMark> &out = set->marks;
     // A key's mark: by its item in the index where the diff names one (no hashing), else by key.
-    const size_t items = index ? index->tensors.size() + index->objects.size() : 0;
-    auto itemKey = [&](int64_t item) -> std::string_view {
-        const size_t i = size_t(item);
-        return i < index->tensors.size()
-                   ? std::string_view(index->tensors[i].key)
-                   : std::string_view(index->objects[i - index->tensors.size()].key);
-    };
+    const size_t items = index ? index->itemCount() : 0;
     std::vector<uint32_t> &byEntry = set->byEntry;
     byEntry.assign(items, 0);
     std::unordered_map<std::string_view, size_t> at; // key → position in `out`
     auto slotOf = [&](std::string_view key, int64_t item) -> uint32_t * {
-        if (item >= 0 && size_t(item) < items && itemKey(item) == key)
+        if (item >= 0 && size_t(item) < items && index->itemKey(size_t(item)) == key)
             return &byEntry[size_t(item)];
         return nullptr;
     };

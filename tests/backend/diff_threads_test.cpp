@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
 
 using namespace shardscope;
 namespace fs = std::filesystem;
@@ -46,6 +47,18 @@ std::vector<Case> cases()
     return out;
 }
 
+// A case's checkpoint opened, and the layout of its config.
+Result<std::pair<CheckpointIndex, Layout>> openCase(const Case &c)
+{
+    auto index = openCheckpoint(c.checkpoint.string());
+    if (!index)
+        return index.error();
+    auto layout = layoutFromConfig(c.config.string(), {});
+    if (!layout)
+        return layout.error();
+    return std::pair{std::move(*index), std::move(*layout)};
+}
+
 std::string diffJson(const CheckpointIndex &index, const Layout &layout, DiffOptions options,
                      int threads)
 {
@@ -64,10 +77,9 @@ TEST(DiffThreads, SameResultOnAnyNumberOfThreads)
     int diffs = 0;
     for (const Case &c : all) {
         SCOPED_TRACE(c.checkpoint.string());
-        auto index = openCheckpoint(c.checkpoint.string());
-        ASSERT_TRUE(index.ok()) << index.error().toString();
-        auto layout = layoutFromConfig(c.config.string(), {});
-        ASSERT_TRUE(layout.ok()) << layout.error().toString();
+        auto opened = openCase(c);
+        ASSERT_TRUE(opened.ok()) << opened.error().toString();
+        const auto &[index, layout] = *opened;
         std::vector<std::vector<std::string>> ruleSets = {{}};
         for (const RuleInfo &r : allRules())
             ruleSets.push_back({r.name});
@@ -75,10 +87,10 @@ TEST(DiffThreads, SameResultOnAnyNumberOfThreads)
             SCOPED_TRACE(disabled.empty() ? "all rules" : "without " + disabled.front());
             DiffOptions options;
             options.disabledRules = disabled;
-            const std::string one = diffJson(*index, *layout, options, 1);
+            const std::string one = diffJson(index, layout, options, 1);
             ASSERT_FALSE(one.starts_with("error")) << one;
             // Blocks shrink with the layout: a small one is still split between 3 threads.
-            EXPECT_EQ(diffJson(*index, *layout, options, 3), one);
+            EXPECT_EQ(diffJson(index, layout, options, 3), one);
             ++diffs;
         }
     }
@@ -114,20 +126,16 @@ TEST(DiffThreads, KeysNameTheirItemsInTheIndex)
     size_t named = 0;
     for (const Case &c : all) {
         SCOPED_TRACE(c.checkpoint.string());
-        auto index = openCheckpoint(c.checkpoint.string());
-        ASSERT_TRUE(index.ok()) << index.error().toString();
-        auto layout = layoutFromConfig(c.config.string(), {});
-        ASSERT_TRUE(layout.ok()) << layout.error().toString();
-        std::vector<std::string> keys;
-        for (const TensorEntry &t : index->tensors)
-            keys.push_back(t.key);
-        for (const ObjectEntry &o : index->objects)
-            keys.push_back(o.key);
-        const std::set<std::string> items(keys.begin(), keys.end());
+        auto opened = openCase(c);
+        ASSERT_TRUE(opened.ok()) << opened.error().toString();
+        const auto &[index, layout] = *opened;
+        std::set<std::string_view> items;
+        for (size_t i = 0; i < index.itemCount(); ++i)
+            items.insert(index.itemKey(i));
         auto check = [&](const std::string &key, int64_t entry) {
             if (entry >= 0) {
-                ASSERT_LT(size_t(entry), keys.size());
-                EXPECT_EQ(keys[size_t(entry)], key);
+                ASSERT_LT(size_t(entry), index.itemCount());
+                EXPECT_EQ(index.itemKey(size_t(entry)), key);
                 ++named;
             } else {
                 EXPECT_EQ(items.count(key), 0u) << key << " is an item, named as none";
@@ -138,7 +146,7 @@ TEST(DiffThreads, KeysNameTheirItemsInTheIndex)
             DiffOptions options;
             if (*rule)
                 options.disabledRules = {rule};
-            auto diff = diffAgainstLayout(*index, *layout, options);
+            auto diff = diffAgainstLayout(index, layout, options);
             ASSERT_TRUE(diff.ok()) << diff.error().toString();
             for (const DiffEntry &e : diff->entries) {
                 for (const DiffSource &s : e.sources)

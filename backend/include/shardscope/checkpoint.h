@@ -142,6 +142,15 @@ struct CheckpointIndex
     const TensorEntry *findTensor(std::string_view key) const;
     const ObjectEntry *findObject(std::string_view key) const;
     uint64_t chunkCount() const;
+
+    /** Its items numbered as one list, tensors first, then objects (the numbering of
+     *  DiffSource::entry). */
+    size_t itemCount() const { return tensors.size() + objects.size(); }
+    std::string_view itemKey(size_t item) const
+    {
+        return item < tensors.size() ? std::string_view(tensors[item].key)
+                                     : std::string_view(objects[item - tensors.size()].key);
+    }
 };
 
 struct OpenOptions
