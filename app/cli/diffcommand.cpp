@@ -126,20 +126,21 @@ int runDiff(const DiffCommandOptions &o)
                             .inFile(*o.reportPath));
         request.format = *format;
         request.context = {o.commandLine, {}};
-        if (o.against)
+        // Against a checkpoint (its values too with --values), or else against the layout.
+        if (o.against) {
             request.against =
                 CheckpointDiffRequest{o.checkpoint, *o.against, options, nullptr, nullptr};
-        if (o.values)
-            request.values = valueRequest(o);
-        else
+            if (o.values)
+                request.values = valueRequest(o);
+        } else {
             request.diff = DiffRequest{o.checkpoint, *o.layout, options, nullptr};
+        }
         auto report = runReport(request);
         if (!report)
             return fail(report.error());
         if (auto error = writeFileAtomically(*o.reportPath, report->text))
             return fail(*error);
-        if (!o.against)
-            std::cerr << "wrote " << visibleName(*o.reportPath) << "\n";
+        std::cerr << "wrote " << visibleName(*o.reportPath) << "\n";
         return report->clean ? ExitHealthy : ExitProblems;
     }
 

@@ -232,3 +232,35 @@ TEST(WorkbenchTest, DebuggingAFailedLoad)
     EXPECT_TRUE(readText(out.filePath(QStringLiteral("diff.md")))
                     .contains(QStringLiteral("linear_qkv_down_proj")));
 }
+
+// `report --against` without --values (the structure alone) once aborted in the CLI: the window's
+// Markdown, HTML and JSON exports for the demo against itself and against the changed copy must
+// be what the CLI writes for the same arguments.
+TEST(WorkbenchTest, StructureReportsEqualTheCli)
+{
+    const QString demo = QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR);
+    const QString changed = QStringLiteral(SHARDSCOPE_TEST_CHANGED);
+    QTemporaryDir out;
+    ASSERT_TRUE(out.isValid());
+    MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    CheckpointSession *s = w.session();
+    w.openPath(demo);
+    ASSERT_TRUE(waitFor([&] { return s->index() && !s->isJobRunning(); }));
+    for (const QString &second : {demo, changed}) {
+        SCOPED_TRACE(second.toStdString());
+        w.setComparePath(second);
+        ASSERT_TRUE(waitFor(
+            [&] { return s->comparison() && !s->isJobRunning() && s->comparePath() == second; }));
+        w.showPanel(QStringLiteral("compare"));
+        ASSERT_FALSE(s->values());
+        const QString stem = second == demo ? QStringLiteral("self") : QStringLiteral("changed");
+        for (const char *ext : {"md", "html", "json"})
+            expectReportEqualsCli(w, out.filePath(stem + QStringLiteral(".") + QLatin1String(ext)));
+        const QJsonObject report =
+            QJsonDocument::fromJson(readText(out.filePath(stem + QStringLiteral(".json"))).toUtf8())
+                .object();
+        EXPECT_FALSE(report.isEmpty());
+    }
+}
