@@ -8,6 +8,7 @@
 #include <shardscope/escape.h>
 #include <shardscope/session.h>
 
+#include <algorithm>
 #include <iostream>
 #include <unistd.h>
 
@@ -67,9 +68,18 @@ int runValues(const DiffCommandOptions &o)
     RanksFinish done{comm->get()};
     if (!leader)
         return code;
-    for (const TensorValueDiff &t : result->tensors)
-        if (t.unreadable)
-            std::cerr << "shardscope-cli: " << visibleText(t.why) << "\n";
+    // Exit 2 says why in one line: the first unreadable tensor, and how many more there are
+    // (--json lists every one with its file, key and offset).
+    const auto first = std::find_if(result->tensors.begin(), result->tensors.end(),
+                                    [](const TensorValueDiff &t) { return t.unreadable; });
+    if (first != result->tensors.end()) {
+        const size_t more = result->unreadable() - 1;
+        std::cerr << "shardscope-cli: " << visibleText(first->why);
+        if (more)
+            std::cerr << " (and " << more << " more unreadable tensor" << (more == 1 ? "" : "s")
+                      << "; --json lists every one)";
+        std::cerr << "\n";
+    }
     std::cout << (o.json ? valueDiffToJson(*result) : renderValueDiffText(*result));
     return code;
 }

@@ -130,7 +130,10 @@ struct CheckpointIndex
     std::string inputPath; ///< what the user named
     std::string dataDir;   ///< directory that `files` are relative to
     std::vector<std::string> files;
-    std::vector<uint64_t> fileSizes; ///< as found when opened; UINT64_MAX = missing
+    std::vector<uint64_t> fileSizes; ///< as found when opened; UINT64_MAX = missing or unreadable
+    /** Per file, what it is when it is there but not a regular file ("a FIFO (named pipe)");
+     *  empty when regular or missing. Such a file is never opened. */
+    std::vector<std::string> fileKinds;
     std::vector<std::vector<std::string>> transformChains{{}};
     std::vector<TensorEntry> tensors;
     std::vector<ObjectEntry> objects;

@@ -5,9 +5,10 @@
 // renames). A tensor outside the mapping is not compared, never guessed.
 #include "compare/compare.h"
 
+#include "common/regularfile.h"
+
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <regex>
 
 namespace shardscope::detail {
@@ -19,10 +20,10 @@ std::optional<HfLlama> hfLlamaOf(const CheckpointIndex &index)
         return std::nullopt;
     if (!index.findTensor("model.layers.0.self_attn.q_proj.weight"))
         return std::nullopt;
-    std::ifstream in(configBeside(index));
-    if (!in)
+    auto text = readRegularFile(configBeside(index), 64u << 20);
+    if (!text)
         return std::nullopt;
-    const auto c = nlohmann::json::parse(in, nullptr, false);
+    const auto c = nlohmann::json::parse(*text, nullptr, false);
     if (!c.is_object())
         return std::nullopt;
     auto num = [&](const char *k, int64_t fallback) {

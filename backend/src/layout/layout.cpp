@@ -2,13 +2,13 @@
 // Layout JSON (schema shardscope.layout/1), see docs/layout-format.md.
 #include "shardscope/layout.h"
 
+#include "common/regularfile.h"
 #include "layout/layoutreader.h"
 
 #include <nlohmann/json.hpp>
 
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 
 namespace shardscope {
 
@@ -17,6 +17,8 @@ using nlohmann::json;
 namespace {
 
 constexpr const char *kSchema = "shardscope.layout/1";
+// DeepSeek-V3's layout is some 10 MB; a hundred times that is no layout.
+constexpr uint64_t kMaxLayoutBytes = uint64_t(1) << 30;
 
 Error layoutError(const std::string &origin, const std::string &key, const std::string &msg)
 {
@@ -185,16 +187,11 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
 
 Result<Layout> readLayout(const std::string &path)
 {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in)
-        return makeError(Error::Code::Io, "cannot open layout").inFile(path);
     // One read into a string of the file's size (a layout is some 10 MB at DeepSeek-V3 scale).
-    const std::streamoff size = in.tellg();
-    std::string text(size > 0 ? size_t(size) : 0, '\0');
-    in.seekg(0);
-    if (size < 0 || !in.read(text.data(), std::streamsize(text.size())))
-        return makeError(Error::Code::Io, "cannot read layout").inFile(path);
-    return layoutFromJson(text, path);
+    auto text = detail::readRegularFile(path, kMaxLayoutBytes);
+    if (!text)
+        return text.error();
+    return layoutFromJson(*text, path);
 }
 
 } // namespace shardscope

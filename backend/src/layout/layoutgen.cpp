@@ -5,13 +5,14 @@
 #include "shardscope/checkpoint.h"
 #include "shardscope/layout.h"
 
+#include "common/regularfile.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 namespace shardscope {
@@ -53,6 +54,8 @@ struct ModelSpec
 // A config's numbers are read saturated at ±2^30, so that no product of two of them overflows
 // before checkSize() turns a value beyond the model bounds into an error.
 constexpr int64_t kSaturate = int64_t(1) << 30;
+// A config.json or a Megatron argument file is kilobytes.
+constexpr uint64_t kMaxConfigBytes = uint64_t(64) << 20;
 
 template<typename T>
 T num(const json &j, const char *key, T fallback)
@@ -809,12 +812,10 @@ Result<Layout> layoutFromConfigUnguarded(const std::string &path, const LayoutOp
         Builder(*spec, o, l, *old).build();
         return l;
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return makeError(Error::Code::Io, "cannot open config").inFile(path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    const std::string text = s.str();
+    auto read = detail::readRegularFile(path, kMaxConfigBytes);
+    if (!read)
+        return read.error();
+    const std::string &text = *read;
     json c = json::parse(text, nullptr, false);
     bool flags = false;
     if (c.is_discarded()) {

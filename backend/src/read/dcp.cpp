@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // PyTorch Distributed Checkpoint metadata (.metadata) → CheckpointIndex.
+#include "common/regularfile.h"
 #include "read/dcpindexer.h"
 #include "read/dcpstream.h"
 #include "read/mappedfile.h"
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sys/stat.h>
 
 namespace fs = std::filesystem;
 
@@ -216,11 +218,17 @@ uint16_t internTransforms(CheckpointIndex &index, std::vector<std::string> chain
 void statFiles(CheckpointIndex &index)
 {
     index.fileSizes.assign(index.files.size(), UINT64_MAX);
+    index.fileKinds.assign(index.files.size(), {});
     for (size_t i = 0; i < index.files.size(); ++i) {
-        std::error_code ec;
-        auto sz = fs::file_size(fs::path(index.dataDir) / index.files[i], ec);
-        if (!ec)
-            index.fileSizes[i] = sz;
+        struct stat st
+        {
+        };
+        const std::string path = (fs::path(index.dataDir) / index.files[i]).string();
+        if (::stat(path.c_str(), &st) != 0)
+            continue;
+        index.fileKinds[i] = fileKindName(st.st_mode);
+        if (index.fileKinds[i].empty())
+            index.fileSizes[i] = uint64_t(st.st_size);
     }
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "read/mappedfile.h"
+#include "common/regularfile.h"
 
 #include <cerrno>
 #include <cstring>
@@ -13,15 +14,17 @@ namespace shardscope::detail {
 Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &path, bool populate,
                                                            bool forCopies)
 {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return makeError(Error::Code::Io, std::strerror(errno)).inFile(path);
+    auto opened = openRegularFile(path);
+    if (!opened)
+        return opened.error();
+    const int fd = *opened;
     struct stat st
     {
     };
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
         ::close(fd);
-        return makeError(Error::Code::Io, "not a regular file").inFile(path);
+        return makeError(Error::Code::Io, std::strerror(err)).inFile(path);
     }
     std::shared_ptr<MappedFile> f(new MappedFile);
     f->m_path = path;
@@ -106,15 +109,7 @@ Result<std::span<const uint8_t>> MappedFile::range(uint64_t offset, uint64_t len
 
 Result<std::string> readTextFile(const std::string &path, uint64_t maxBytes)
 {
-    auto f = MappedFile::open(path);
-    if (!f)
-        return f.error();
-    if ((*f)->size() > maxBytes)
-        return makeError(Error::Code::Limit,
-                         "file larger than " + std::to_string(maxBytes) + " bytes")
-            .inFile(path);
-    auto b = (*f)->bytes();
-    return std::string(reinterpret_cast<const char *>(b.data()), b.size());
+    return readRegularFile(path, maxBytes);
 }
 
 } // namespace shardscope::detail

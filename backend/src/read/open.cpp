@@ -231,7 +231,14 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
             return true; // the common case: no path built for 1.7 M good chunks
         const std::string path = (fs::path(index.dataDir) / index.files[l.file]).string();
         if (size == UINT64_MAX) {
-            out.push_back({key, path, {}, "data file is missing", Problem::Effect::Unreadable});
+            const bool there = l.file < index.fileKinds.size() && !index.fileKinds[l.file].empty();
+            out.push_back({key,
+                           path,
+                           {},
+                           there ? "data file is " + index.fileKinds[l.file] +
+                                       ", not a regular file: refused unread"
+                                 : std::string("data file is missing"),
+                           Problem::Effect::Unreadable});
             return false;
         }
         if (l.offset > size || l.length > size - l.offset) {

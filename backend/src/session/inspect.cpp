@@ -4,6 +4,7 @@
 #include "shardscope/tensor.h"
 
 #include <fnmatch.h>
+#include <unordered_set>
 
 namespace shardscope {
 
@@ -73,6 +74,12 @@ Result<InspectResult> runInspect(const InspectRequest &request, const JobControl
         e.key = *request.tensor;
         return e;
     }
+    // A key the open already found unreadable (its data file missing, cut short or not a regular
+    // file) is not read again: one problem per key, and nothing opened that must not be.
+    std::unordered_set<std::string_view> broken;
+    for (const Problem &p : index.problems)
+        if (p.effect == Problem::Effect::Unreadable)
+            broken.insert(p.key);
     if (request.stats || request.hash) {
         uint64_t total = 0, done = 0;
         for (const InspectedTensor &t : r.tensors)
@@ -81,6 +88,8 @@ Result<InspectResult> runInspect(const InspectRequest &request, const JobControl
             if (!control.report({"read", done, total}))
                 return makeError(Error::Code::Cancelled, "cancelled");
             done += t.entry->nbytes();
+            if (broken.count(t.entry->key))
+                continue;
             auto data = readTensor(index, *t.entry);
             if (!data) {
                 r.problems.push_back(unreadable(data.error(), t.entry->key));
@@ -101,7 +110,8 @@ Result<InspectResult> runInspect(const InspectRequest &request, const JobControl
         if (!selected(request, ob.key))
             continue;
         InspectedObject o{&ob, {}};
-        if (request.objects || (request.tensor && ob.key == *request.tensor)) {
+        if ((request.objects || (request.tensor && ob.key == *request.tensor)) &&
+            !broken.count(ob.key)) {
             if (auto v = readObject(index, ob))
                 o.summary = v->summary(120);
             else
