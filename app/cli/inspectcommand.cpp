@@ -88,6 +88,9 @@ int runInspect(const InspectOptions &o)
                   << index.objects.size() << " objects\n";
         if (index.dataDir != index.inputPath && index.dataDir != ".")
             std::cout << "  data: " << visibleName(index.dataDir) << "\n";
+        if (auto it = index.info.find("repaired_from"); it != index.info.end())
+            std::cout << "  repaired from " << visibleName(it->second)
+                      << " by shardscope-cli fix\n";
         std::cout << "\n";
         KeyTree tree;
         for (const InspectedTensor &r : inspected->tensors) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "diffcommand.h"
+#include "fixcommand.h"
 #include "inspectcommand.h"
 #include "safeoutput.h"
 #include "verifycommand.h"
@@ -168,6 +169,27 @@ int main(int argc, char **argv)
     rep->add_option("-o,--output", reportPath, "FILE.md, FILE.html or FILE.json")->required();
     CLI::App *rul = app.add_subcommand("rules", "List the mapping rules");
 
+    FixCommandOptions fix;
+    CLI::App *fx = app.add_subcommand(
+        "fix", "Write a repaired checkpoint the failing load accepts, beside the original "
+               "(new metadata over hard-linked data)");
+    fx->add_option("checkpoint", fix.checkpoint, "The checkpoint to repair")->required();
+    fx->add_option("--layout", fix.layout, "What the model expects (layout JSON)")->required();
+    fx->add_option("-o,--output", fix.output, "The new checkpoint (must not exist)")->required();
+    fx->add_option("--strictness", fix.strictness,
+                   "Megatron --dist-ckpt-strictness of the load to satisfy");
+    fx->add_flag("--no-strict-fsdp-dtensor-load,--no-strict", fix.partialLoad,
+                 "The load is a non-strict one (as diff)");
+    fx->add_option("--disable-rule", fix.disabledRules,
+                   "A rule the loader lacks (repeatable): the output is named so that it needs "
+                   "none of them");
+    fx->add_flag("--no-optimizer", fix.noOptimizer, "Repair only the model's parameters");
+    fx->add_flag("--copy", fix.copy, "Copy the data files instead of hard-linking them");
+    fx->add_flag("--force", fix.force, "Replace OUT when an earlier fix wrote it");
+    fx->add_flag("--partial", fix.partial,
+                 "Write what can be repaired even when some parameters cannot");
+    fx->add_flag("--json", fix.json, "Machine-readable output (shardscope.fix-result/1)");
+
     VerifyCommandOptions verify;
     CLI::App *ver = app.add_subcommand(
         "verify", "Perform the planned load of every rank's shards and check it bit for bit");
@@ -227,6 +249,10 @@ int main(int argc, char **argv)
     }
     if (*rul)
         return runRules();
+    if (*fx) {
+        fix.commandLine = shardscope::shellCommand(std::vector<std::string>(argv, argv + argc));
+        return runFix(fix);
+    }
     if (*ver)
         return runVerify(verify);
     if (*dif || *rep) {

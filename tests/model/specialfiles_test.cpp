@@ -109,14 +109,14 @@ protected:
         ASSERT_TRUE(m_dir.isValid());
         QProcess p;
         p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(python, {QStringLiteral("-c"),
-                         QStringLiteral(
-                             "import sys, warnings, torch, torch.distributed.checkpoint as dcp\n"
-                             "warnings.filterwarnings('ignore')\n"
-                             "sd = {'w': torch.arange(12.).reshape(3, 4)}\n"
-                             "torch.save(sd, sys.argv[1] + '/model.pt')\n"
-                             "dcp.save(sd, checkpoint_id=sys.argv[1] + '/dcp')\n"),
-                         m_dir.path()});
+        p.start(python,
+                {QStringLiteral("-c"),
+                 QStringLiteral("import sys, warnings, torch, torch.distributed.checkpoint as dcp\n"
+                                "warnings.filterwarnings('ignore')\n"
+                                "sd = {'w': torch.arange(12.).reshape(3, 4)}\n"
+                                "torch.save(sd, sys.argv[1] + '/model.pt')\n"
+                                "dcp.save(sd, checkpoint_id=sys.argv[1] + '/dcp')\n"),
+                 m_dir.path()});
         ASSERT_TRUE(p.waitForFinished(120'000) && p.exitCode() == 0) << p.readAll().toStdString();
         m_layout = m_dir.filePath(QStringLiteral("layout.json"));
         QFile layout(m_layout);

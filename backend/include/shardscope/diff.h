@@ -109,6 +109,10 @@ struct DiffEntry
     std::vector<std::string> rules; ///< rules used
     std::vector<DiffSource> sources;
     std::vector<std::string> requestKeys; ///< what the real load asks the checkpoint for
+    /** Per request key, when the load asks for the parameter in sections: the rows of the
+     *  parameter it holds, along `dim` (`key`, `dim`, `begin`, `end` of each; empty when the
+     *  load asks for each key whole). */
+    std::vector<DiffSource> requestRows;
     /** Keys that hold its data but that the load does not read: the handler that maps them is
      *  switched off or missing from this loader (it keeps its initial values, or the load
      *  raises). */

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "shardscope/diff.h"
+#include "shardscope/fix.h"
 #include "shardscope/valuediff.h"
 
 #include <cstdint>
@@ -47,5 +48,8 @@ std::string diffToJson(const DiffResult &diff);
 
 /** Every field of a CheckpointDiff as JSON (schema "shardscope.checkpoint-diff/1"). */
 std::string checkpointDiffToJson(const CheckpointDiff &diff);
+
+/** What a fix did (schema "shardscope.fix-result/1"), the diff of its output included. */
+std::string fixToJson(const FixResult &fix);
 
 } // namespace shardscope

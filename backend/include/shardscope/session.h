@@ -7,6 +7,7 @@
 #include "shardscope/checkpoint.h"
 #include "shardscope/diff.h"
 #include "shardscope/distributed.h"
+#include "shardscope/fix.h"
 #include "shardscope/health.h"
 #include "shardscope/layout.h"
 #include "shardscope/loadplan.h"
@@ -226,6 +227,36 @@ struct ReportOutput
 };
 
 Result<ReportOutput> runReport(const ReportRequest &request, const JobControl &control = {});
+
+// ---------------------------------------------------------------- fix
+
+/**
+ * A repaired checkpoint: the keys the failing load asks for (the diff with these options),
+ * written as a new `.metadata` whose chunks point at the stored data, beside the untouched
+ * source, with its files hard-linked (symlinked where a hard link is impossible; copied with
+ * `copy`).
+ */
+struct FixRequest
+{
+    std::string checkpoint;
+    std::string layout;
+    std::string output; ///< must not exist (force: an earlier fix's output is replaced)
+    DiffOptions options;
+    bool copy = false;
+    bool force = false;
+    /** Write what can be repaired even when some parameters cannot (they stay unloadable). */
+    bool partial = false;
+    std::string commandLine; ///< recorded in the manifest
+    OpenedIndex opened;
+    std::shared_ptr<const Layout> openedLayout;
+};
+
+/**
+ * Diffs as asked and with every rule (where the data is), plans the new keys as references to
+ * stored chunks, writes the output only when every parameter can be repaired (or `partial`), and
+ * diffs the output as asked. Blockers are in the result, not errors; nothing is written then.
+ */
+Result<FixResult> runFix(const FixRequest &request, const JobControl &control = {});
 
 // ---------------------------------------------------------------- problems, folded
 

@@ -71,9 +71,9 @@ Result<std::string> readRegularFile(const std::string &path, uint64_t maxBytes)
     if (::fstat(*fd, &st) != 0) {
         status = makeError(Error::Code::Io, std::strerror(errno)).inFile(path);
     } else if (uint64_t(st.st_size) > maxBytes) {
-        status = makeError(Error::Code::Limit,
-                           "file larger than " + std::to_string(maxBytes) + " bytes")
-                     .inFile(path);
+        status =
+            makeError(Error::Code::Limit, "file larger than " + std::to_string(maxBytes) + " bytes")
+                .inFile(path);
     } else {
         out.resize(size_t(st.st_size));
         size_t done = 0;
@@ -82,10 +82,10 @@ Result<std::string> readRegularFile(const std::string &path, uint64_t maxBytes)
             if (got < 0 && errno == EINTR)
                 continue;
             if (got <= 0) { // cut short since the fstat(), or the disk failed
-                status = makeError(Error::Code::Io,
-                                   got < 0 ? std::strerror(errno) : "file ends early")
-                             .inFile(path)
-                             .atOffset(done);
+                status =
+                    makeError(Error::Code::Io, got < 0 ? std::strerror(errno) : "file ends early")
+                        .inFile(path)
+                        .atOffset(done);
                 break;
             }
             done += size_t(got);

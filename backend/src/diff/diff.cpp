@@ -576,6 +576,26 @@ private:
         return m_disk.optimizerWrapper + name + "." + state;
     }
 
+    // The keys a request asks for and, for a parameter asked for in sections, their rows.
+    void setRequest(DiffEntry &e, const Request &q, const std::string &state) const
+    {
+        e.requestKeys.clear();
+        e.requestRows.clear();
+        for (const Piece &piece : q.pieces)
+            e.requestKeys.push_back(requestKey(piece.name, state));
+        if (q.pieces.size() > 1)
+            for (const Piece &piece : q.pieces)
+                e.requestRows.push_back({requestKey(piece.name, state),
+                                         piece.shape,
+                                         {},
+                                         piece.dim,
+                                         piece.begin,
+                                         piece.end,
+                                         0,
+                                         {},
+                                         -1});
+    }
+
     // Looks every piece up; fills sources. False if any is missing.
     bool lookup(const Request &q, const std::string &state, std::vector<DiskKey *> &found)
     {
@@ -1125,8 +1145,7 @@ private:
             scratch().cached.valid = true;
         }
         const Request *qp = &scratch().cached.request;
-        for (const Piece &piece : qp->pieces)
-            e.requestKeys.push_back(requestKey(piece.name, state));
+        setRequest(e, *qp, state);
         std::vector<DiskKey *> found;
 
         // 1. What the real load asks for. torch_dist asks for SwiGLU's [W; V] in one key, or for
@@ -1138,9 +1157,7 @@ private:
             if (lookup(w, state, found)) {
                 hit = true;
                 qp = &w;
-                e.requestKeys.clear();
-                for (const Piece &piece : qp->pieces)
-                    e.requestKeys.push_back(requestKey(piece.name, state));
+                setRequest(e, *qp, state);
             }
         }
         const Request &q = *qp;

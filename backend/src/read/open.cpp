@@ -3,6 +3,7 @@
 #include "read/mappedfile.h"
 #include "read/readers.h"
 #include "read/safetensors_magic.h"
+#include "shardscope/fix.h"
 
 #include <algorithm>
 #include <cctype>
@@ -189,6 +190,23 @@ Status openFile(const fs::path &file, CheckpointIndex &index, const OpenOptions 
         .atOffset(0);
 }
 
+// A checkpoint `fix` wrote says so at its top: where it was repaired from.
+void noteRepair(CheckpointIndex &index)
+{
+    auto it = index.info.find("megatron_root");
+    const fs::path top = it != index.info.end() ? fs::path(it->second) : fs::path(index.dataDir);
+    std::error_code ec;
+    if (!fs::is_regular_file(top / kFixManifest, ec))
+        return;
+    auto text = readTextFile((top / kFixManifest).string());
+    if (!text)
+        return;
+    const auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object() && j.value("schema", "") == "shardscope.fix/1" && j.contains("source") &&
+        j["source"].is_string())
+        index.info["repaired_from"] = j["source"].get<std::string>();
+}
+
 } // namespace
 
 Result<CheckpointIndex> openCheckpoint(const std::string &path, const OpenOptions &options)
@@ -210,6 +228,7 @@ Result<CheckpointIndex> openCheckpoint(const std::string &path, const OpenOption
     if (!st)
         return st.error();
     statFiles(index);
+    noteRepair(index);
     if (options.checkIntegrity) {
         auto more = checkIntegrity(index);
         index.problems.insert(index.problems.end(), more.begin(), more.end());

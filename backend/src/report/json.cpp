@@ -51,6 +51,16 @@ json diffJson(const DiffResult &diff)
                       {"fix", e.fix}};
         if (!e.unreadKeys.empty())
             entry["unread_keys"] = e.unreadKeys;
+        if (!e.requestRows.empty()) {
+            json rows = json::array();
+            for (const DiffSource &r : e.requestRows)
+                rows.push_back({{"key", r.key},
+                                {"shape", r.shape},
+                                {"dim", r.dim},
+                                {"begin", r.begin},
+                                {"end", r.end}});
+            entry["request_rows"] = std::move(rows);
+        }
         if (e.narrowing)
             entry["narrowing"] = true;
         if (e.castLoss)

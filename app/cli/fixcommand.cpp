@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+#include "fixcommand.h"
+#include "inspectcommand.h"
+
+#include <shardscope/escape.h>
+#include <shardscope/session.h>
+
+#include <cstdio>
+#include <iostream>
+
+namespace shardscope::cli {
+
+namespace {
+
+std::string bytesText(uint64_t b)
+{
+    char s[32];
+    if (b >= (uint64_t(1) << 30))
+        std::snprintf(s, sizeof s, "%.2f GiB", double(b) / double(uint64_t(1) << 30));
+    else if (b >= (uint64_t(1) << 20))
+        std::snprintf(s, sizeof s, "%.2f MiB", double(b) / double(uint64_t(1) << 20));
+    else if (b >= 1024)
+        std::snprintf(s, sizeof s, "%.2f KiB", double(b) / 1024.0);
+    else
+        std::snprintf(s, sizeof s, "%llu bytes", (unsigned long long)b);
+    return s;
+}
+
+void printFix(const FixResult &f)
+{
+    if (f.alreadyLoads) {
+        std::cout << visibleName(f.checkpoint) << " already loads as asked ("
+                  << f.after->loadableModel << " of " << f.after->expectedModel
+                  << " parameters): nothing to repair, nothing written\n";
+        return;
+    }
+    std::cout << (f.written ? "repaired: " : "not repaired: ") << visibleName(f.checkpoint) << " ("
+              << visibleText(f.format) << ")";
+    if (f.written)
+        std::cout << " -> " << visibleName(f.output);
+    std::cout << "\n";
+    for (const FixChangeCount &c : f.changes) {
+        std::printf("  %-12s %6zu", c.kind.c_str(), c.count);
+        std::fflush(stdout);
+        if (!c.examples.empty())
+            std::cout << "   e.g. " << visibleText(c.examples.front());
+        std::cout << "\n";
+    }
+    if (!f.blockers.empty()) {
+        std::cout << (f.written ? "\nleft unloadable (" : "\ncannot be repaired by references (")
+                  << f.blockers.size() << "):\n";
+        for (const std::string &b : f.blockers)
+            std::cout << "  " << visibleText(b) << "\n";
+        if (!f.written)
+            std::cout << "nothing was written; --partial writes what can be repaired\n";
+    }
+    if (!f.written)
+        return;
+    std::cout << "\ndata: " << f.filesLinked << " files hard-linked, " << f.filesSymlinked
+              << " symlinked, " << f.filesCopied << " copied; " << bytesText(f.bytesReferenced)
+              << " of stored tensors referenced by new keys, " << bytesText(f.bytesWritten)
+              << " of tensor data written; new .metadata " << bytesText(f.metadataBytes) << "\n";
+    if (f.after)
+        std::cout << "load:  " << f.after->loadableModel << " of " << f.after->expectedModel
+                  << " parameters filled"
+                  << (f.after->expectedOptimizer
+                          ? ", " + std::to_string(f.after->loadableOptimizer) + " of " +
+                                std::to_string(f.after->expectedOptimizer) + " optimizer states"
+                          : std::string())
+                  << "; " << actionName(f.after->outcome.action) << "\n";
+    std::cout << "check: " << visibleText(f.diffCommand) << "\n"
+              << "       " << visibleText(f.verifyCommand) << "\n";
+}
+
+} // namespace
+
+int runFix(const FixCommandOptions &o)
+{
+    FixRequest request;
+    request.checkpoint = o.checkpoint;
+    request.layout = o.layout;
+    request.output = o.output;
+    request.options.disabledRules = o.disabledRules;
+    request.options.strictLoad = !o.partialLoad;
+    request.options.includeOptimizer = !o.noOptimizer;
+    auto strictness = strictnessFromName(o.strictness);
+    if (!strictness) {
+        std::cerr << "shardscope-cli: unknown --strictness '" << visibleText(o.strictness)
+                  << "' (see Megatron's --dist-ckpt-strictness)\n";
+        return ExitUnreadable;
+    }
+    request.options.strictness = *strictness;
+    request.copy = o.copy;
+    request.force = o.force;
+    request.partial = o.partial;
+    request.commandLine = o.commandLine;
+    auto fixed = shardscope::runFix(request);
+    if (!fixed) {
+        std::cerr << "shardscope-cli: " << fixed.error().toString() << "\n";
+        return ExitUnreadable;
+    }
+    if (o.json)
+        std::cout << fixToJson(*fixed);
+    else
+        printFix(*fixed);
+    return fixed->alreadyLoads || fixed->repaired() ? ExitHealthy : ExitProblems;
+}
+
+} // namespace shardscope::cli

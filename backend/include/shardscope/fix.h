@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+// A repaired checkpoint: what `fix` changed, what blocks it, what it wrote.
+#pragma once
+
+#include "shardscope/diff.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+/** One kind of change a fix made, counted, with a few examples ("NEW <- OLD"). */
+struct FixChangeCount
+{
+    /** "rename", "concatenate" (sections stored apart, one key asked for), "select" (one entry
+     *  of a stacked key), "drop" (a stored key only the repaired ones read). */
+    std::string kind;
+    size_t count = 0;
+    std::vector<std::string> examples;
+};
+
+struct FixResult
+{
+    std::string checkpoint, layout, output;
+    std::string format;
+    DiffOptions options;
+    /** The checkpoint already loads as asked: nothing to repair, nothing written. */
+    bool alreadyLoads = false;
+    bool written = false;
+    std::vector<FixChangeCount> changes;
+    /** Why a parameter cannot be repaired by references (one line each); without --partial any
+     *  of them means nothing is written. */
+    std::vector<std::string> blockers;
+    /** Bytes of stored tensor data the new metadata points at (the repaired keys' chunks) and
+     *  bytes of tensor data written (0: references only). */
+    uint64_t bytesReferenced = 0, bytesWritten = 0;
+    uint64_t metadataBytes = 0;
+    size_t filesLinked = 0, filesSymlinked = 0, filesCopied = 0;
+    /** The same diff of the output: what the failing load does with it now. */
+    std::optional<DiffResult> after;
+    /** Commands that check the output (diff, verify). */
+    std::string diffCommand, verifyCommand;
+    /** Written, and the load asked for now fills everything. */
+    bool repaired() const { return written && after && after->passes(); }
+};
+
+/** Name of the manifest a repaired checkpoint carries at its top (shardscope.fix/1). */
+inline constexpr const char *kFixManifest = "shardscope-fix.json";
+
+} // namespace shardscope

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+#include "fix/fixoutput.h"
+
+#include "common/regularfile.h"
+#include "shardscope/writefile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace shardscope::detail {
+
+namespace {
+
+Error ioError(const std::string &path, const std::string &what, int err)
+{
+    return makeError(Error::Code::Io, what + ": " + std::strerror(err)).inFile(path);
+}
+
+// A byte-for-byte copy through the kernel (copy_file_range: a reflink where the filesystem
+// shares extents), the source opened as every checkpoint file is.
+Status copyFile(const std::string &from, const std::string &to)
+{
+    auto in = openRegularFile(from);
+    if (!in)
+        return in.error();
+    const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0) {
+        const int err = errno;
+        ::close(*in);
+        return ioError(to, "cannot create", err);
+    }
+    Status st = Ok{};
+    for (;;) {
+        const ssize_t n = ::copy_file_range(*in, nullptr, out, nullptr, size_t(1) << 30, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            st = ioError(to, "cannot copy " + from, errno);
+            break;
+        }
+        if (n == 0)
+            break;
+    }
+    ::close(*in);
+    if (::close(out) != 0 && st)
+        st = ioError(to, "cannot write", errno);
+    return st;
+}
+
+bool isRankLocalMetadata(const std::string &name)
+{
+    return name.starts_with("__") && name.ends_with(".metadata");
+}
+
+class TreeWriter
+{
+public:
+    TreeWriter(const CheckpointIndex &source, const FixOutputOptions &options, FixResult &result)
+        : m_source(source)
+        , m_options(options)
+        , m_result(result)
+    {}
+
+    Status write(const CheckpointIndex &fixed, const std::string &metadata)
+    {
+        const fs::path out = fs::path(m_options.output).lexically_normal();
+        const fs::path top = fs::path(checkpointTop(m_source));
+        const fs::path data = fs::path(m_source.dataDir);
+        std::error_code ec;
+        const fs::path topAbs = fs::weakly_canonical(top, ec);
+        const fs::path outAbs = fs::weakly_canonical(fs::absolute(out, ec), ec);
+        // The output must not lie inside the source (it would be mirrored into itself) nor hold it.
+        const auto inside = [](const fs::path &a, const fs::path &b) {
+            auto r = a.lexically_relative(b);
+            return !r.empty() && *r.begin() != "..";
+        };
+        if (inside(outAbs, topAbs) || inside(topAbs, outAbs))
+            return makeError(Error::Code::Unsupported,
+                             "the output must be outside the checkpoint " + top.string())
+                .inFile(out.string());
+        if (fs::symlink_status(out, ec).type() != fs::file_type::not_found) {
+            if (!m_options.force)
+                return makeError(Error::Code::Unsupported,
+                                 "exists; give a new directory (or --force to replace a "
+                                 "checkpoint an earlier fix wrote)")
+                    .inFile(out.string());
+            if (!fs::is_directory(fs::symlink_status(out, ec)) ||
+                !fs::is_regular_file(out / kFixManifest, ec))
+                return makeError(Error::Code::Unsupported,
+                                 std::string("exists and holds no ") + kFixManifest +
+                                     ": --force replaces only what an earlier fix wrote")
+                    .inFile(out.string());
+        }
+        const fs::path parent = outAbs.parent_path();
+        m_temp = (parent / ("." + outAbs.filename().string() + ".shardscope-" +
+                            std::to_string(::getpid())))
+                     .string();
+        fs::remove_all(m_temp, ec);
+        if (::mkdir(m_temp.c_str(), 0755) != 0)
+            return ioError(m_temp, "cannot create the output beside its destination", errno);
+        Status st = mirror(top, fs::path(m_temp), data);
+        if (st)
+            st = checkReferences(fixed, data.lexically_relative(top));
+        const fs::path dataOut = fs::path(m_temp) / data.lexically_relative(top);
+        if (st)
+            if (auto error = writeFileAtomically((dataOut / ".metadata").string(), metadata))
+                st = *error;
+        if (st)
+            if (auto error = writeFileAtomically((fs::path(m_temp) / kFixManifest).string(),
+                                                 m_options.manifest))
+                st = *error;
+        if (st)
+            st = swapIn(outAbs);
+        if (!st)
+            fs::remove_all(m_temp, ec);
+        return st;
+    }
+
+private:
+    // Every directory and regular file under `from`, linked (or copied) to the same place under
+    // `to`; the metadata the new one replaces is left out. Symlinks to directories are not
+    // followed: the tree is the checkpoint's own.
+    Status mirror(const fs::path &from, const fs::path &to, const fs::path &data)
+    {
+        std::error_code ec;
+        for (auto it = fs::directory_iterator(from, ec); !ec && it != fs::directory_iterator();
+             it.increment(ec)) {
+            const fs::path src = it->path();
+            const std::string name = src.filename().string();
+            const fs::path dst = to / name;
+            const fs::file_status link = it->symlink_status(ec);
+            if (fs::is_directory(link)) {
+                if (::mkdir(dst.c_str(), 0755) != 0)
+                    return ioError(dst.string(), "cannot create", errno);
+                if (Status st = mirror(src, dst, data); !st)
+                    return st;
+                continue;
+            }
+            if (from == data && (name == ".metadata" || isRankLocalMetadata(name) ||
+                                 name == ".metadata.tmp"))
+                continue;
+            if (from == fs::path(checkpointTop(m_source)) && name == kFixManifest)
+                continue;
+            struct stat st
+            {
+            };
+            if (::stat(src.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+                continue; // FIFOs, sockets, devices, dangling links: nothing of a checkpoint
+            if (Status s = place(src, dst); !s)
+                return s;
+            if (from == data)
+                m_placed.insert(name);
+        }
+        if (ec)
+            return ioError(from.string(), "cannot list", ec.value());
+        return Ok{};
+    }
+
+    Status place(const fs::path &src, const fs::path &dst)
+    {
+        if (m_options.copy) {
+            if (Status st = copyFile(src.string(), dst.string()); !st)
+                return st;
+            ++m_result.filesCopied;
+            return Ok{};
+        }
+        // The same inode: no byte copied. A symlink's target is linked, not the link.
+        std::error_code ec;
+        const fs::path real = fs::canonical(src, ec);
+        if (!ec && ::link(real.c_str(), dst.c_str()) == 0) {
+            ++m_result.filesLinked;
+            return Ok{};
+        }
+        // Another filesystem, or links refused: point at the source instead.
+        const fs::path target = ec ? fs::absolute(src) : real;
+        if (::symlink(target.c_str(), dst.c_str()) != 0)
+            return ioError(dst.string(), "cannot link or symlink " + src.string(), errno);
+        ++m_result.filesSymlinked;
+        return Ok{};
+    }
+
+    // The new metadata may name only the files placed beside it: a path that leads elsewhere
+    // (a lying `.metadata`) is refused, not followed.
+    Status checkReferences(const CheckpointIndex &fixed, const fs::path &)
+    {
+        std::set<uint32_t> used;
+        for (const TensorEntry &t : fixed.tensors)
+            for (const Location &l : t.chunks)
+                used.insert(l.file);
+        for (const ObjectEntry &o : fixed.objects)
+            if (o.location)
+                used.insert(o.location->file);
+        for (uint32_t f : used) {
+            if (f >= fixed.files.size() || !m_placed.count(fixed.files[f]))
+                return makeError(Error::Code::Unsupported,
+                                 "the metadata names data file '" +
+                                     (f < fixed.files.size() ? fixed.files[f] : std::string("?")) +
+                                     "', which is not a regular file of the checkpoint "
+                                     "directory; nothing is written for it")
+                    .inFile((fs::path(m_source.dataDir) / ".metadata").string());
+        }
+        return Ok{};
+    }
+
+    // The finished tree takes the output's name; a replaced one (--force) goes only then.
+    Status swapIn(const fs::path &out)
+    {
+        std::error_code ec;
+        std::string old;
+        if (fs::exists(fs::symlink_status(out, ec))) {
+            old = m_temp + ".old";
+            if (::rename(out.c_str(), old.c_str()) != 0)
+                return ioError(out.string(), "cannot move the earlier output aside", errno);
+        }
+        if (::rename(m_temp.c_str(), out.c_str()) != 0) {
+            const int err = errno;
+            if (!old.empty())
+                ::rename(old.c_str(), out.c_str());
+            return ioError(out.string(), "cannot create", err);
+        }
+        if (!old.empty())
+            fs::remove_all(old, ec);
+        return Ok{};
+    }
+
+    const CheckpointIndex &m_source;
+    const FixOutputOptions &m_options;
+    FixResult &m_result;
+    std::string m_temp;
+    std::set<std::string> m_placed;
+};
+
+} // namespace
+
+std::string checkpointTop(const CheckpointIndex &index)
+{
+    if (auto it = index.info.find("megatron_root"); it != index.info.end())
+        return it->second;
+    return index.dataDir;
+}
+
+Status writeFixedCheckpoint(const CheckpointIndex &source, const CheckpointIndex &fixed,
+                            const std::string &metadata, const FixOutputOptions &options,
+                            FixResult &result)
+{
+    try {
+        return TreeWriter(source, options, result).write(fixed, metadata);
+    } catch (const std::exception &e) {
+        return makeError(Error::Code::Io, e.what()).inFile(options.output);
+    }
+}
+
+} // namespace shardscope::detail

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+// The repaired checkpoint on disk: the source's tree mirrored into a new directory (files
+// hard-linked, or symlinked where a hard link is impossible, or copied), its `.metadata`
+// replaced, a manifest on top. Built in a temporary directory beside the output and renamed
+// into place, so that the output is whole or absent; nothing is ever written into the source.
+#pragma once
+
+#include "shardscope/checkpoint.h"
+#include "shardscope/fix.h"
+#include "shardscope/result.h"
+
+#include <string>
+
+namespace shardscope::detail {
+
+struct FixOutputOptions
+{
+    std::string output;
+    bool copy = false;  ///< copy every file instead of linking
+    bool force = false; ///< replace an output that an earlier fix wrote (its manifest says so)
+    std::string manifest; ///< the manifest's JSON text
+};
+
+/**
+ * Writes `fixed` (an index over `source`'s files) as a checkpoint at options.output, with
+ * `metadata` as its `.metadata`. Fills the file counts of `result`.
+ */
+Status writeFixedCheckpoint(const CheckpointIndex &source, const CheckpointIndex &fixed,
+                            const std::string &metadata, const FixOutputOptions &options,
+                            FixResult &result);
+
+/** The top directory of a checkpoint's tree: a Megatron root, or the DCP directory itself. */
+std::string checkpointTop(const CheckpointIndex &index);
+
+} // namespace shardscope::detail

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+#include "fix/fixplan.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+#include <unordered_set>
+
+namespace shardscope::detail {
+
+namespace {
+
+constexpr size_t kExamples = 3;
+
+// The nesting of a new key, modelled on the key whose data it takes: the same leading
+// components where the new key starts with them ("model", "optimizer.state", …).
+KeyPath pathLike(const TensorEntry &like, const std::string &key)
+{
+    std::vector<std::string> parts = like.path.parts(like.key);
+    if (parts.size() >= 2) {
+        parts.pop_back();
+        std::string prefix;
+        for (const std::string &p : parts)
+            prefix += (prefix.empty() ? "" : ".") + p;
+        if (key.size() > prefix.size() && key.starts_with(prefix) && key[prefix.size()] == '.') {
+            parts.push_back(key.substr(prefix.size() + 1));
+            return KeyPath::fromParts(key, parts);
+        }
+    }
+    return KeyPath::fromParts(key, std::vector<std::string>{key});
+}
+
+class Planner
+{
+public:
+    Planner(const CheckpointIndex &source, const DiffResult &asked, const DiffResult &found)
+        : m_source(source)
+        , m_asked(asked)
+    {
+        for (const DiffEntry &e : found.entries)
+            m_found.emplace(std::make_pair(int(e.section), e.name), &e);
+    }
+
+    FixPlan run()
+    {
+        // Keys the load reads as they are stay, whatever a repaired key also takes from them.
+        for (const DiffEntry &e : m_asked.entries)
+            if (e.realLoadFills)
+                for (const std::string &k : e.requestKeys)
+                    m_kept.insert(k);
+        for (const DiffEntry &e : m_asked.entries)
+            if (!e.realLoadFills)
+                repair(e);
+        assemble();
+        return std::move(m_plan);
+    }
+
+private:
+    void block(const DiffEntry &e, const std::string &why)
+    {
+        m_plan.blockers.push_back(e.name + ": " + why);
+    }
+
+    void count(const std::string &kind, const std::string &example)
+    {
+        auto &counts = m_plan.changes;
+        auto it = std::find_if(counts.begin(), counts.end(),
+                               [&](const FixChangeCount &c) { return c.kind == kind; });
+        if (it == counts.end())
+            it = counts.insert(counts.end(), FixChangeCount{kind, 0, {}});
+        ++it->count;
+        if (it->examples.size() < kExamples)
+            it->examples.push_back(example);
+    }
+
+    const TensorEntry *tensorOf(const DiffSource &s) const
+    {
+        if (s.entry >= 0 && size_t(s.entry) < m_source.tensors.size() &&
+            m_source.tensors[size_t(s.entry)].key == s.key)
+            return &m_source.tensors[size_t(s.entry)];
+        return m_source.findTensor(s.key);
+    }
+
+    void repair(const DiffEntry &e)
+    {
+        if (e.wrongSource) {
+            block(e, e.reason.empty() ? "the load fills it from another key" : e.reason);
+            return;
+        }
+        auto it = m_found.find({int(e.section), e.name});
+        const DiffEntry *f = it == m_found.end() ? nullptr : it->second;
+        if (!f || f->sources.empty() || f->wrongSource ||
+            (f->status != LoadStatus::Ok && f->status != LoadStatus::Split &&
+             f->status != LoadStatus::Merge && f->status != LoadStatus::Rename &&
+             f->status != LoadStatus::Cast)) {
+            block(e, "its data is not in the checkpoint under any rule (" +
+                         std::string(statusName(f ? f->status : e.status)) + ")" +
+                         (e.reason.empty() ? std::string() : ": " + e.reason));
+            return;
+        }
+        // One key per request: the whole parameter, or each section the load asks for apart
+        // (rows [begin, end) along `dim`).
+        std::vector<DiffSource> targets = e.requestRows;
+        if (targets.empty()) {
+            if (e.requestKeys.size() != 1) {
+                block(e, "the load asks for " + std::to_string(e.requestKeys.size()) +
+                             " keys for it without saying which rows each holds");
+                return;
+            }
+            targets.push_back({e.requestKeys.front(), f->shape, {}, 0, 0, 0, 0, {}, -1});
+        }
+        for (const DiffSource &target : targets)
+            if (m_source.findTensor(target.key) || m_source.findObject(target.key)) {
+                block(e, "the checkpoint already holds " + target.key +
+                             " with other contents; a repair never replaces a stored key");
+                return;
+            }
+        std::vector<TensorEntry> made;
+        std::vector<std::string> examples, consumed;
+        uint64_t bytes = 0;
+        size_t used = 0;
+        bool stacked = false;
+        for (const DiffSource &target : targets) {
+            if (m_made.count(target.key))
+                continue; // another entry made it (the same parameter's other state, or section)
+            TensorEntry t;
+            t.key = target.key;
+            t.shape = f->shape;
+            const bool window = target.begin < target.end && !t.shape.empty();
+            const size_t dim = size_t(target.dim);
+            if (window)
+                t.shape[dim] = target.end - target.begin;
+            const int64_t wb = window ? target.begin : 0;
+            const int64_t we = window            ? target.end
+                               : t.shape.empty() ? 1
+                                                 : t.shape[dim];
+            // A 0-dim state (Adam's step) of a fused parameter is one value its sections share:
+            // the split handler copies it to each; the first section's is taken.
+            const size_t sources = t.shape.empty() ? std::min<size_t>(1, f->sources.size())
+                                                   : f->sources.size();
+            const TensorEntry *like = nullptr;
+            std::string from;
+            size_t parts = 0;
+            if (sources < f->sources.size())
+                for (const DiffSource &src : f->sources)
+                    consumed.push_back(src.key);
+            for (size_t si = 0; si < sources; ++si) {
+                const DiffSource &src = f->sources[si];
+                const TensorEntry *st = tensorOf(src);
+                if (!st) {
+                    block(e, src.key + " is not a stored tensor");
+                    return;
+                }
+                const size_t before = t.chunks.size();
+                if (std::string why = addChunks(t, *st, src, dim, wb, we, f->shape, bytes);
+                    !why.empty()) {
+                    block(e, why);
+                    return;
+                }
+                if (t.chunks.size() == before && !t.shape.empty())
+                    continue; // this source holds other rows
+                if (!like) {
+                    like = st;
+                    t.dtype = st->dtype;
+                    t.dtypeName = st->dtypeName;
+                } else if (st->dtypeName != t.dtypeName) {
+                    block(e, "its sections are stored as " + t.dtypeName + " and " +
+                                 st->dtypeName + ": one key needs one dtype (a cast rewrites data)");
+                    return;
+                }
+                ++parts;
+                stacked = stacked || !src.index.empty();
+                from += (from.empty() ? "" : " + ") + src.key;
+                consumed.push_back(src.key);
+            }
+            // The chunks must cover the key exactly once (they cannot overlap: each came from a
+            // disjoint range of a stored tensor that torch checked when it saved).
+            unsigned __int128 covered = 0;
+            for (size_t c = 0; c < t.chunks.size(); ++c) {
+                unsigned __int128 v = 1;
+                for (int64_t d : t.chunkSizes(c))
+                    v *= uint64_t(d);
+                covered += v;
+            }
+            if (!like || covered != static_cast<unsigned __int128>(t.numel())) {
+                block(e, "the stored chunks cover " + std::to_string(uint64_t(covered)) + " of " +
+                             std::to_string(t.numel()) + " elements of " + target.key);
+                return;
+            }
+            t.path = pathLike(*like, t.key);
+            used = std::max(used, parts);
+            examples.push_back(t.key + " <- " + from);
+            made.push_back(std::move(t));
+        }
+        m_plan.bytesReferenced += bytes;
+        m_consumed.insert(consumed.begin(), consumed.end());
+        for (size_t i = 0; i < made.size(); ++i) {
+            count(targets.size() > 1 ? "split"
+                  : used > 1         ? "concatenate"
+                  : stacked          ? "select"
+                                     : "rename",
+                  examples[i]);
+            m_made.insert(made[i].key);
+            m_new.push_back(std::move(made[i]));
+        }
+    }
+
+    // Appends the chunks of `st` (the stored tensor behind `s`) that hold the parameter's rows
+    // [wb, we) along `dim`, placed where they go in `t`; an empty string, or why a chunk cannot
+    // be referenced whole.
+    std::string addChunks(TensorEntry &t, const TensorEntry &st, const DiffSource &s, size_t dim,
+                          int64_t wb, int64_t we, const std::vector<int64_t> &param,
+                          uint64_t &bytes)
+    {
+        const size_t lead = s.index.size(), nd = t.ndim();
+        if (st.ndim() != lead + nd)
+            return s.key + " has " + std::to_string(st.ndim()) + " dimensions where " +
+                   std::to_string(lead + nd) + " were expected";
+        if (nd > 0 && (dim >= nd || (s.begin < s.end && size_t(s.dim) != dim)))
+            return s.key + ": its rows run along another dimension than the key's";
+        // The parameter's rows this source gives, and where they start in the stored tensor.
+        const int64_t sb = s.begin < s.end ? s.begin : 0;
+        const int64_t se = s.begin < s.end ? s.end : nd == 0 ? 1 : param[dim];
+        const int64_t lo = std::max(wb, sb), hi = std::min(we, se);
+        if (lo >= hi)
+            return {};
+        const int64_t storedLo = s.storedRow + (lo - sb), storedHi = s.storedRow + (hi - sb);
+        for (size_t d = 0; d < nd; ++d)
+            if (d != dim && st.shape[lead + d] != t.shape[d])
+                return s.key + " is stored with a shape that differs from the parameter's beyond "
+                               "dimension " +
+                       std::to_string(dim) + " (a reshape rewrites data)";
+        for (size_t c = 0; c < st.chunks.size(); ++c) {
+            const auto off = st.chunkOffsets(c), sz = st.chunkSizes(c);
+            bool here = true;
+            for (size_t k = 0; k < lead; ++k) {
+                if (off[k] > s.index[k] || off[k] + sz[k] <= s.index[k]) {
+                    here = false;
+                    break;
+                }
+                if (sz[k] != 1)
+                    return s.key + ": a stored chunk spans several entries of its stacked axis, "
+                                   "so one entry's data is not a chunk of its own (a rewrite)";
+            }
+            if (!here)
+                continue;
+            const int64_t a = nd > 0 ? off[lead + dim] : 0, b = nd > 0 ? a + sz[lead + dim] : 1;
+            if (b <= storedLo || a >= storedHi)
+                continue;
+            if (a < storedLo || b > storedHi)
+                return s.key + ": a stored chunk holds rows [" + std::to_string(a) + ", " +
+                       std::to_string(b) + ") across the section boundary at " +
+                       std::to_string(a < storedLo ? storedLo : storedHi) +
+                       ", so the section is not whole chunks (cutting it rewrites data)";
+            for (size_t d = 0; d < nd; ++d)
+                t.chunkDims.push_back(d == dim ? a - storedLo + (lo - wb) : off[lead + d]);
+            for (size_t d = 0; d < nd; ++d)
+                t.chunkDims.push_back(sz[lead + d]);
+            t.chunks.push_back(st.chunks[c]);
+            bytes += st.chunks[c].length;
+        }
+        return {};
+    }
+
+    void assemble()
+    {
+        FixPlan &p = m_plan;
+        p.index.format = m_source.format;
+        p.index.inputPath = m_source.inputPath;
+        p.index.dataDir = m_source.dataDir;
+        p.index.files = m_source.files;
+        p.index.fileSizes = m_source.fileSizes;
+        p.index.fileKinds = m_source.fileKinds;
+        p.index.transformChains = m_source.transformChains;
+        p.index.info = m_source.info;
+        for (const TensorEntry &t : m_source.tensors) {
+            if (m_consumed.count(t.key) && !m_kept.count(t.key) && !m_made.count(t.key)) {
+                count("drop", t.key);
+                continue;
+            }
+            p.index.tensors.push_back(t);
+        }
+        for (TensorEntry &t : m_new)
+            p.index.tensors.push_back(std::move(t));
+        p.index.objects = m_source.objects;
+    }
+
+    const CheckpointIndex &m_source;
+    const DiffResult &m_asked;
+    std::map<std::pair<int, std::string>, const DiffEntry *> m_found;
+    std::unordered_set<std::string> m_kept, m_consumed, m_made;
+    std::vector<TensorEntry> m_new;
+    FixPlan m_plan;
+};
+
+} // namespace
+
+FixPlan planFix(const CheckpointIndex &source, const DiffResult &asked, const DiffResult &found)
+{
+    return Planner(source, asked, found).run();
+}
+
+} // namespace shardscope::detail

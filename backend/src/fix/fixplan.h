@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+// What a repaired checkpoint holds: the keys the failing load asks for, each built from the
+// stored chunks that hold its data (found by the diff with every rule on), pointing at the same
+// bytes; the keys only those read dropped; everything else as it was.
+#pragma once
+
+#include "shardscope/checkpoint.h"
+#include "shardscope/diff.h"
+#include "shardscope/fix.h"
+
+#include <string>
+#include <vector>
+
+namespace shardscope::detail {
+
+struct FixPlan
+{
+    CheckpointIndex index; ///< the repaired index: same files, new keys
+    std::vector<FixChangeCount> changes;
+    std::vector<std::string> blockers;
+    uint64_t bytesReferenced = 0;
+    bool empty() const { return changes.empty(); }
+};
+
+/**
+ * `asked`: the diff with the user's options (what the failing load requests); `found`: the same
+ * diff with every rule on (where the data is). Every entry the load does not fill becomes a key
+ * built from `found`'s sources, or a blocker saying why it cannot.
+ */
+FixPlan planFix(const CheckpointIndex &source, const DiffResult &asked, const DiffResult &found);
+
+} // namespace shardscope::detail

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+#include "fix/metadatawriter.h"
+
+#include "fix/picklewriter.h"
+
+#include <algorithm>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace shardscope::detail {
+
+namespace {
+
+constexpr std::string_view kMetadata = "torch.distributed.checkpoint.metadata";
+constexpr std::string_view kFilesystem = "torch.distributed.checkpoint.filesystem";
+
+class MetadataPickler
+{
+public:
+    explicit MetadataPickler(const CheckpointIndex &index)
+        : m_index(index)
+    {}
+
+    std::string write()
+    {
+        object(kMetadata, "Metadata");
+        m_w.emptyDict();
+        m_w.mark();
+        m_w.str("state_dict_metadata");
+        stateDictMetadata();
+        m_w.str("planner_data");
+        plannerData();
+        m_w.str("storage_data");
+        storageData();
+        // read_metadata() makes a StorageMeta when there is none; a fresh load id goes in it.
+        m_w.str("storage_meta");
+        m_w.none();
+        m_w.str("version");
+        m_w.str("1.0.0");
+        m_w.setItems();
+        m_w.build();
+        return m_w.finish();
+    }
+
+private:
+    // cls.__new__(cls): a dataclass as pickle's copyreg path writes it; BUILD follows.
+    void object(std::string_view module, std::string_view name)
+    {
+        m_w.global(module, name);
+        m_w.emptyTuple();
+        m_w.newObj();
+    }
+
+    void size(std::span<const int64_t> dims)
+    {
+        m_w.global("torch", "Size");
+        if (dims.empty()) {
+            m_w.emptyTuple();
+        } else {
+            m_w.mark();
+            for (int64_t d : dims)
+                m_w.integer(d);
+            m_w.tuple();
+        }
+        m_w.tuple1();
+        m_w.reduce();
+    }
+
+    // Key/value pairs of a dict are written in SETITEMS batches, as Python's pickler does.
+    template<typename Fn>
+    void dictOf(size_t count, Fn &&item)
+    {
+        m_w.emptyDict();
+        for (size_t begin = 0; begin < count; begin += PickleWriter::kBatch) {
+            m_w.mark();
+            for (size_t i = begin; i < std::min(count, begin + PickleWriter::kBatch); ++i)
+                item(i);
+            m_w.setItems();
+        }
+    }
+
+    bool stored(const ObjectEntry &o) const { return o.location.has_value(); }
+
+    void stateDictMetadata()
+    {
+        const size_t nt = m_index.tensors.size();
+        std::vector<const ObjectEntry *> objects;
+        for (const ObjectEntry &o : m_index.objects)
+            if (stored(o))
+                objects.push_back(&o);
+        dictOf(nt + objects.size(), [&](size_t i) {
+            if (i >= nt) {
+                m_w.str(objects[i - nt]->key);
+                object(kMetadata, "BytesStorageMetadata");
+                return;
+            }
+            const TensorEntry &t = m_index.tensors[i];
+            m_w.str(t.key);
+            object(kMetadata, "TensorStorageMetadata");
+            m_w.emptyDict();
+            m_w.mark();
+            m_w.str("properties");
+            object(kMetadata, "TensorProperties");
+            // TensorProperties.__setstate__ takes (dtype, layout, requires_grad, memory format,
+            // pin_memory).
+            m_w.mark();
+            m_w.global("torch", t.dtypeName);
+            m_w.global("torch", "strided");
+            m_w.boolean(false);
+            m_w.global(kMetadata, "_MEM_FORMAT_ENCODING");
+            m_w.integer(0); // TORCH_CONTIGUOUS_FORMAT
+            m_w.tuple1();
+            m_w.reduce();
+            m_w.boolean(false);
+            m_w.tuple();
+            m_w.build();
+            m_w.str("size");
+            size(t.shape);
+            m_w.str("chunks");
+            m_w.emptyList();
+            for (size_t begin = 0; begin < t.chunks.size(); begin += PickleWriter::kBatch) {
+                m_w.mark();
+                for (size_t c = begin; c < std::min(t.chunks.size(), begin + PickleWriter::kBatch);
+                     ++c) {
+                    object(kMetadata, "ChunkStorageMetadata");
+                    m_w.emptyDict();
+                    m_w.mark();
+                    m_w.str("offsets");
+                    size(t.chunkOffsets(c));
+                    m_w.str("sizes");
+                    size(t.chunkSizes(c));
+                    m_w.setItems();
+                    m_w.build();
+                }
+                m_w.appends();
+            }
+            m_w.setItems();
+            m_w.build();
+        });
+    }
+
+    template<typename Entry>
+    void path(const Entry &e)
+    {
+        m_parts.clear();
+        e.path.partsInto(e.key, m_parts);
+        if (m_parts.empty()) {
+            m_w.emptyTuple();
+            return;
+        }
+        m_w.mark();
+        for (std::string_view p : m_parts)
+            m_w.str(p);
+        m_w.tuple();
+    }
+
+    void plannerData()
+    {
+        const size_t nt = m_index.tensors.size();
+        std::vector<const ObjectEntry *> objects;
+        for (const ObjectEntry &o : m_index.objects)
+            if (stored(o))
+                objects.push_back(&o);
+        dictOf(nt + objects.size(), [&](size_t i) {
+            if (i < nt) {
+                m_w.str(m_index.tensors[i].key);
+                path(m_index.tensors[i]);
+            } else {
+                m_w.str(objects[i - nt]->key);
+                path(*objects[i - nt]);
+            }
+        });
+    }
+
+    void storageInfo(const Location &l)
+    {
+        object(kFilesystem, "_StorageInfo");
+        m_w.emptyDict();
+        m_w.mark();
+        m_w.str("relative_path");
+        m_w.str(m_index.files.at(l.file));
+        m_w.str("offset");
+        m_w.integer(int64_t(l.offset));
+        m_w.str("length");
+        m_w.integer(int64_t(l.length));
+        if (l.transforms != 0 && l.transforms < m_index.transformChains.size()) {
+            m_w.str("transform_descriptors");
+            m_w.emptyList();
+            m_w.mark();
+            for (const std::string &d : m_index.transformChains[l.transforms])
+                m_w.str(d);
+            m_w.appends();
+        }
+        m_w.setItems();
+        m_w.build();
+    }
+
+    void storageData()
+    {
+        // One item per tensor chunk, then per stored object.
+        std::vector<std::pair<uint32_t, uint32_t>> items; // (tensor or object, chunk)
+        for (size_t t = 0; t < m_index.tensors.size(); ++t)
+            for (size_t c = 0; c < m_index.tensors[t].chunks.size(); ++c)
+                items.emplace_back(uint32_t(t), uint32_t(c));
+        const size_t chunkItems = items.size();
+        for (size_t o = 0; o < m_index.objects.size(); ++o)
+            if (stored(m_index.objects[o]))
+                items.emplace_back(uint32_t(o), 0);
+        dictOf(items.size(), [&](size_t i) {
+            object(kMetadata, "MetadataIndex");
+            m_w.emptyDict();
+            m_w.mark();
+            if (i < chunkItems) {
+                const TensorEntry &t = m_index.tensors[items[i].first];
+                const uint32_t c = items[i].second;
+                m_w.str("fqn");
+                m_w.str(t.key);
+                m_w.str("index");
+                m_w.integer(c);
+                m_w.str("offset");
+                size(t.chunkOffsets(c));
+                m_w.setItems();
+                m_w.build();
+                storageInfo(t.chunks[c]);
+            } else {
+                const ObjectEntry &o = m_index.objects[items[i].first];
+                m_w.str("fqn");
+                m_w.str(o.key);
+                m_w.str("index");
+                m_w.none();
+                m_w.setItems();
+                m_w.build();
+                storageInfo(*o.location);
+            }
+        });
+    }
+
+    const CheckpointIndex &m_index;
+    PickleWriter m_w;
+    std::vector<std::string_view> m_parts;
+};
+
+} // namespace
+
+std::string dcpMetadataPickle(const CheckpointIndex &index)
+{
+    return MetadataPickler(index).write();
+}
+
+} // namespace shardscope::detail

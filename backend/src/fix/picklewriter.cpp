@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+#include "fix/picklewriter.h"
+
+namespace shardscope::detail {
+
+namespace {
+
+// Opcodes of protocols 0–2 (Lib/pickle.py).
+enum : uint8_t {
+    Mark = '(',
+    Stop = '.',
+    None = 'N',
+    BinInt = 'J',
+    BinUnicode = 'X',
+    Global = 'c',
+    EmptyDict = '}',
+    EmptyList = ']',
+    EmptyTuple = ')',
+    Tuple = 't',
+    SetItems = 'u',
+    Appends = 'e',
+    Build = 'b',
+    Reduce = 'R',
+    BinPut = 'q',
+    LongBinPut = 'r',
+    BinGet = 'h',
+    LongBinGet = 'j',
+    Proto = 0x80,
+    NewObj = 0x81,
+    Tuple1 = 0x85,
+    NewTrue = 0x88,
+    NewFalse = 0x89,
+    Long1 = 0x8a,
+};
+
+} // namespace
+
+PickleWriter::PickleWriter()
+{
+    op(Proto);
+    op(2);
+}
+
+std::string PickleWriter::finish()
+{
+    op(Stop);
+    return std::move(m_out);
+}
+
+void PickleWriter::u32(uint32_t v)
+{
+    for (int i = 0; i < 4; ++i)
+        m_out.push_back(char((v >> (8 * i)) & 0xff));
+}
+
+void PickleWriter::none()
+{
+    op(None);
+}
+
+void PickleWriter::boolean(bool b)
+{
+    op(b ? NewTrue : NewFalse);
+}
+
+void PickleWriter::integer(int64_t v)
+{
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+        op(BinInt);
+        u32(uint32_t(int32_t(v)));
+        return;
+    }
+    // LONG1: little-endian two's complement, as few bytes as keep the sign.
+    char bytes[8];
+    uint64_t u = uint64_t(v);
+    for (int i = 0; i < 8; ++i)
+        bytes[i] = char((u >> (8 * i)) & 0xff);
+    int n = 8;
+    while (n > 1) {
+        const bool top = (bytes[n - 1] == 0 && !(bytes[n - 2] & 0x80)) ||
+                         (bytes[n - 1] == char(0xff) && (bytes[n - 2] & 0x80));
+        if (!top)
+            break;
+        --n;
+    }
+    op(Long1);
+    m_out.push_back(char(n));
+    m_out.append(bytes, size_t(n));
+}
+
+void PickleWriter::str(std::string_view s)
+{
+    op(BinUnicode);
+    u32(uint32_t(s.size()));
+    m_out.append(s);
+}
+
+void PickleWriter::global(std::string_view module, std::string_view name)
+{
+    std::string id;
+    id.reserve(module.size() + name.size() + 1);
+    id.append(module).push_back('\n');
+    id.append(name);
+    if (auto it = m_memo.find(id); it != m_memo.end()) {
+        if (it->second < 256) {
+            op(BinGet);
+            m_out.push_back(char(it->second));
+        } else {
+            op(LongBinGet);
+            u32(it->second);
+        }
+        return;
+    }
+    op(Global);
+    m_out.append(id).push_back('\n');
+    const auto slot = uint32_t(m_memo.size());
+    if (slot < 256) {
+        op(BinPut);
+        m_out.push_back(char(slot));
+    } else {
+        op(LongBinPut);
+        u32(slot);
+    }
+    m_memo.emplace(std::move(id), slot);
+}
+
+void PickleWriter::mark()
+{
+    op(Mark);
+}
+void PickleWriter::tuple()
+{
+    op(Tuple);
+}
+void PickleWriter::tuple1()
+{
+    op(Tuple1);
+}
+void PickleWriter::emptyTuple()
+{
+    op(EmptyTuple);
+}
+void PickleWriter::emptyDict()
+{
+    op(EmptyDict);
+}
+void PickleWriter::emptyList()
+{
+    op(EmptyList);
+}
+void PickleWriter::setItems()
+{
+    op(SetItems);
+}
+void PickleWriter::appends()
+{
+    op(Appends);
+}
+void PickleWriter::newObj()
+{
+    op(NewObj);
+}
+void PickleWriter::reduce()
+{
+    op(Reduce);
+}
+void PickleWriter::build()
+{
+    op(Build);
+}
+
+} // namespace shardscope::detail

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+// A pickle emitter (protocol 2) for the few shapes a DCP `.metadata` is made of: the opcodes
+// Python's own pickler writes for dataclasses (NEWOBJ + BUILD), torch.Size (REDUCE), dtypes and
+// enums (GLOBAL). Class references are written once and memoised, as Python's pickler does, so
+// that a metadata of 1.5 million chunks stays the size torch writes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace shardscope::detail {
+
+class PickleWriter
+{
+public:
+    PickleWriter();
+    /** The finished pickle (STOP appended once). */
+    std::string finish();
+
+    void none();
+    void boolean(bool b);
+    void integer(int64_t v);
+    void str(std::string_view s);
+    /** `module.name`, memoised. */
+    void global(std::string_view module, std::string_view name);
+
+    void mark();
+    void tuple(); ///< the items since the last mark
+    void tuple1();
+    void emptyTuple();
+    void emptyDict();
+    void emptyList();
+    void setItems(); ///< key/value pairs since the last mark into the dict below the mark
+    void appends();  ///< items since the last mark into the list below the mark
+    void newObj();   ///< cls args → cls.__new__(cls, *args)
+    void reduce();   ///< callable args → callable(*args)
+    void build();    ///< obj state → obj with state set
+
+    /** Items a SETITEMS or APPENDS batch holds, as Python's pickler batches them. */
+    static constexpr size_t kBatch = 1000;
+
+private:
+    void op(uint8_t code) { m_out.push_back(char(code)); }
+    void u32(uint32_t v);
+    std::string m_out;
+    std::map<std::string, uint32_t, std::less<>> m_memo;
+};
+
+} // namespace shardscope::detail

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+// shardscope.fix-result/1: what fix changed, what blocked it, what it wrote, and the diff of the
+// output under the same options.
+#include "report/reportparts.h"
+
+namespace shardscope {
+
+using report::json;
+
+std::string fixToJson(const FixResult &fix)
+{
+    json changes = json::array();
+    for (const FixChangeCount &c : fix.changes)
+        changes.push_back({{"kind", c.kind}, {"count", c.count}, {"examples", c.examples}});
+    json j = {{"schema", "shardscope.fix-result/1"},
+              {"checkpoint", fix.checkpoint},
+              {"layout", fix.layout},
+              {"output", fix.output},
+              {"format", fix.format},
+              {"already_loads", fix.alreadyLoads},
+              {"written", fix.written},
+              {"repaired", fix.repaired()},
+              {"changes", std::move(changes)},
+              {"blockers", fix.blockers},
+              {"bytes_referenced", fix.bytesReferenced},
+              {"bytes_written", fix.bytesWritten},
+              {"metadata_bytes", fix.metadataBytes},
+              {"files",
+               {{"hard_linked", fix.filesLinked},
+                {"symlinked", fix.filesSymlinked},
+                {"copied", fix.filesCopied}}},
+              {"diff_command", fix.diffCommand},
+              {"verify_command", fix.verifyCommand}};
+    j["after"] = fix.after ? report::diffJson(*fix.after) : json(nullptr);
+    return report::dump(j);
+}
+
+} // namespace shardscope

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+// fix: the diff twice (as the failing load asks, and with every rule to find the data), a plan
+// of chunk references, the new tree written beside the source, and the same diff of the result.
+#include "shardscope/session.h"
+
+#include "fix/fixoutput.h"
+#include "fix/fixplan.h"
+#include "fix/metadatawriter.h"
+#include "session/opened.h"
+#include "shardscope/escape.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+
+namespace shardscope {
+
+namespace {
+
+Error cancelled()
+{
+    return makeError(Error::Code::Cancelled, "cancelled");
+}
+
+bool dcpBased(Format f)
+{
+    return f == Format::Dcp || f == Format::MegatronFsdpDtensor || f == Format::MegatronTorchDist;
+}
+
+std::string diffArguments(const DiffOptions &o)
+{
+    std::string args;
+    for (const std::string &r : o.disabledRules)
+        args += " --disable-rule " + shellQuote(r);
+    if (o.strictness != Strictness::AssumeOkUnexpected)
+        args += " --strictness " + std::string(strictnessName(o.strictness));
+    if (!o.strictLoad)
+        args += " --no-strict";
+    if (!o.includeOptimizer)
+        args += " --no-optimizer";
+    return args;
+}
+
+std::string manifest(const FixRequest &request, const FixResult &result)
+{
+    nlohmann::json changes = nlohmann::json::array();
+    for (const FixChangeCount &c : result.changes)
+        changes.push_back({{"kind", c.kind}, {"count", c.count}, {"examples", c.examples}});
+    std::error_code ec;
+    const auto absolute = [&ec](const std::string &p) {
+        return std::filesystem::absolute(p, ec).lexically_normal().string();
+    };
+    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    return nlohmann::json{{"schema", "shardscope.fix/1"},
+                          {"source", absolute(request.checkpoint)},
+                          {"layout", absolute(request.layout)},
+                          {"format", result.format},
+                          {"disabled_rules", request.options.disabledRules},
+                          {"strictness", strictnessName(request.options.strictness)},
+                          {"strict_load", request.options.strictLoad},
+                          {"command", request.commandLine},
+                          {"created", when},
+                          {"changes", changes},
+                          {"bytes_referenced", result.bytesReferenced},
+                          {"bytes_written", result.bytesWritten}}
+               .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
+           "\n";
+}
+
+} // namespace
+
+Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
+{
+    if (request.output.empty())
+        return makeError(Error::Code::Unsupported, "fix needs an output directory (-o OUT)");
+    if (!control.report({"open", 0, 0}))
+        return cancelled();
+    auto checkpoint = detail::openOrReuse(request.opened, request.checkpoint);
+    if (!checkpoint)
+        return checkpoint.error();
+    const CheckpointIndex &source = **checkpoint;
+    std::shared_ptr<const Layout> layout = request.openedLayout;
+    if (!layout) {
+        auto read = readLayout(request.layout);
+        if (!read)
+            return read.error();
+        layout = std::make_shared<const Layout>(std::move(*read));
+    }
+    FixResult result;
+    result.checkpoint = request.checkpoint;
+    result.layout = request.layout;
+    result.output = request.output;
+    result.format = std::string(formatName(source.format));
+    result.options = request.options;
+    const std::string out = shellQuote(request.output), lay = shellQuote(request.layout);
+    result.diffCommand =
+        "shardscope-cli diff " + out + " --layout " + lay + diffArguments(request.options);
+    result.verifyCommand = "shardscope-cli verify " + out + " --layout " + lay;
+    for (const std::string &r : request.options.disabledRules)
+        result.verifyCommand += " --disable-rule " + shellQuote(r);
+
+    // Problems the open found (a missing or cut data file) are not names: no repair for them.
+    for (const Problem &p : source.problems)
+        if (p.effect == Problem::Effect::Unreadable) {
+            result.blockers.push_back(p.toString());
+            if (result.blockers.size() >= 20)
+                break;
+        }
+
+    auto diff = [&](const DiffOptions &options, const char *stage) -> Result<DiffResult> {
+        bool stopped = false;
+        auto d = diffAgainstLayout(source, *layout, options, [&](uint64_t done, uint64_t total) {
+            stopped = stopped || !control.report({stage, done, total});
+            return !stopped;
+        });
+        if (stopped)
+            return cancelled();
+        return d;
+    };
+    DiffOptions asked = request.options;
+    asked.measureCasts = asked.checkInit = false;
+    auto before = diff(asked, "diff");
+    if (!before)
+        return before.error();
+    if (before->passes() && result.blockers.empty()) {
+        result.alreadyLoads = true;
+        result.after = std::move(*before);
+        return result;
+    }
+    if (!dcpBased(source.format))
+        return makeError(Error::Code::Unsupported,
+                         "fix writes DCP-based checkpoints (DCP, fsdp_dtensor, torch_dist); " +
+                             result.format + " is not one yet")
+            .inFile(request.checkpoint);
+    // Where the data is: every rule on, as if the loader ran every handler.
+    DiffOptions everywhere = asked;
+    everywhere.disabledRules.clear();
+    everywhere.everyRule = true;
+    auto found = diff(everywhere, "locate");
+    if (!found)
+        return found.error();
+    if (!control.report({"plan", 0, 0}))
+        return cancelled();
+    detail::FixPlan plan = detail::planFix(source, *before, *found);
+    result.changes = plan.changes;
+    result.blockers.insert(result.blockers.end(), plan.blockers.begin(), plan.blockers.end());
+    result.bytesReferenced = plan.bytesReferenced;
+    if (plan.empty() || (!result.blockers.empty() && !request.partial))
+        return result; // nothing written: the blockers say why
+
+    if (!control.report({"write", 0, 0}))
+        return cancelled();
+    const std::string metadata = detail::dcpMetadataPickle(plan.index);
+    result.metadataBytes = metadata.size();
+    detail::FixOutputOptions options;
+    options.output = request.output;
+    options.copy = request.copy;
+    options.force = request.force;
+    options.manifest = manifest(request, result);
+    if (Status st = detail::writeFixedCheckpoint(source, plan.index, metadata, options, result);
+        !st)
+        return st.error();
+    result.written = true;
+
+    // What the failing load does with the output: it must read what was written, not the plan.
+    if (!control.report({"check", 0, 0}))
+        return cancelled();
+    auto reopened = openCheckpoint(request.output);
+    if (!reopened)
+        return reopened.error();
+    auto check = diffAgainstLayout(*reopened, *layout, asked, {});
+    if (!check)
+        return check.error();
+    check->checkpoint = request.output;
+    check->against = request.layout;
+    result.after = std::move(*check);
+    return result;
+}
+
+} // namespace shardscope

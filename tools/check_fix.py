@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""`shardscope-cli fix` against torch's own load.
+
+    python tools/check_fix.py --cli shardscope-cli --demo DEMO --fixtures LAYOUT_FIXTURES CASE
+
+Each repair case takes a checkpoint real torch wrote (the bundled demo, or
+tools/make_layout_fixtures.py's families as Megatron-FSDP saves them) and a load that fails on it
+(a rule its loader lacks), then:
+- the failing load is rebuilt with torch: every key the diff says the load asks for, with its
+  shape, loaded by `dcp.load` with a strict DefaultLoadPlanner (Megatron-FSDP's strict
+  fsdp_dtensor load); it must raise on the source;
+- `fix` writes OUT; the same strict load of OUT must pass, and every tensor it fills must equal,
+  bit for bit, what torch builds from the source's stored tensors (the rows each source gives,
+  cut and placed by torch's own narrow());
+- `diff OUT` with the failing options is clean, `verify OUT` is bit-identical, `inspect OUT` says
+  what it was repaired from, no tensor data was written (the data files are hard links of the
+  source's), and the source's files are unchanged (bytes, sizes and modification times).
+
+Other cases: `refusals` (an existing OUT, --force on a directory no fix wrote, an output inside
+the source, a parameter that nothing stores: nothing written, the blocker named, --partial
+writes the rest) and `hostile` (a `.metadata` whose storage names a file outside the checkpoint:
+nothing written anywhere).
+Prints one line per failure and "N passed, M failed"; exits 0 only when all pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tally import Tally  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def run(cli: str, *args: str) -> tuple[int, str, str]:
+    p = subprocess.run([cli, *args], capture_output=True, timeout=600)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def data_dir(ckpt: Path) -> Path:
+    tracker = ckpt / "latest_checkpointed_iteration.txt"
+    if tracker.exists():
+        it = tracker.read_text().strip()
+        return ckpt / ("release" if it == "release" else f"iter_{int(it):07d}")
+    return ckpt
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every file under root: size, mtime and SHA-256 (what 'untouched' means)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            out[str(p.relative_to(root))] = (st.st_size, st.st_mtime_ns,
+                                             hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def load_strict(ckpt_dir: Path, request: dict[str, tuple[list[int], torch.dtype]]):
+    sd = {k: torch.full(shape, float("nan"), dtype=dt) if dt.is_floating_point
+          else torch.zeros(shape, dtype=dt) for k, (shape, dt) in request.items()}
+    dcp.load(sd, checkpoint_id=str(ckpt_dir), planner=DefaultLoadPlanner(allow_partial_load=False))
+    return sd
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    t = t.contiguous().reshape(-1)
+    return t.view(torch.uint8) if t.numel() else t
+
+
+class Case:
+    def __init__(self, cli: str, tmp: Path, tally: Tally):
+        self.cli, self.tmp, self.tally = cli, tmp, tally
+
+    def layout(self, config: Path, *flags: str) -> Path:
+        out = self.tmp / f"layout-{len(list(self.tmp.glob('layout-*')))}.json"
+        rc, _, err = run(self.cli, "layout", "--from-config", str(config), *flags, "-o", str(out))
+        if rc != 0:
+            raise RuntimeError(f"layout: {err}")
+        return out
+
+    def repair(self, name: str, ckpt: Path, layout: Path, opts: list[str]) -> None:
+        problems: list[str] = []
+        before = snapshot(ckpt)
+        rc, text, err = run(self.cli, "diff", str(ckpt), "--layout", str(layout), *opts, "--json")
+        asked = json.loads(text)
+        if rc != 1 or asked["passes"]:
+            self.tally.unit(name, [f"the source must fail to load: exit {rc} {err}"])
+            return
+        # Where each entry's data is: the same diff with every rule the loader lacks switched on.
+        rc, text, err = run(self.cli, "diff", str(ckpt), "--layout", str(layout), "--json")
+        found = {(e["section"], e["name"]): e for e in json.loads(text)["entries"]}
+        wanted = [e for e in asked["entries"] if e["section"] in ("model", "optimizer")]
+        src_md = dcp.FileSystemReader(str(data_dir(ckpt))).read_metadata().state_dict_metadata
+
+        out = self.tmp / f"{name}-fixed"
+        rc, text, err = run(self.cli, "fix", str(ckpt), "--layout", str(layout), *opts, "-o",
+                            str(out), "--json")
+        if rc != 0:
+            self.tally.unit(name, [f"fix: exit {rc}: {err} {text[-800:]}"])
+            return
+        result = json.loads(text)
+        out_md = dcp.FileSystemReader(str(data_dir(out))).read_metadata().state_dict_metadata
+        request = {}
+        for e in wanted:
+            # One key per parameter (its shape), or each section the load asks for apart.
+            rows = e.get("request_rows") or [{"key": e["request_keys"][0], "shape": e["shape"]}]
+            for r in rows:
+                if r["key"] not in out_md:
+                    problems.append(f"{r['key']} is not in the repaired checkpoint")
+                    continue
+                shape = r["shape"] if e["shape"] else []  # Adam's step is 0-dim
+                request[r["key"]] = (shape, out_md[r["key"]].properties.dtype)
+        # The failing load: it raises on the source, and passes on the output.
+        try:
+            load_strict(data_dir(ckpt), {k: v for k, v in request.items()})
+            problems.append("the strict load of the source did not raise")
+        except (Exception, CheckpointException):  # noqa: BLE001 - a BaseException in torch
+            pass
+        try:
+            loaded = load_strict(data_dir(out), request)
+        except (Exception, CheckpointException) as exc:  # noqa: BLE001
+            self.tally.unit(name, problems + [f"strict load of OUT raised: {str(exc)[:400]}"])
+            return
+        # Every value against what torch builds from the source's stored tensors.
+        cache: dict[str, torch.Tensor] = {}
+
+        def stored(key: str) -> torch.Tensor:
+            if key not in cache:
+                m = src_md[key]
+                sd = {key: torch.empty(tuple(m.size), dtype=m.properties.dtype)}
+                dcp.load(sd, checkpoint_id=str(data_dir(ckpt)))
+                cache[key] = sd[key]
+            return cache[key]
+
+        checked = repaired = 0
+        for e in wanted:
+            rows = e.get("request_rows") or [{"key": e["request_keys"][0], "begin": 0, "end": 0,
+                                              "dim": 0}]
+            if not all(r["key"] in loaded for r in rows):
+                continue
+            f = found.get((e["section"], e["name"]))
+            if not f or not f["sources"]:
+                problems.append(f"{e['name']}: no sources with every rule on")
+                continue
+            # The parameter as torch builds it from the stored tensors, then each key's rows.
+            want = torch.empty(e["shape"], dtype=loaded[rows[0]["key"]].dtype)
+            for s in f["sources"]:
+                t = stored(s["key"])
+                for i in s["index"]:
+                    t = t[i]
+                if want.dim() == 0:  # a fused parameter's step: its sections share it
+                    want = t.clone()
+                    break
+                d = s["dim"]
+                begin, end = (s["begin"], s["end"]) if s["begin"] < s["end"] else (0, want.shape[d])
+                want.narrow(d, begin, end - begin).copy_(t.narrow(d, s["stored_row"], end - begin))
+            for r in rows:
+                part = want if r["begin"] >= r["end"] or want.dim() == 0 else \
+                    want.narrow(r["dim"], r["begin"], r["end"] - r["begin"])
+                if not torch.equal(bits(part), bits(loaded[r["key"]])):
+                    problems.append(f"{r['key']}: the loaded values are not the stored ones")
+                checked += 1
+                repaired += r["key"] not in src_md
+        if repaired == 0:
+            problems.append("no key was repaired")
+        # The repaired checkpoint under the same options, its verification and its provenance.
+        rc, text, err = run(self.cli, "diff", str(out), "--layout", str(layout), *opts, "--json")
+        d = json.loads(text) if text else {"counts": {}}
+        if rc != 0 or not d.get("passes"):
+            problems.append(f"diff OUT: exit {rc}, {d['counts']}: {err}")
+        rules = [x for i, x in enumerate(opts)
+                 if x == "--disable-rule" or (i > 0 and opts[i - 1] == "--disable-rule")]
+        rc, text, err = run(self.cli, "verify", str(out), "--layout", str(layout), "--quiet", *rules)
+        if rc != 0:
+            problems.append(f"verify OUT: exit {rc}: {err[-300:]} {text[-300:]}")
+        rc, text, err = run(self.cli, "inspect", str(out))
+        if "repaired from" not in text or str(ckpt.resolve()) not in text:
+            problems.append(f"inspect OUT does not say where it was repaired from: {text[:300]}")
+        if result["bytes_written"] != 0 or result["files"]["copied"] != 0:
+            problems.append(f"data was written: {result['files']}, {result['bytes_written']} bytes")
+        for f in data_dir(out).glob("*.distcp"):
+            if f.stat().st_ino != (data_dir(ckpt) / f.name).stat().st_ino:
+                problems.append(f"{f.name} is not a hard link of the source's")
+        if snapshot(ckpt) != before:
+            problems.append("the source checkpoint changed")
+        print(f"{name}: {checked} tensors loaded, {repaired} repaired keys, "
+              f"{result['metadata_bytes']} bytes of metadata, changes "
+              f"{[(c['kind'], c['count']) for c in result['changes']]}")
+        self.tally.unit(name, problems)
+
+
+def case_refusals(c: Case, demo: Path) -> None:
+    layout = c.layout(demo / "config.json")
+    opts = ["--disable-rule", "mla_down_proj"]
+    # An existing output is never replaced, unless an earlier fix wrote it.
+    taken = c.tmp / "taken"
+    taken.mkdir()
+    (taken / "mine.txt").write_text("keep")
+    rc, _, err = run(c.cli, "fix", str(demo), "--layout", str(layout), *opts, "-o", str(taken))
+    c.tally.unit("existing output", [] if rc == 2 and "exists" in err and len(err.splitlines()) == 1
+                 else [f"exit {rc}: {err}"])
+    rc, _, err = run(c.cli, "fix", str(demo), "--layout", str(layout), *opts, "-o", str(taken),
+                     "--force")
+    c.tally.unit("--force on a foreign directory",
+                 [] if rc == 2 and (taken / "mine.txt").read_text() == "keep" else [f"exit {rc}: {err}"])
+    out = c.tmp / "again"
+    rc1, _, _ = run(c.cli, "fix", str(demo), "--layout", str(layout), *opts, "-o", str(out))
+    rc2, _, err = run(c.cli, "fix", str(demo), "--layout", str(layout), *opts, "-o", str(out),
+                      "--force")
+    c.tally.unit("--force replaces an earlier fix", [] if rc1 == rc2 == 0 else [f"exit {rc1}, {rc2}: {err}"])
+    # Inside the source: refused before anything is made.
+    inner = data_dir(demo) / "fixed"
+    rc, _, err = run(c.cli, "fix", str(demo), "--layout", str(layout), *opts, "-o", str(inner))
+    c.tally.unit("output inside the source", [] if rc == 2 and not inner.exists() else [f"exit {rc}: {err}"])
+    # A parameter nothing stores: no repair by references; nothing written without --partial.
+    src = c.tmp / "missing"
+    shutil.copytree(demo, src)
+    dd = data_dir(src)
+    md = dcp.FileSystemReader(str(dd)).read_metadata()
+    gone = next(k for k in md.state_dict_metadata if k.endswith("linear_proj.weight"))
+    del md.state_dict_metadata[gone]
+    md.storage_data = {k: v for k, v in md.storage_data.items() if k.fqn != gone}
+    (dd / ".metadata").write_bytes(pickle.dumps(md))
+    out = c.tmp / "missing-fixed"
+    rc, text, err = run(c.cli, "fix", str(src), "--layout", str(layout), *opts, "-o", str(out))
+    param = gone[len("model.module."):]
+    c.tally.unit("blocked: nothing written",
+                 [] if rc == 1 and not out.exists() and param in text else [f"exit {rc}: {text[-500:]} {err}"])
+    rc, text, err = run(c.cli, "fix", str(src), "--layout", str(layout), *opts, "-o", str(out),
+                        "--partial", "--json")
+    r = json.loads(text) if text else {}
+    ok = rc == 1 and r.get("written") and any(param in b for b in r.get("blockers", [])) and \
+        r["after"]["counts"]["loadable_model"] == r["after"]["counts"]["expected_model"] - 1
+    c.tally.unit("--partial writes the rest", [] if ok else [f"exit {rc}: {text[-600:]} {err}"])
+
+
+def case_hostile(c: Case, demo: Path) -> None:
+    """A .metadata whose storage names a file outside the checkpoint: refused, nothing written."""
+    layout = c.layout(demo / "config.json")
+    src = c.tmp / "hostile" / "ckpt"
+    shutil.copytree(demo, src)
+    dd = data_dir(src)
+    first = sorted(dd.glob("*.distcp"))[0]
+    outside = c.tmp / "hostile" / "outside.distcp"
+    shutil.copy(first, outside)
+    md = dcp.FileSystemReader(str(dd)).read_metadata()
+    for info in md.storage_data.values():
+        if info.relative_path == first.name:
+            info.relative_path = "../../outside.distcp"
+    (dd / ".metadata").write_bytes(pickle.dumps(md))
+    before = sorted(str(p) for p in (c.tmp / "hostile").rglob("*"))
+    out = c.tmp / "hostile" / "fixed"
+    rc, text, err = run(c.cli, "fix", str(src), "--layout", str(layout), "--disable-rule",
+                        "mla_down_proj", "-o", str(out))
+    after = sorted(str(p) for p in (c.tmp / "hostile").rglob("*"))
+    problems = []
+    if rc == 0 or out.exists() or after != before:
+        problems.append(f"exit {rc}, wrote {sorted(set(after) - set(before))}: {text[-300:]} {err}")
+    c.tally.unit("hostile relative_path", problems)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--demo", required=True)
+    ap.add_argument("--fixtures", help="make_layout_fixtures.py's output")
+    ap.add_argument("case")
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ss-fix-"))
+    tally = Tally()
+    c = Case(a.cli, tmp, tally)
+    demo = Path(a.demo)
+    fx = Path(a.fixtures) if a.fixtures else None
+    try:
+        if a.case == "mla":
+            c.repair("mla", demo, c.layout(demo / "config.json"), ["--disable-rule", "mla_down_proj"])
+        elif a.case == "mla_partial_load":
+            c.repair("mla_partial_load", demo, c.layout(demo / "config.json"),
+                     ["--disable-rule", "mla_down_proj", "--no-strict", "--strictness", "ignore_all"])
+        elif a.case == "swiglu":
+            c.repair("swiglu", fx / "llama/unfused", c.layout(fx / "llama/config.json"),
+                     ["--disable-rule", "swiglu"])
+        elif a.case == "gdn":
+            c.repair("gdn", fx / "qwen3_next/unfused", c.layout(fx / "qwen3_next/config.json"),
+                     ["--disable-rule", "gdn"])
+        elif a.case == "mtp":
+            c.repair("mtp", fx / "deepseek_v3/unfused", c.layout(fx / "deepseek_v3/config.json"),
+                     ["--disable-rule", "mtp"])
+        elif a.case == "experts_form":
+            c.repair("experts_form", fx / "deepseek_v3/sequential",
+                     c.layout(fx / "deepseek_v3/config.json"), ["--disable-rule", "experts_form"])
+        elif a.case == "refusals":
+            case_refusals(c, demo)
+        elif a.case == "hostile":
+            case_hostile(c, demo)
+        else:
+            print(f"unknown case {a.case}")
+            return 2
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tally.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
