@@ -70,6 +70,30 @@ void printDiff(const DiffResult &d)
             std::cout << "\n      fix: " << visibleText(e.fix);
         std::cout << "\n";
     }
+    if (d.repair) {
+        const RepairPreview &r = *d.repair;
+        std::cout << "\nREPAIR:\n";
+        if (r.command.empty()) {
+            std::cout << "  " << visibleText(r.unsupported) << "\n";
+        } else {
+            std::string kinds;
+            for (const auto &[kind, n] : r.changes)
+                kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+            std::cout << "  " << visibleText(r.command) << "\n      "
+                      << (r.blockers.empty()
+                              ? "writes a checkpoint this load accepts, by references (" + kinds +
+                                    "): no tensor data copied"
+                              : "repairs what references can (" +
+                                    (kinds.empty() ? std::string("nothing") : kinds) +
+                                    "); nothing is written without --partial while these "
+                                    "remain:")
+                      << "\n";
+            for (size_t i = 0; i < r.blockers.size() && i < 10; ++i)
+                std::cout << "  cannot: " << visibleText(r.blockers[i]) << "\n";
+            if (r.blockers.size() > 10)
+                std::cout << "  cannot: … and " << r.blockers.size() - 10 << " more\n";
+        }
+    }
     if (!d.unconsumed.empty()) {
         std::cout << "\nunconsumed keys (" << d.unconsumed.size() << "):\n";
         for (const UnconsumedKey &u : d.unconsumed)
@@ -109,6 +133,8 @@ int runDiff(const DiffCommandOptions &o)
     options.failOnCast = o.failOnCast;
     options.checkInit = o.checkInit;
     options.initStd = o.initStd;
+    // A failing load is shown with what `fix` would repair (a second diff, only then).
+    options.previewRepair = !o.against;
     auto strictness = strictnessFromName(o.strictness);
     if (!strictness)
         return fail(

@@ -5,7 +5,9 @@
 #include <shardscope/escape.h>
 #include <shardscope/session.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace shardscope::cli {
@@ -94,7 +96,22 @@ int runFix(const FixCommandOptions &o)
     request.force = o.force;
     request.partial = o.partial;
     request.commandLine = o.commandLine;
-    auto fixed = shardscope::runFix(request);
+    // SHARDSCOPE_TIMING: each stage's start on stderr (where the seconds of a big fix go).
+    JobControl control;
+    if (std::getenv("SHARDSCOPE_TIMING")) {
+        control.progress = [start = std::chrono::steady_clock::now(),
+                            last = std::string()](const JobProgress &p) mutable {
+            if (p.stage != last) {
+                last = std::string(p.stage);
+                std::fprintf(
+                    stderr, "timing: %.3f s %s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                    last.c_str());
+            }
+            return true;
+        };
+    }
+    auto fixed = shardscope::runFix(request, control);
     if (!fixed) {
         std::cerr << "shardscope-cli: " << fixed.error().toString() << "\n";
         return ExitUnreadable;

@@ -792,7 +792,10 @@ void MainWindow::exportReport(const QString &path)
             request.values = values;
         }
     } else {
-        request.diff = DiffRequest{checkpoint, layoutFile, options, nullptr};
+        // The report says what `fix` would repair, as the CLI's does.
+        DiffOptions withRepair = options;
+        withRepair.previewRepair = true;
+        request.diff = DiffRequest{checkpoint, layoutFile, withRepair, nullptr};
     }
     m_session->exportReport(std::move(request), path);
 }

@@ -6,6 +6,7 @@
 #include "shardscope/tensor.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,9 @@ struct DiffOptions
     /** Find the data wherever an enabled rule puts it, as if the format's loader ran every
      *  handler: where the values are, not what a particular load asks for (value comparison). */
     bool everyRule = false;
+    /** When the load fails: plan what `shardscope-cli fix` would repair (DiffResult::repair);
+     *  a second diff with every rule on. */
+    bool previewRepair = false;
     /** Threads for the parameters: 0 picks by the layout's size and the machine's cores; 1
      *  evaluates on the caller's thread only. The result is the same either way. */
     int threads = 0;
@@ -154,6 +158,18 @@ struct LoadOutcome
 };
 std::string_view actionName(LoadOutcome::Action a);
 
+/** What `fix` would do for a failing load (DiffOptions::previewRepair). */
+struct RepairPreview
+{
+    std::string command;     ///< the fix command line; empty when the format has no fix yet
+    std::string unsupported; ///< why there is no command
+    /** Keys it writes, per kind ("rename", "concatenate", "split", "select", "drop"). */
+    std::vector<std::pair<std::string, size_t>> changes;
+    /** What it cannot repair, one line each ("PARAM: why"): nothing is written then without
+     *  --partial. */
+    std::vector<std::string> blockers;
+};
+
 struct DiffResult
 {
     std::string checkpoint; ///< path
@@ -167,6 +183,7 @@ struct DiffResult
     size_t expectedOptimizer = 0, loadableOptimizer = 0;
     /** Parameters and states a load casts with a loss (measured, or possible when not). */
     size_t lossyCasts = 0;
+    std::optional<RepairPreview> repair;
     /** Nothing a real load misses, raises on, or fills wrongly (casts are warnings). */
     bool clean() const;
     /** clean(), and no lossy cast when options.failOnCast. */

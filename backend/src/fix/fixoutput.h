@@ -16,18 +16,17 @@ namespace shardscope::detail {
 struct FixOutputOptions
 {
     std::string output;
-    bool copy = false;  ///< copy every file instead of linking
-    bool force = false; ///< replace an output that an earlier fix wrote (its manifest says so)
+    bool copy = false;    ///< copy every file instead of linking
+    bool force = false;   ///< replace an output that an earlier fix wrote (its manifest says so)
     std::string manifest; ///< the manifest's JSON text
 };
 
 /**
- * Writes `fixed` (an index over `source`'s files) as a checkpoint at options.output, with
- * `metadata` as its `.metadata`. Fills the file counts of `result`.
+ * Writes `fixed` (an index over its source's files, in the source's directory) as a checkpoint
+ * at options.output, with `metadata` as its `.metadata`. Fills the file counts of `result`.
  */
-Status writeFixedCheckpoint(const CheckpointIndex &source, const CheckpointIndex &fixed,
-                            const std::string &metadata, const FixOutputOptions &options,
-                            FixResult &result);
+Status writeFixedCheckpoint(const CheckpointIndex &fixed, const std::string &metadata,
+                            const FixOutputOptions &options, FixResult &result);
 
 /** The top directory of a checkpoint's tree: a Megatron root, or the DCP directory itself. */
 std::string checkpointTop(const CheckpointIndex &index);

@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace shardscope::detail {
@@ -13,9 +14,17 @@ namespace {
 
 constexpr size_t kExamples = 3;
 
+std::string replaceInName(std::string s, const std::string &from, const std::string &to)
+{
+    if (const size_t at = s.find(from); at != std::string::npos)
+        s.replace(at, from.size(), to);
+    return s;
+}
+
 // The nesting of a new key, modelled on the key whose data it takes: the same leading
 // components where the new key starts with them ("model", "optimizer.state", …).
-KeyPath pathLike(const TensorEntry &like, const std::string &key)
+template<typename Entry>
+KeyPath pathLike(const Entry &like, const std::string &key)
 {
     std::vector<std::string> parts = like.path.parts(like.key);
     if (parts.size() >= 2) {
@@ -40,6 +49,19 @@ public:
     {
         for (const DiffEntry &e : found.entries)
             m_found.emplace(std::make_pair(int(e.section), e.name), &e);
+        for (const DiffEntry &e : asked.entries)
+            if (e.section == Section::Model)
+                m_askedModel.emplace(e.name, &e);
+        for (const ObjectEntry &o : source.objects)
+            m_objectKeys.push_back(o.key);
+        std::sort(m_objectKeys.begin(), m_objectKeys.end());
+        // The index's own look-ups scan: 650,000 keys at DeepSeek-V3 scale need a table.
+        m_tensorAt.reserve(source.tensors.size());
+        for (size_t i = 0; i < source.tensors.size(); ++i)
+            m_tensorAt.emplace(source.tensors[i].key, i);
+        m_objectAt.reserve(source.objects.size());
+        for (size_t i = 0; i < source.objects.size(); ++i)
+            m_objectAt.emplace(source.objects[i].key, i);
     }
 
     FixPlan run()
@@ -79,11 +101,87 @@ private:
         if (s.entry >= 0 && size_t(s.entry) < m_source.tensors.size() &&
             m_source.tensors[size_t(s.entry)].key == s.key)
             return &m_source.tensors[size_t(s.entry)];
-        return m_source.findTensor(s.key);
+        auto it = m_tensorAt.find(s.key);
+        return it == m_tensorAt.end() ? nullptr : &m_source.tensors[it->second];
+    }
+
+    bool isStored(const std::string &key) const
+    {
+        return m_tensorAt.count(key) || m_objectAt.count(key);
+    }
+
+    // Megatron's handlers rename optimizer.state to the stored names but leave
+    // param_to_group_meta under the live ones: a parameter stored under other names has no group
+    // entry. Its hyperparameters are the stored parameter's whose data it takes (the first
+    // section's), referenced under the live name.
+    void repairGroup(const DiffEntry &e)
+    {
+        static const std::string kGroup = "optimizer.param_to_group_meta.module.module.module.";
+        auto fm = m_found.find({int(Section::Model), e.param});
+        const DiffEntry *model = fm == m_found.end() ? nullptr : fm->second;
+        auto am = m_askedModel.find(e.param);
+        if (!model || model->sources.empty() || am == m_askedModel.end() ||
+            am->second->requestKeys.empty()) {
+            block(e, e.reason.empty() ? "no stored parameter to take its optimizer group from"
+                                      : e.reason);
+            return;
+        }
+        // The wrapper ("model.module.") is what precedes the name's first component in the
+        // key the load asks for (the rest may be spelled as stored: MTP's transformer_layer).
+        const std::string &asked = am->second->requestKeys.front();
+        const std::string head = e.param.substr(0, e.param.find('.') + 1);
+        size_t at = 0;
+        while ((at = asked.find(head, at)) != std::string::npos && at > 0 && asked[at - 1] != '.')
+            ++at;
+        const std::string &stored = model->sources.front().key;
+        if (at == std::string::npos || !stored.starts_with(asked.substr(0, at))) {
+            block(e, "its data's key " + stored + " is not under the model's wrapper");
+            return;
+        }
+        const std::string storedName = stored.substr(at);
+        std::string from = kGroup + storedName + ".";
+        const std::string to = kGroup + e.param + ".";
+        // Stored under the stored parameter's name, or under its live MTP spelling.
+        const auto hasGroup = [&](const std::string &prefix) {
+            auto it = std::lower_bound(m_objectKeys.begin(), m_objectKeys.end(), prefix);
+            return it != m_objectKeys.end() && it->starts_with(prefix);
+        };
+        if (!hasGroup(from)) {
+            const std::string mtp =
+                kGroup + replaceInName(storedName, ".transformer_layer.", ".mtp_model_layer.") +
+                ".";
+            if (hasGroup(mtp))
+                from = mtp;
+        }
+        size_t made = 0;
+        for (auto it = std::lower_bound(m_objectKeys.begin(), m_objectKeys.end(), from);
+             it != m_objectKeys.end() && it->starts_with(from); ++it) {
+            const ObjectEntry &o = m_source.objects[m_objectAt.at(*it)];
+            if (!o.key.starts_with(from) || !o.location)
+                continue;
+            ObjectEntry copy;
+            copy.key = to + o.key.substr(from.size());
+            if (isStored(copy.key) || m_madeObjects.count(copy.key))
+                continue;
+            copy.path = pathLike(o, copy.key);
+            copy.location = o.location;
+            m_madeObjects.insert(copy.key);
+            m_newObjects.push_back(std::move(copy));
+            ++made;
+        }
+        if (made == 0) {
+            block(e, "no optimizer group entries under " + from);
+            return;
+        }
+        count("group", to + "* <- " + from + "*");
     }
 
     void repair(const DiffEntry &e)
     {
+        if (e.section == Section::Other) {
+            repairGroup(e);
+            return;
+        }
         if (e.wrongSource) {
             block(e, e.reason.empty() ? "the load fills it from another key" : e.reason);
             return;
@@ -111,7 +209,7 @@ private:
             targets.push_back({e.requestKeys.front(), f->shape, {}, 0, 0, 0, 0, {}, -1});
         }
         for (const DiffSource &target : targets)
-            if (m_source.findTensor(target.key) || m_source.findObject(target.key)) {
+            if (isStored(target.key)) {
                 block(e, "the checkpoint already holds " + target.key +
                              " with other contents; a repair never replaces a stored key");
                 return;
@@ -132,13 +230,11 @@ private:
             if (window)
                 t.shape[dim] = target.end - target.begin;
             const int64_t wb = window ? target.begin : 0;
-            const int64_t we = window            ? target.end
-                               : t.shape.empty() ? 1
-                                                 : t.shape[dim];
+            const int64_t we = window ? target.end : t.shape.empty() ? 1 : t.shape[dim];
             // A 0-dim state (Adam's step) of a fused parameter is one value its sections share:
             // the split handler copies it to each; the first section's is taken.
-            const size_t sources = t.shape.empty() ? std::min<size_t>(1, f->sources.size())
-                                                   : f->sources.size();
+            const size_t sources =
+                t.shape.empty() ? std::min<size_t>(1, f->sources.size()) : f->sources.size();
             const TensorEntry *like = nullptr;
             std::string from;
             size_t parts = 0;
@@ -165,8 +261,8 @@ private:
                     t.dtype = st->dtype;
                     t.dtypeName = st->dtypeName;
                 } else if (st->dtypeName != t.dtypeName) {
-                    block(e, "its sections are stored as " + t.dtypeName + " and " +
-                                 st->dtypeName + ": one key needs one dtype (a cast rewrites data)");
+                    block(e, "its sections are stored as " + t.dtypeName + " and " + st->dtypeName +
+                                 ": one key needs one dtype (a cast rewrites data)");
                     return;
                 }
                 ++parts;
@@ -228,8 +324,9 @@ private:
         const int64_t storedLo = s.storedRow + (lo - sb), storedHi = s.storedRow + (hi - sb);
         for (size_t d = 0; d < nd; ++d)
             if (d != dim && st.shape[lead + d] != t.shape[d])
-                return s.key + " is stored with a shape that differs from the parameter's beyond "
-                               "dimension " +
+                return s.key +
+                       " is stored with a shape that differs from the parameter's beyond "
+                       "dimension " +
                        std::to_string(dim) + " (a reshape rewrites data)";
         for (size_t c = 0; c < st.chunks.size(); ++c) {
             const auto off = st.chunkOffsets(c), sz = st.chunkSizes(c);
@@ -265,31 +362,25 @@ private:
 
     void assemble()
     {
-        FixPlan &p = m_plan;
-        p.index.format = m_source.format;
-        p.index.inputPath = m_source.inputPath;
-        p.index.dataDir = m_source.dataDir;
-        p.index.files = m_source.files;
-        p.index.fileSizes = m_source.fileSizes;
-        p.index.fileKinds = m_source.fileKinds;
-        p.index.transformChains = m_source.transformChains;
-        p.index.info = m_source.info;
-        for (const TensorEntry &t : m_source.tensors) {
-            if (m_consumed.count(t.key) && !m_kept.count(t.key) && !m_made.count(t.key)) {
-                count("drop", t.key);
-                continue;
+        for (size_t i = 0; i < m_source.tensors.size(); ++i) {
+            const std::string &key = m_source.tensors[i].key;
+            if (m_consumed.count(key) && !m_kept.count(key) && !m_made.count(key)) {
+                count("drop", key);
+                m_plan.dropped.push_back(i);
             }
-            p.index.tensors.push_back(t);
         }
-        for (TensorEntry &t : m_new)
-            p.index.tensors.push_back(std::move(t));
-        p.index.objects = m_source.objects;
+        m_plan.tensors = std::move(m_new);
+        m_plan.objects = std::move(m_newObjects);
     }
 
     const CheckpointIndex &m_source;
     const DiffResult &m_asked;
     std::map<std::pair<int, std::string>, const DiffEntry *> m_found;
-    std::unordered_set<std::string> m_kept, m_consumed, m_made;
+    std::map<std::string, const DiffEntry *> m_askedModel;
+    std::unordered_set<std::string> m_kept, m_consumed, m_made, m_madeObjects;
+    std::vector<ObjectEntry> m_newObjects;
+    std::vector<std::string_view> m_objectKeys; ///< sorted, for prefix ranges
+    std::unordered_map<std::string_view, size_t> m_tensorAt, m_objectAt;
     std::vector<TensorEntry> m_new;
     FixPlan m_plan;
 };
@@ -299,6 +390,35 @@ private:
 FixPlan planFix(const CheckpointIndex &source, const DiffResult &asked, const DiffResult &found)
 {
     return Planner(source, asked, found).run();
+}
+
+CheckpointIndex applyFix(CheckpointIndex source, FixPlan &plan)
+{
+    CheckpointIndex out = std::move(source);
+    if (!plan.dropped.empty()) {
+        size_t next = 0, kept = 0;
+        for (size_t i = 0; i < out.tensors.size(); ++i) {
+            if (next < plan.dropped.size() && plan.dropped[next] == i) {
+                ++next;
+                continue;
+            }
+            if (kept != i)
+                out.tensors[kept] = std::move(out.tensors[i]);
+            ++kept;
+        }
+        out.tensors.resize(kept);
+    }
+    for (TensorEntry &t : plan.tensors)
+        out.tensors.push_back(std::move(t));
+    for (ObjectEntry &o : plan.objects)
+        out.objects.push_back(std::move(o));
+    plan.tensors.clear();
+    plan.objects.clear();
+    // The repaired index is a new checkpoint: what the open found about the source's problems
+    // and provenance is not its.
+    out.problems.clear();
+    out.info.erase("repaired_from");
+    return out;
 }
 
 } // namespace shardscope::detail

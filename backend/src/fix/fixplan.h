@@ -15,7 +15,9 @@ namespace shardscope::detail {
 
 struct FixPlan
 {
-    CheckpointIndex index; ///< the repaired index: same files, new keys
+    std::vector<size_t> dropped;      ///< the source's tensors left out, ascending
+    std::vector<TensorEntry> tensors; ///< the new keys
+    std::vector<ObjectEntry> objects;
     std::vector<FixChangeCount> changes;
     std::vector<std::string> blockers;
     uint64_t bytesReferenced = 0;
@@ -28,5 +30,9 @@ struct FixPlan
  * built from `found`'s sources, or a blocker saying why it cannot.
  */
 FixPlan planFix(const CheckpointIndex &source, const DiffResult &asked, const DiffResult &found);
+
+/** The repaired index: `source` (moved in when the caller owns it) without the dropped keys,
+ *  with the new ones. The plan's entries are moved out. */
+CheckpointIndex applyFix(CheckpointIndex source, FixPlan &plan);
 
 } // namespace shardscope::detail

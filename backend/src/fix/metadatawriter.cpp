@@ -24,7 +24,11 @@ public:
 
     std::string write()
     {
-        object(kMetadata, "Metadata");
+        m_keySlot.assign(m_index.tensors.size(), PickleWriter::kNoSlot);
+        m_fileSlot.assign(m_index.files.size(), PickleWriter::kNoSlot);
+        // About 250 bytes a chunk (its ChunkStorageMetadata, MetadataIndex and _StorageInfo).
+        m_w.reserve(m_index.chunkCount() * 250 + m_index.objects.size() * 200 + 4096);
+        object(MetadataClass);
         m_w.emptyDict();
         m_w.mark();
         m_w.str("state_dict_metadata");
@@ -44,17 +48,48 @@ public:
     }
 
 private:
-    // cls.__new__(cls): a dataclass as pickle's copyreg path writes it; BUILD follows.
-    void object(std::string_view module, std::string_view name)
+    // The classes every entry names, their memo slots kept here.
+    enum Class {
+        MetadataClass,
+        TensorStorage,
+        BytesStorage,
+        Properties,
+        Chunk,
+        Index,
+        StorageInfo,
+        Size,
+        Strided,
+        MemFormat,
+        ClassCount
+    };
+    void global(Class c)
     {
-        m_w.global(module, name);
+        static constexpr std::pair<std::string_view, std::string_view> kNames[ClassCount] = {
+            {kMetadata, "Metadata"},
+            {kMetadata, "TensorStorageMetadata"},
+            {kMetadata, "BytesStorageMetadata"},
+            {kMetadata, "TensorProperties"},
+            {kMetadata, "ChunkStorageMetadata"},
+            {kMetadata, "MetadataIndex"},
+            {kFilesystem, "_StorageInfo"},
+            {"torch", "Size"},
+            {"torch", "strided"},
+            {kMetadata, "_MEM_FORMAT_ENCODING"},
+        };
+        m_w.global(kNames[c].first, kNames[c].second, m_slots[c]);
+    }
+
+    // cls.__new__(cls): a dataclass as pickle's copyreg path writes it; BUILD follows.
+    void object(Class c)
+    {
+        global(c);
         m_w.emptyTuple();
         m_w.newObj();
     }
 
     void size(std::span<const int64_t> dims)
     {
-        m_w.global("torch", "Size");
+        global(Size);
         if (dims.empty()) {
             m_w.emptyTuple();
         } else {
@@ -91,24 +126,24 @@ private:
                 objects.push_back(&o);
         dictOf(nt + objects.size(), [&](size_t i) {
             if (i >= nt) {
-                m_w.str(objects[i - nt]->key);
-                object(kMetadata, "BytesStorageMetadata");
+                m_w.sharedStr(objects[i - nt]->key);
+                object(BytesStorage);
                 return;
             }
             const TensorEntry &t = m_index.tensors[i];
-            m_w.str(t.key);
-            object(kMetadata, "TensorStorageMetadata");
+            m_keySlot[i] = m_w.sharedStr(t.key);
+            object(TensorStorage);
             m_w.emptyDict();
             m_w.mark();
             m_w.str("properties");
-            object(kMetadata, "TensorProperties");
+            object(Properties);
             // TensorProperties.__setstate__ takes (dtype, layout, requires_grad, memory format,
             // pin_memory).
             m_w.mark();
             m_w.global("torch", t.dtypeName);
-            m_w.global("torch", "strided");
+            global(Strided);
             m_w.boolean(false);
-            m_w.global(kMetadata, "_MEM_FORMAT_ENCODING");
+            global(MemFormat);
             m_w.integer(0); // TORCH_CONTIGUOUS_FORMAT
             m_w.tuple1();
             m_w.reduce();
@@ -123,7 +158,7 @@ private:
                 m_w.mark();
                 for (size_t c = begin; c < std::min(t.chunks.size(), begin + PickleWriter::kBatch);
                      ++c) {
-                    object(kMetadata, "ChunkStorageMetadata");
+                    object(Chunk);
                     m_w.emptyDict();
                     m_w.mark();
                     m_w.str("offsets");
@@ -164,10 +199,10 @@ private:
                 objects.push_back(&o);
         dictOf(nt + objects.size(), [&](size_t i) {
             if (i < nt) {
-                m_w.str(m_index.tensors[i].key);
+                m_w.get(m_keySlot[i]);
                 path(m_index.tensors[i]);
             } else {
-                m_w.str(objects[i - nt]->key);
+                m_w.sharedStr(objects[i - nt]->key);
                 path(*objects[i - nt]);
             }
         });
@@ -175,11 +210,15 @@ private:
 
     void storageInfo(const Location &l)
     {
-        object(kFilesystem, "_StorageInfo");
+        object(StorageInfo);
         m_w.emptyDict();
         m_w.mark();
         m_w.str("relative_path");
-        m_w.str(m_index.files.at(l.file));
+        uint32_t &slot = m_fileSlot.at(l.file);
+        if (slot == PickleWriter::kNoSlot)
+            slot = m_w.sharedStr(m_index.files[l.file]);
+        else
+            m_w.get(slot);
         m_w.str("offset");
         m_w.integer(int64_t(l.offset));
         m_w.str("length");
@@ -208,14 +247,14 @@ private:
             if (stored(m_index.objects[o]))
                 items.emplace_back(uint32_t(o), 0);
         dictOf(items.size(), [&](size_t i) {
-            object(kMetadata, "MetadataIndex");
+            object(Index);
             m_w.emptyDict();
             m_w.mark();
             if (i < chunkItems) {
                 const TensorEntry &t = m_index.tensors[items[i].first];
                 const uint32_t c = items[i].second;
                 m_w.str("fqn");
-                m_w.str(t.key);
+                m_w.get(m_keySlot[items[i].first]);
                 m_w.str("index");
                 m_w.integer(c);
                 m_w.str("offset");
@@ -226,7 +265,7 @@ private:
             } else {
                 const ObjectEntry &o = m_index.objects[items[i].first];
                 m_w.str("fqn");
-                m_w.str(o.key);
+                m_w.sharedStr(o.key);
                 m_w.str("index");
                 m_w.none();
                 m_w.setItems();
@@ -238,7 +277,12 @@ private:
 
     const CheckpointIndex &m_index;
     PickleWriter m_w;
+    uint32_t m_slots[ClassCount] = {
+        PickleWriter::kNoSlot, PickleWriter::kNoSlot, PickleWriter::kNoSlot, PickleWriter::kNoSlot,
+        PickleWriter::kNoSlot, PickleWriter::kNoSlot, PickleWriter::kNoSlot, PickleWriter::kNoSlot,
+        PickleWriter::kNoSlot, PickleWriter::kNoSlot};
     std::vector<std::string_view> m_parts;
+    std::vector<uint32_t> m_keySlot, m_fileSlot; ///< memo slots of each tensor's key and file
 };
 
 } // namespace

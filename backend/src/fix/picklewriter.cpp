@@ -5,12 +5,14 @@ namespace shardscope::detail {
 
 namespace {
 
-// Opcodes of protocols 0–2 (Lib/pickle.py).
+// Opcodes of protocols 0–4 (Lib/pickle.py).
 enum : uint8_t {
     Mark = '(',
     Stop = '.',
     None = 'N',
     BinInt = 'J',
+    BinInt1 = 'K',
+    BinInt2 = 'M',
     BinUnicode = 'X',
     Global = 'c',
     EmptyDict = '}',
@@ -21,8 +23,6 @@ enum : uint8_t {
     Appends = 'e',
     Build = 'b',
     Reduce = 'R',
-    BinPut = 'q',
-    LongBinPut = 'r',
     BinGet = 'h',
     LongBinGet = 'j',
     Proto = 0x80,
@@ -31,6 +31,8 @@ enum : uint8_t {
     NewTrue = 0x88,
     NewFalse = 0x89,
     Long1 = 0x8a,
+    ShortBinUnicode = 0x8c,
+    Memoize = 0x94,
 };
 
 } // namespace
@@ -38,7 +40,7 @@ enum : uint8_t {
 PickleWriter::PickleWriter()
 {
     op(Proto);
-    op(2);
+    op(4);
 }
 
 std::string PickleWriter::finish()
@@ -65,6 +67,17 @@ void PickleWriter::boolean(bool b)
 
 void PickleWriter::integer(int64_t v)
 {
+    if (v >= 0 && v < 256) {
+        op(BinInt1);
+        m_out.push_back(char(v));
+        return;
+    }
+    if (v >= 0 && v < 65536) {
+        op(BinInt2);
+        m_out.push_back(char(v & 0xff));
+        m_out.push_back(char(v >> 8));
+        return;
+    }
     if (v >= INT32_MIN && v <= INT32_MAX) {
         op(BinInt);
         u32(uint32_t(int32_t(v)));
@@ -90,9 +103,43 @@ void PickleWriter::integer(int64_t v)
 
 void PickleWriter::str(std::string_view s)
 {
-    op(BinUnicode);
-    u32(uint32_t(s.size()));
+    if (s.size() < 256) {
+        op(ShortBinUnicode);
+        m_out.push_back(char(s.size()));
+    } else {
+        op(BinUnicode);
+        u32(uint32_t(s.size()));
+    }
     m_out.append(s);
+}
+
+void PickleWriter::get(uint32_t slot)
+{
+    if (slot < 256) {
+        op(BinGet);
+        m_out.push_back(char(slot));
+    } else {
+        op(LongBinGet);
+        u32(slot);
+    }
+}
+
+uint32_t PickleWriter::memoize()
+{
+    op(Memoize);
+    return m_next++;
+}
+
+uint32_t PickleWriter::sharedStr(std::string_view s)
+{
+    if (auto it = m_strings.find(s); it != m_strings.end()) {
+        get(it->second);
+        return it->second;
+    }
+    str(s);
+    const uint32_t slot = memoize();
+    m_strings.emplace(s, slot);
+    return slot;
 }
 
 void PickleWriter::global(std::string_view module, std::string_view name)
@@ -101,27 +148,24 @@ void PickleWriter::global(std::string_view module, std::string_view name)
     id.reserve(module.size() + name.size() + 1);
     id.append(module).push_back('\n');
     id.append(name);
-    if (auto it = m_memo.find(id); it != m_memo.end()) {
-        if (it->second < 256) {
-            op(BinGet);
-            m_out.push_back(char(it->second));
-        } else {
-            op(LongBinGet);
-            u32(it->second);
-        }
+    if (auto it = m_globals.find(id); it != m_globals.end()) {
+        get(it->second);
         return;
     }
     op(Global);
     m_out.append(id).push_back('\n');
-    const auto slot = uint32_t(m_memo.size());
-    if (slot < 256) {
-        op(BinPut);
-        m_out.push_back(char(slot));
-    } else {
-        op(LongBinPut);
-        u32(slot);
+    const uint32_t slot = memoize();
+    m_globals.emplace(std::move(id), slot);
+}
+
+void PickleWriter::global(std::string_view module, std::string_view name, uint32_t &cache)
+{
+    if (cache == kNoSlot) {
+        global(module, name);
+        cache = m_globals.find(std::string(module) + '\n' + std::string(name))->second;
+        return;
     }
-    m_memo.emplace(std::move(id), slot);
+    get(cache);
 }
 
 void PickleWriter::mark()

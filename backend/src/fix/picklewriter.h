@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
-// A pickle emitter (protocol 2) for the few shapes a DCP `.metadata` is made of: the opcodes
-// Python's own pickler writes for dataclasses (NEWOBJ + BUILD), torch.Size (REDUCE), dtypes and
-// enums (GLOBAL). Class references are written once and memoised, as Python's pickler does, so
-// that a metadata of 1.5 million chunks stays the size torch writes.
+// A pickle emitter (protocol 4, without frames) for the few shapes a DCP `.metadata` is made of:
+// the opcodes Python's own pickler writes for dataclasses (NEWOBJ + BUILD), torch.Size (REDUCE),
+// dtypes and enums (GLOBAL). Class references and keys are written once and memoised, as Python's
+// pickler does, so that a metadata of 1.5 million chunks stays the size torch writes.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace shardscope::detail {
 
@@ -23,8 +24,18 @@ public:
     void boolean(bool b);
     void integer(int64_t v);
     void str(std::string_view s);
+    /** A string written once and fetched from the memo after: `s` must outlive the writer.
+     *  Returns its memo slot, which get() fetches without hashing it again. */
+    uint32_t sharedStr(std::string_view s);
+    void get(uint32_t slot);
     /** `module.name`, memoised. */
     void global(std::string_view module, std::string_view name);
+    /** The same, with the memo slot kept by the caller (`cache` starts at kNoSlot): no look-up
+     *  for a class written a million times. */
+    void global(std::string_view module, std::string_view name, uint32_t &cache);
+    static constexpr uint32_t kNoSlot = UINT32_MAX;
+    /** Room for `bytes` more output. */
+    void reserve(size_t bytes) { m_out.reserve(m_out.size() + bytes); }
 
     void mark();
     void tuple(); ///< the items since the last mark
@@ -44,8 +55,11 @@ public:
 private:
     void op(uint8_t code) { m_out.push_back(char(code)); }
     void u32(uint32_t v);
+    uint32_t memoize();
     std::string m_out;
-    std::map<std::string, uint32_t, std::less<>> m_memo;
+    uint32_t m_next = 0;
+    std::map<std::string, uint32_t, std::less<>> m_globals;
+    std::unordered_map<std::string_view, uint32_t> m_strings;
 };
 
 } // namespace shardscope::detail

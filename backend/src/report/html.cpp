@@ -201,6 +201,40 @@ std::string hReproduce(const ReportContext &ctx)
     return out + "</section>\n";
 }
 
+// What `fix` would do: its command, the keys it writes, what it cannot repair.
+std::string hRepair(const DiffResult &diff)
+{
+    if (!diff.repair)
+        return {};
+    const RepairPreview &r = *diff.repair;
+    std::string h = "<section>\n<h2>Repair</h2>\n";
+    if (r.command.empty())
+        return h + "<p>" + htmlProse(r.unsupported) + "</p>\n</section>\n";
+    if (r.changes.empty() && r.blockers.empty())
+        return h + "<p>Nothing that references can repair.</p>\n</section>\n";
+    std::string kinds;
+    for (const auto &[kind, n] : r.changes)
+        kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + htmlEscape(kind);
+    h += r.blockers.empty()
+             ? "<p>This writes a checkpoint the load above accepts, beside the original: new "
+               "metadata over hard-linked data, no tensor data copied (" +
+                   kinds + "):</p>\n"
+             : "<p>This repairs what references can (" + (kinds.empty() ? "nothing" : kinds) +
+                   "); it writes nothing while any parameter below cannot be repaired, and with "
+                   "<code>--partial</code> what it can:</p>\n";
+    h += hPre(r.command) + "\n";
+    if (!r.blockers.empty()) {
+        h += "<p>It cannot repair " + plural(r.blockers.size(), "entry", "entries") +
+             ":</p>\n<ul>\n";
+        for (size_t i = 0; i < r.blockers.size() && i < 20; ++i)
+            h += "<li>" + htmlProse(r.blockers[i]) + "</li>\n";
+        if (r.blockers.size() > 20)
+            h += "<li>… and " + std::to_string(r.blockers.size() - 20) + " more</li>\n";
+        h += "</ul>\n";
+    }
+    return h + "</section>\n";
+}
+
 std::string htmlReport(const DiffResult &diff, const ReportContext &ctx)
 {
     const DiffModel model = buildModel(diff);
@@ -319,6 +353,7 @@ std::string htmlReport(const DiffResult &diff, const ReportContext &ctx)
     }
     h += "</section>\n";
 
+    h += hRepair(diff);
     h += "<section>\n<h2>Unconsumed checkpoint keys</h2>\n";
     if (model.unconsumed.empty()) {
         h += "<p>None: every checkpoint key is used.</p>\n";

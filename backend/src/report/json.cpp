@@ -81,36 +81,48 @@ json diffJson(const DiffResult &diff)
                               {"note", u.note}});
     const LoadOutcome &o = diff.outcome;
     const DiffOptions &opt = diff.options;
-    return {{"schema", "shardscope.diff/1"},
-            {"checkpoint", diff.checkpoint},
-            {"against", diff.against},
-            {"format", diff.format},
-            {"options",
-             {{"disabled_rules", opt.disabledRules},
-              {"strictness", strictnessName(opt.strictness)},
-              {"strict_load", opt.strictLoad},
-              {"include_optimizer", opt.includeOptimizer},
-              {"measure_casts", opt.measureCasts},
-              {"fail_on_cast", opt.failOnCast},
-              {"check_init", opt.checkInit}}},
-            {"counts",
-             {{"expected_model", diff.expectedModel},
-              {"loadable_model", diff.loadableModel},
-              {"expected_optimizer", diff.expectedOptimizer},
-              {"loadable_optimizer", diff.loadableOptimizer}}},
-            {"clean", diff.clean()},
-            {"outcome",
-             {{"action", actionName(o.action)},
-              {"message", o.message},
-              {"named_keys", o.namedKeys},
-              {"kept_at_init", o.keptAtInit},
-              {"optimizer_kept_at_init", o.optimizerKeptAtInit},
-              {"loaded_wrong", o.loadedWrong},
-              {"warnings", o.warnings},
-              {"lossy_casts", diff.lossyCasts}}},
-            {"passes", diff.passes()},
-            {"entries", std::move(entries)},
-            {"unconsumed", std::move(unconsumed)}};
+    json repair = nullptr;
+    if (diff.repair) {
+        json changes = json::object();
+        for (const auto &[kind, n] : diff.repair->changes)
+            changes[kind] = n;
+        repair = {{"command", diff.repair->command},
+                  {"unsupported", diff.repair->unsupported},
+                  {"changes", std::move(changes)},
+                  {"blockers", diff.repair->blockers}};
+    }
+    json out = {{"schema", "shardscope.diff/1"},
+                {"checkpoint", diff.checkpoint},
+                {"against", diff.against},
+                {"format", diff.format},
+                {"options",
+                 {{"disabled_rules", opt.disabledRules},
+                  {"strictness", strictnessName(opt.strictness)},
+                  {"strict_load", opt.strictLoad},
+                  {"include_optimizer", opt.includeOptimizer},
+                  {"measure_casts", opt.measureCasts},
+                  {"fail_on_cast", opt.failOnCast},
+                  {"check_init", opt.checkInit}}},
+                {"counts",
+                 {{"expected_model", diff.expectedModel},
+                  {"loadable_model", diff.loadableModel},
+                  {"expected_optimizer", diff.expectedOptimizer},
+                  {"loadable_optimizer", diff.loadableOptimizer}}},
+                {"clean", diff.clean()},
+                {"outcome",
+                 {{"action", actionName(o.action)},
+                  {"message", o.message},
+                  {"named_keys", o.namedKeys},
+                  {"kept_at_init", o.keptAtInit},
+                  {"optimizer_kept_at_init", o.optimizerKeptAtInit},
+                  {"loaded_wrong", o.loadedWrong},
+                  {"warnings", o.warnings},
+                  {"lossy_casts", diff.lossyCasts}}},
+                {"passes", diff.passes()},
+                {"entries", std::move(entries)},
+                {"unconsumed", std::move(unconsumed)}};
+    out["repair"] = std::move(repair);
+    return out;
 }
 
 std::string jsonReport(const DiffResult &diff, const ReportContext &ctx)

@@ -48,6 +48,38 @@ std::string mdReproduce(const ReportContext &ctx)
     return out + mdBlock(ctx.command, "sh");
 }
 
+// What `fix` would do: its command, the keys it writes, what it cannot repair.
+std::string mdRepair(const DiffResult &diff)
+{
+    if (!diff.repair)
+        return {};
+    const RepairPreview &r = *diff.repair;
+    std::string md = "\n## Repair\n\n";
+    if (r.command.empty())
+        return md + mdProse(r.unsupported) + "\n";
+    if (r.changes.empty() && r.blockers.empty())
+        return md + "Nothing that references can repair.\n";
+    std::string kinds;
+    for (const auto &[kind, n] : r.changes)
+        kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + mdEscape(kind);
+    md += r.blockers.empty()
+              ? "This writes a checkpoint the load above accepts, beside the original: new "
+                "metadata over hard-linked data, no tensor data copied (" +
+                    kinds + "):\n\n"
+              : "This repairs what references can (" + (kinds.empty() ? "nothing" : kinds) +
+                    "); it writes nothing while any parameter below cannot be repaired, and with "
+                    "`--partial` what it can:\n\n";
+    md += mdBlock(r.command, "sh");
+    if (!r.blockers.empty()) {
+        md += "\nIt cannot repair " + plural(r.blockers.size(), "entry", "entries") + ":\n\n";
+        for (size_t i = 0; i < r.blockers.size() && i < 20; ++i)
+            md += "- " + mdProse(r.blockers[i]) + "\n";
+        if (r.blockers.size() > 20)
+            md += "- … and " + std::to_string(r.blockers.size() - 20) + " more\n";
+    }
+    return md;
+}
+
 std::string markdownReport(const DiffResult &diff, const ReportContext &ctx)
 {
     const DiffModel model = buildModel(diff);
@@ -151,6 +183,7 @@ std::string markdownReport(const DiffResult &diff, const ReportContext &ctx)
             md.pop_back();
     }
 
+    md += mdRepair(diff);
     md += "\n## Unconsumed checkpoint keys\n\n";
     if (model.unconsumed.empty()) {
         md += "None: every checkpoint key is used.\n";

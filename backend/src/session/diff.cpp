@@ -147,6 +147,11 @@ Result<DiffResult> runDiff(const DiffRequest &request, const JobControl &control
     diff->against = request.layout;
     if (request.options.measureCasts && !measureCasts(**checkpoint, *diff, control))
         return cancelled();
+    if (request.options.previewRepair && !diff->passes()) {
+        if (!control.report({"repair", 0, 0}))
+            return cancelled();
+        detail::previewRepair(**checkpoint, *layout, *diff, request.checkpoint, request.layout);
+    }
     if (request.options.checkInit && !checkInitLikeness(**checkpoint, *layout, *diff, control))
         return cancelled();
     return diff;

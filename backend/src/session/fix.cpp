@@ -70,7 +70,50 @@ std::string manifest(const FixRequest &request, const FixResult &result)
            "\n";
 }
 
+// Where the data is: every rule on, as if the loader ran every handler.
+DiffOptions everyRule(const DiffOptions &asked)
+{
+    DiffOptions o = asked;
+    o.disabledRules.clear();
+    o.everyRule = true;
+    o.measureCasts = o.checkInit = o.previewRepair = false;
+    return o;
+}
+
 } // namespace
+
+namespace detail {
+
+void previewRepair(const CheckpointIndex &index, const Layout &layout, DiffResult &diff,
+                   const std::string &checkpoint, const std::string &layoutPath)
+{
+    RepairPreview &r = diff.repair.emplace();
+    if (!dcpBased(index.format)) {
+        r.unsupported = "fix writes DCP-based checkpoints (DCP, fsdp_dtensor, torch_dist); " +
+                        std::string(formatName(index.format)) + " is not one yet";
+        return;
+    }
+    std::string out = checkpoint;
+    while (out.size() > 1 && out.back() == '/')
+        out.pop_back();
+    r.command = "shardscope-cli fix " + shellQuote(checkpoint) + " --layout " +
+                shellQuote(layoutPath) + diffArguments(diff.options) + " -o " +
+                shellQuote(out + "-fixed");
+    for (const Problem &p : index.problems)
+        if (p.effect == Problem::Effect::Unreadable && r.blockers.size() < 20)
+            r.blockers.push_back(p.toString());
+    auto found = diffAgainstLayout(index, layout, everyRule(diff.options), {});
+    if (!found) {
+        r.blockers.push_back(found.error().toString());
+        return;
+    }
+    const FixPlan plan = planFix(index, diff, *found);
+    for (const FixChangeCount &c : plan.changes)
+        r.changes.emplace_back(c.kind, c.count);
+    r.blockers.insert(r.blockers.end(), plan.blockers.begin(), plan.blockers.end());
+}
+
+} // namespace detail
 
 Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
 {
@@ -78,10 +121,15 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
         return makeError(Error::Code::Unsupported, "fix needs an output directory (-o OUT)");
     if (!control.report({"open", 0, 0}))
         return cancelled();
-    auto checkpoint = detail::openOrReuse(request.opened, request.checkpoint);
-    if (!checkpoint)
-        return checkpoint.error();
-    const CheckpointIndex &source = **checkpoint;
+    // An index opened here is ours to move into the repaired one (650,000 keys are not copied).
+    CheckpointIndex owned;
+    if (!request.opened) {
+        auto opened = openCheckpoint(request.checkpoint);
+        if (!opened)
+            return opened.error();
+        owned = std::move(*opened);
+    }
+    const CheckpointIndex &source = request.opened ? *request.opened : owned;
     std::shared_ptr<const Layout> layout = request.openedLayout;
     if (!layout) {
         auto read = readLayout(request.layout);
@@ -110,9 +158,10 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
                 break;
         }
 
-    auto diff = [&](const DiffOptions &options, const char *stage) -> Result<DiffResult> {
+    auto diff = [&](const CheckpointIndex &index, const DiffOptions &options,
+                    const char *stage) -> Result<DiffResult> {
         bool stopped = false;
-        auto d = diffAgainstLayout(source, *layout, options, [&](uint64_t done, uint64_t total) {
+        auto d = diffAgainstLayout(index, *layout, options, [&](uint64_t done, uint64_t total) {
             stopped = stopped || !control.report({stage, done, total});
             return !stopped;
         });
@@ -121,8 +170,8 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
         return d;
     };
     DiffOptions asked = request.options;
-    asked.measureCasts = asked.checkInit = false;
-    auto before = diff(asked, "diff");
+    asked.measureCasts = asked.checkInit = asked.previewRepair = false;
+    auto before = diff(source, asked, "diff");
     if (!before)
         return before.error();
     if (before->passes() && result.blockers.empty()) {
@@ -135,11 +184,7 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
                          "fix writes DCP-based checkpoints (DCP, fsdp_dtensor, torch_dist); " +
                              result.format + " is not one yet")
             .inFile(request.checkpoint);
-    // Where the data is: every rule on, as if the loader ran every handler.
-    DiffOptions everywhere = asked;
-    everywhere.disabledRules.clear();
-    everywhere.everyRule = true;
-    auto found = diff(everywhere, "locate");
+    auto found = diff(source, everyRule(asked), "locate");
     if (!found)
         return found.error();
     if (!control.report({"plan", 0, 0}))
@@ -151,32 +196,31 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     if (plan.empty() || (!result.blockers.empty() && !request.partial))
         return result; // nothing written: the blockers say why
 
+    const CheckpointIndex fixed = detail::applyFix(
+        request.opened ? CheckpointIndex(*request.opened) : std::move(owned), plan);
     if (!control.report({"write", 0, 0}))
         return cancelled();
-    const std::string metadata = detail::dcpMetadataPickle(plan.index);
+    const std::string metadata = detail::dcpMetadataPickle(fixed);
     result.metadataBytes = metadata.size();
+    if (!control.report({"link", 0, 0}))
+        return cancelled();
     detail::FixOutputOptions options;
     options.output = request.output;
     options.copy = request.copy;
     options.force = request.force;
     options.manifest = manifest(request, result);
-    if (Status st = detail::writeFixedCheckpoint(source, plan.index, metadata, options, result);
-        !st)
+    if (Status st = detail::writeFixedCheckpoint(fixed, metadata, options, result); !st)
         return st.error();
     result.written = true;
 
-    // What the failing load does with the output: it must read what was written, not the plan.
-    if (!control.report({"check", 0, 0}))
-        return cancelled();
-    auto reopened = openCheckpoint(request.output);
-    if (!reopened)
-        return reopened.error();
-    auto check = diffAgainstLayout(*reopened, *layout, asked, {});
+    // What the failing load does with the repaired keys (`diffCommand` reads them back).
+    auto check = diff(fixed, asked, "check");
     if (!check)
         return check.error();
     check->checkpoint = request.output;
     check->against = request.layout;
     result.after = std::move(*check);
+    control.report({"done", 1, 1});
     return result;
 }
 
