@@ -3,6 +3,7 @@
 
 #include "layerfamily.h"
 #include "reloadsummary.h"
+#include "repairsummary.h"
 
 #include <QFile>
 #include <QFileInfo>
@@ -89,6 +90,10 @@ CheckpointSession::CheckpointSession(QObject *parent)
                 if (id == m_statsJob) {
                     m_statsJob = 0;
                     Q_EMIT layerStatsChanged(value.value<LayerStatsSnapshot>());
+                }
+                if (id == m_repairJob) {
+                    m_repairJob = 0;
+                    Q_EMIT repaired(value.toString());
                 }
                 if (id == m_reloadJob) {
                     m_reloadJob = 0;
@@ -311,6 +316,27 @@ void CheckpointSession::exportReport(ReportRequest request, const QString &path)
                   return {QVariant(path), {}, false};
               }),
           JobKind::Export);
+}
+
+void CheckpointSession::saveRepaired(FixRequest request)
+{
+    request.opened = m_index;
+    if (request.checkpoint.empty())
+        request.checkpoint = QFile::encodeName(m_path).toStdString();
+    if (request.layout.empty())
+        request.layout = QFile::encodeName(m_layoutPath).toStdString();
+    supersede(JobKind::Repair);
+    m_repairJob = m_runner->startJob(
+        tr("Repair into %1").arg(QFileInfo(QFile::decodeName(request.output.c_str())).fileName()),
+        [request](const JobControl &control) -> BackendRunner::JobOutcome {
+            auto fixed = runFix(request, control);
+            if (!fixed)
+                return {{}, QString::fromStdString(fixed.error().toString()), false};
+            if (!fixed->written && !fixed->alreadyLoads)
+                return {{}, repairBlockedText(*fixed), false};
+            return {QVariant(repairSummaryText(*fixed)), {}, false};
+        });
+    track(m_repairJob, JobKind::Repair);
 }
 
 void CheckpointSession::runLayerStats(const QString &family)

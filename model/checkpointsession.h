@@ -29,7 +29,18 @@ class CheckpointSession : public QObject
 
 public:
     /** What the session's current (or last) job computes. */
-    enum class JobKind { None, Layout, Diff, Verify, Compare, Values, Export, LayerStats, Reload };
+    enum class JobKind {
+        None,
+        Layout,
+        Diff,
+        Verify,
+        Compare,
+        Values,
+        Export,
+        LayerStats,
+        Reload,
+        Repair
+    };
     Q_ENUM(JobKind)
 
     explicit CheckpointSession(QObject *parent = nullptr);
@@ -86,6 +97,12 @@ public Q_SLOTS:
      */
     void exportReport(shardscope::ReportRequest request, const QString &path);
     /**
+     * Writes a repaired checkpoint (shardscope-cli fix) of the open one, with the current
+     * layout, on the long lane; repaired() says what it wrote, or the job fails naming what
+     * blocks it (nothing is written then).
+     */
+    void saveRepaired(shardscope::FixRequest request);
+    /**
      * Reads every tensor of a layer family (`decoder.layers.{i}.mlp.linear_fc1.weight`) and
      * computes its statistics with the health kernels, on the long lane; answers
      * layerStatsChanged.
@@ -95,6 +112,8 @@ public Q_SLOTS:
     void cancel();
 
 Q_SIGNALS:
+    /** A repaired checkpoint was written: one paragraph saying what changed and how to check. */
+    void repaired(const QString &summary);
     void opening(const QString &path);
     /** A big DCP checkpoint's keys are read (BackendRunner::checkpointKeysKnown): its tree
      *  can be shown; index() stays null until opened. */
@@ -141,6 +160,7 @@ private:
     JobKind m_jobKind = JobKind::None;
     quint64 m_layoutJob = 0;      ///< the running setConfig() job; 0: none
     quint64 m_statsJob = 0;       ///< the running runLayerStats() job; 0: none
+    quint64 m_repairJob = 0;      ///< the running saveRepaired() job; 0: none
     quint64 m_reloadJob = 0;      ///< the running comparison with the index before reload()
     IndexSnapshot m_beforeReload; ///< while reload() opens the checkpoint again
     QFileSystemWatcher *m_watcher;

@@ -76,6 +76,14 @@ QStringList diff(const QString &subcommand, const QString &checkpoint, const QSt
     return args;
 }
 
+QStringList fix(const QString &checkpoint, const QString &layout, const DiffOptions &options,
+                const QString &out)
+{
+    DiffOptions load = options; // what fix repairs for; it measures nothing
+    load.measureCasts = load.failOnCast = load.checkInit = false;
+    return diff(QStringLiteral("fix"), checkpoint, layout, load, out);
+}
+
 QStringList compare(const QString &subcommand, const QString &first, const QString &second,
                     const DiffOptions &options, const ValueDiffRequest *values,
                     const QString &layout, const QString &out)

@@ -27,6 +27,10 @@ QStringList compare(const QString &subcommand, const QString &first, const QStri
                     const shardscope::DiffOptions &options,
                     const shardscope::ValueDiffRequest *values, const QString &layout,
                     const QString &out = {});
+/** `fix CKPT --layout L [the load's options] -o OUT` (the options fix takes: rules,
+ *  strictness, a non-strict load, no optimizer). */
+QStringList fix(const QString &checkpoint, const QString &layout,
+                const shardscope::DiffOptions &options, const QString &out);
 /** `verify CKPT --layout L [sizes] [--disable-rule R] [--max-memory B] [--threads T]`. */
 QStringList verify(const QString &checkpoint, const QString &layout,
                    const shardscope::VerifyRequest &request);

@@ -283,12 +283,23 @@ MainWindow::MainWindow(QWidget *parent)
             break;
         case CheckpointSession::JobKind::Layout:
         case CheckpointSession::JobKind::Export:
+        case CheckpointSession::JobKind::Repair:
             if (!ok && message != tr("Cancelled"))
                 showError(m_jobLabel->text(), message);
             break;
         default:
             break;
         }
+    });
+    connect(m_session, &CheckpointSession::repaired, this, [this](const QString &summary) {
+        statusBar()->showMessage(summary);
+        if (!isVisible() || testAttribute(Qt::WA_DontShowOnScreen))
+            return;
+        auto *box = new QMessageBox(QMessageBox::Information, tr("Save repaired checkpoint"),
+                                    summary, QMessageBox::Ok, this);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->setModal(false);
+        box->show();
     });
     BackendRunner *runner = m_session->runner();
     connect(runner, &BackendRunner::progress, this, &MainWindow::onProgress);
@@ -362,6 +373,23 @@ void MainWindow::createActions()
             tr("Markdown (*.md);;HTML (*.html);;JSON (*.json)"));
         if (!path.isEmpty())
             exportReport(path);
+    });
+    QAction *repair = file->addAction(tr("Save &Repaired Checkpoint…"));
+    connect(repair, &QAction::triggered, this, [this] {
+        if (m_session->path().isEmpty() || m_session->layoutPath().isEmpty()) {
+            showError(tr("Save repaired checkpoint"),
+                      tr("Check the checkpoint against a layout or a model config first: the "
+                         "repair writes what that load asks for."));
+            return;
+        }
+        QString suggested = m_session->path();
+        while (suggested.endsWith(QLatin1Char('/')))
+            suggested.chop(1);
+        const QString out = QFileDialog::getSaveFileName(
+            this, tr("Save Repaired Checkpoint (a new directory)"),
+            suggested + QStringLiteral("-fixed"), QString(), nullptr, QFileDialog::ShowDirsOnly);
+        if (!out.isEmpty())
+            saveRepaired(out);
     });
     file->addSeparator();
     QAction *quit = file->addAction(tr("&Quit"));
@@ -798,6 +826,17 @@ void MainWindow::exportReport(const QString &path)
         request.diff = DiffRequest{checkpoint, layoutFile, withRepair, nullptr};
     }
     m_session->exportReport(std::move(request), path);
+}
+
+void MainWindow::saveRepaired(const QString &output)
+{
+    FixRequest request;
+    request.output = QFile::encodeName(output).toStdString();
+    request.options = m_diffPanel->options();
+    request.commandLine = repro::commandLine(repro::fix(m_session->path(), m_session->layoutPath(),
+                                                        m_diffPanel->options(), output))
+                              .toStdString();
+    m_session->saveRepaired(std::move(request));
 }
 
 QString MainWindow::reproCommand() const

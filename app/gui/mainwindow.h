@@ -93,6 +93,12 @@ public:
      * The session's jobEnded says when it is written.
      */
     void exportReport(const QString &path);
+    /**
+     * Writes a repaired checkpoint of the open one into the new directory `output`: the keys
+     * the load diff's options ask for, over hard-linked data (shardscope-cli fix). The session's
+     * repaired() or jobEnded() says how it went.
+     */
+    void saveRepaired(const QString &output);
     /** The CLI arguments (from "shardscope-cli") of the report exportReport(path) writes. */
     QStringList reportArguments(const QString &path) const;
     /** The shell command that reproduces the current view: the diff, the verification or the

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+#include "repairsummary.h"
+
+#include "formatting.h"
+
+#include <shardscope/fix.h>
+
+#include <QCoreApplication>
+#include <QStringList>
+
+namespace shardscope::model {
+
+namespace {
+
+QString tr(const char *text)
+{
+    return QCoreApplication::translate("Repair", text);
+}
+
+QString text(std::string_view s)
+{
+    return displayText(s);
+}
+
+} // namespace
+
+QString repairSummaryText(const FixResult &fix)
+{
+    if (fix.alreadyLoads)
+        return tr("The checkpoint already loads as asked: nothing to repair, nothing written.");
+    QStringList kinds;
+    for (const FixChangeCount &c : fix.changes)
+        kinds << QStringLiteral("%1 %2").arg(c.count).arg(text(c.kind));
+    QString s = tr("Repaired into %1: %2. %3 files hard-linked, %4 symlinked, %5 copied; no "
+                   "tensor data written.")
+                    .arg(text(fix.output), kinds.join(QStringLiteral(", ")))
+                    .arg(fix.filesLinked)
+                    .arg(fix.filesSymlinked)
+                    .arg(fix.filesCopied);
+    if (fix.after)
+        s += QLatin1Char(' ') + tr("The load now fills %1 of %2 parameters (%3).")
+                                    .arg(fix.after->loadableModel)
+                                    .arg(fix.after->expectedModel)
+                                    .arg(text(actionName(fix.after->outcome.action)));
+    if (!fix.blockers.empty())
+        s += QLatin1Char(' ') + tr("%1 entries could not be repaired (first: %2).")
+                                    .arg(fix.blockers.size())
+                                    .arg(text(fix.blockers.front()));
+    return s + QLatin1Char(' ') + tr("Check it with: %1").arg(text(fix.diffCommand));
+}
+
+QString repairBlockedText(const FixResult &fix)
+{
+    if (fix.blockers.empty())
+        return tr("Nothing that references can repair; nothing was written.");
+    return tr("Not repaired: %1 entries cannot be repaired by references (first: %2); nothing "
+              "was written.")
+        .arg(fix.blockers.size())
+        .arg(text(fix.blockers.front()));
+}
+
+} // namespace shardscope::model
