@@ -116,7 +116,30 @@ class Case:
             self.tally.unit(name, [f"fix: exit {rc}: {err} {text[-800:]}"])
             return
         result = json.loads(text)
-        out_md = dcp.FileSystemReader(str(data_dir(out))).read_metadata().state_dict_metadata
+        src_full = dcp.FileSystemReader(str(data_dir(ckpt))).read_metadata()
+        out_full = dcp.FileSystemReader(str(data_dir(out))).read_metadata()
+        out_md = out_full.state_dict_metadata
+        # What torch reads of our pickle: every key kept is torch's own entry, chunk for chunk,
+        # each chunk stored where the source's is.
+        kept = 0
+        for key, m in out_md.items():
+            if key not in src_full.state_dict_metadata:
+                continue
+            kept += 1
+            if m != src_full.state_dict_metadata[key]:
+                problems.append(f"{key}: torch reads {m} where the source has "
+                                f"{src_full.state_dict_metadata[key]}")
+        if kept == 0:
+            problems.append("no key kept")
+        src_storage = {(i.fqn, tuple(i.offset) if i.offset is not None else None): v
+                       for i, v in src_full.storage_data.items()}
+        for i, v in out_full.storage_data.items():
+            k = (i.fqn, tuple(i.offset) if i.offset is not None else None)
+            if k in src_storage and (v.relative_path, v.offset, v.length) != \
+                    (src_storage[k].relative_path, src_storage[k].offset, src_storage[k].length):
+                problems.append(f"{i.fqn}: stored at {v}, the source at {src_storage[k]}")
+        if out_full.planner_data.keys() != out_md.keys():
+            problems.append("planner_data does not name every key")
         request = {}
         for e in wanted:
             # One key per parameter (its shape), or each section the load asks for apart.

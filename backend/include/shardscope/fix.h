@@ -14,8 +14,9 @@ namespace shardscope {
 /** One kind of change a fix made, counted, with a few examples ("NEW <- OLD"). */
 struct FixChangeCount
 {
-    /** "rename", "concatenate" (sections stored apart, one key asked for), "select" (one entry
-     *  of a stacked key), "drop" (a stored key only the repaired ones read). */
+    /** "rename", "concatenate" (sections stored apart, one key asked for), "split" (a section
+     *  of a key stored fused), "select" (one entry of a stacked key), "group" (a parameter's
+     *  param_to_group_meta leaves), "drop" (a stored key only the repaired ones read). */
     std::string kind;
     size_t count = 0;
     std::vector<std::string> examples;

@@ -2,6 +2,7 @@
 #include "fix/fixoutput.h"
 
 #include "common/regularfile.h"
+#include "fix/metadatawriter.h"
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,20 @@ Status copyFile(const std::string &from, const std::string &to)
     return st;
 }
 
+Status writeMetadata(const CheckpointIndex &fixed, const std::string &path, FixResult &result)
+{
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ioError(path, "cannot create", errno);
+    auto written = writeDcpMetadata(fixed, fd, path);
+    if (::close(fd) != 0 && written)
+        return ioError(path, "cannot write", errno);
+    if (!written)
+        return written.error();
+    result.metadataBytes = *written;
+    return Ok{};
+}
+
 Status writeNew(const std::string &path, std::string_view content)
 {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -90,7 +105,7 @@ public:
         , m_result(result)
     {}
 
-    Status write(const CheckpointIndex &fixed, const std::string &metadata)
+    Status write(const CheckpointIndex &fixed)
     {
         const fs::path out = fs::path(m_options.output).lexically_normal();
         const fs::path top = fs::path(checkpointTop(m_source));
@@ -135,7 +150,7 @@ public:
         // half-written. Not flushed to disk (half a gigabyte at DeepSeek-V3 scale would double
         // the fix's time); after a power loss, run the fix again with --force.
         if (st)
-            st = writeNew((dataOut / ".metadata").string(), metadata);
+            st = writeMetadata(fixed, (dataOut / ".metadata").string(), m_result);
         if (st)
             st = writeNew((fs::path(m_temp) / kFixManifest).string(), m_options.manifest);
         if (st)
@@ -268,11 +283,11 @@ std::string checkpointTop(const CheckpointIndex &index)
     return index.dataDir;
 }
 
-Status writeFixedCheckpoint(const CheckpointIndex &fixed, const std::string &metadata,
-                            const FixOutputOptions &options, FixResult &result)
+Status writeFixedCheckpoint(const CheckpointIndex &fixed, const FixOutputOptions &options,
+                            FixResult &result)
 {
     try {
-        return TreeWriter(fixed, options, result).write(fixed, metadata);
+        return TreeWriter(fixed, options, result).write(fixed);
     } catch (const std::exception &e) {
         return makeError(Error::Code::Io, e.what()).inFile(options.output);
     }

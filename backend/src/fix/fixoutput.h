@@ -23,10 +23,11 @@ struct FixOutputOptions
 
 /**
  * Writes `fixed` (an index over its source's files, in the source's directory) as a checkpoint
- * at options.output, with `metadata` as its `.metadata`. Fills the file counts of `result`.
+ * at options.output, with its `.metadata` written from it. Fills the file counts and the
+ * metadata's size in `result`.
  */
-Status writeFixedCheckpoint(const CheckpointIndex &fixed, const std::string &metadata,
-                            const FixOutputOptions &options, FixResult &result);
+Status writeFixedCheckpoint(const CheckpointIndex &fixed, const FixOutputOptions &options,
+                            FixResult &result);
 
 /** The top directory of a checkpoint's tree: a Megatron root, or the DCP directory itself. */
 std::string checkpointTop(const CheckpointIndex &index);

@@ -215,10 +215,8 @@ private:
                 return;
             }
         std::vector<TensorEntry> made;
-        std::vector<std::string> examples, consumed;
+        std::vector<std::string> examples, kinds, consumed;
         uint64_t bytes = 0;
-        size_t used = 0;
-        bool stacked = false;
         for (const DiffSource &target : targets) {
             if (m_made.count(target.key))
                 continue; // another entry made it (the same parameter's other state, or section)
@@ -238,6 +236,7 @@ private:
             const TensorEntry *like = nullptr;
             std::string from;
             size_t parts = 0;
+            bool stacked = false, cut = false;
             if (sources < f->sources.size())
                 for (const DiffSource &src : f->sources)
                     consumed.push_back(src.key);
@@ -267,6 +266,9 @@ private:
                 }
                 ++parts;
                 stacked = stacked || !src.index.empty();
+                // Rows cut out of a bigger stored tensor (a key stored fused).
+                cut =
+                    cut || (!t.shape.empty() && st->shape[src.index.size() + dim] != t.shape[dim]);
                 from += (from.empty() ? "" : " + ") + src.key;
                 consumed.push_back(src.key);
             }
@@ -285,18 +287,17 @@ private:
                 return;
             }
             t.path = pathLike(*like, t.key);
-            used = std::max(used, parts);
+            kinds.push_back(parts > 1 ? "concatenate"
+                            : cut     ? "split"
+                            : stacked ? "select"
+                                      : "rename");
             examples.push_back(t.key + " <- " + from);
             made.push_back(std::move(t));
         }
         m_plan.bytesReferenced += bytes;
         m_consumed.insert(consumed.begin(), consumed.end());
         for (size_t i = 0; i < made.size(); ++i) {
-            count(targets.size() > 1 ? "split"
-                  : used > 1         ? "concatenate"
-                  : stacked          ? "select"
-                                     : "rename",
-                  examples[i]);
+            count(kinds[i], examples[i]);
             m_made.insert(made[i].key);
             m_new.push_back(std::move(made[i]));
         }

@@ -4,8 +4,16 @@
 #include "fix/picklewriter.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
 #include <span>
 #include <string_view>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace shardscope::detail {
@@ -22,12 +30,19 @@ public:
         : m_index(index)
     {}
 
+    void setSink(std::function<void(std::string &&)> sink, size_t bytes)
+    {
+        m_w.setSink(std::move(sink), bytes);
+        m_streaming = true;
+    }
+
     std::string write()
     {
         m_keySlot.assign(m_index.tensors.size(), PickleWriter::kNoSlot);
         m_fileSlot.assign(m_index.files.size(), PickleWriter::kNoSlot);
         // About 250 bytes a chunk (its ChunkStorageMetadata, MetadataIndex and _StorageInfo).
-        m_w.reserve(m_index.chunkCount() * 250 + m_index.objects.size() * 200 + 4096);
+        if (!m_streaming)
+            m_w.reserve(m_index.chunkCount() * 250 + m_index.objects.size() * 200 + 4096);
         object(MetadataClass);
         m_w.emptyDict();
         m_w.mark();
@@ -109,8 +124,10 @@ private:
         m_w.emptyDict();
         for (size_t begin = 0; begin < count; begin += PickleWriter::kBatch) {
             m_w.mark();
-            for (size_t i = begin; i < std::min(count, begin + PickleWriter::kBatch); ++i)
+            for (size_t i = begin; i < std::min(count, begin + PickleWriter::kBatch); ++i) {
                 item(i);
+                m_w.flushPoint();
+            }
             m_w.setItems();
         }
     }
@@ -283,6 +300,7 @@ private:
         PickleWriter::kNoSlot, PickleWriter::kNoSlot};
     std::vector<std::string_view> m_parts;
     std::vector<uint32_t> m_keySlot, m_fileSlot; ///< memo slots of each tensor's key and file
+    bool m_streaming = false;
 };
 
 } // namespace
@@ -290,6 +308,66 @@ private:
 std::string dcpMetadataPickle(const CheckpointIndex &index)
 {
     return MetadataPickler(index).write();
+}
+
+Result<uint64_t> writeDcpMetadata(const CheckpointIndex &index, int fd, const std::string &path,
+                                  size_t pieceBytes)
+{
+    // A bounded queue of pieces between the pickler (this thread) and the writer.
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::deque<std::string> pieces;
+    bool done = false;
+    std::atomic<int> error = 0;
+    uint64_t written = 0;
+    std::thread writer([&] {
+        for (;;) {
+            std::string piece;
+            {
+                std::unique_lock lock(mutex);
+                changed.wait(lock, [&] { return !pieces.empty() || done; });
+                if (pieces.empty())
+                    return;
+                piece = std::move(pieces.front());
+                pieces.pop_front();
+            }
+            changed.notify_all();
+            for (size_t at = 0; at < piece.size() && !error;) {
+                const ssize_t n = ::write(fd, piece.data() + at, piece.size() - at);
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n <= 0) {
+                    error = n < 0 ? errno : EIO;
+                    changed.notify_all();
+                    break;
+                }
+                at += size_t(n);
+                written += uint64_t(n);
+            }
+        }
+    });
+    constexpr size_t kQueued = 4;
+    MetadataPickler pickler(index);
+    pickler.setSink(
+        [&](std::string &&piece) {
+            std::unique_lock lock(mutex);
+            changed.wait(lock, [&] { return pieces.size() < kQueued || error; });
+            pieces.push_back(std::move(piece));
+            changed.notify_all();
+        },
+        pieceBytes);
+    pickler.write();
+    {
+        std::lock_guard lock(mutex);
+        done = true;
+    }
+    changed.notify_all();
+    writer.join();
+    if (error)
+        return makeError(Error::Code::Io,
+                         std::string("cannot write: ") + std::strerror(error.load()))
+            .inFile(path);
+    return written;
 }
 
 } // namespace shardscope::detail

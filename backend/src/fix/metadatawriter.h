@@ -18,4 +18,12 @@ namespace shardscope::detail {
  */
 std::string dcpMetadataPickle(const CheckpointIndex &index);
 
+/**
+ * The same pickle written to `fd` as it is made: pieces go to a writing thread, so that making
+ * the next one overlaps the kernel's copy of the last (half a gigabyte at DeepSeek-V3 scale).
+ * Returns the bytes written, or the write's error naming `path`.
+ */
+Result<uint64_t> writeDcpMetadata(const CheckpointIndex &index, int fd, const std::string &path,
+                                  size_t pieceBytes = size_t(16) << 20);
+
 } // namespace shardscope::detail

@@ -43,9 +43,30 @@ PickleWriter::PickleWriter()
     op(4);
 }
 
+void PickleWriter::setSink(std::function<void(std::string &&)> sink, size_t bytes)
+{
+    m_sink = std::move(sink);
+    m_pieceBytes = bytes;
+    m_out.reserve(bytes + bytes / 4);
+}
+
+void PickleWriter::flush()
+{
+    std::string piece;
+    piece.reserve(m_pieceBytes + m_pieceBytes / 4);
+    std::swap(piece, m_out);
+    m_sink(std::move(piece));
+}
+
 std::string PickleWriter::finish()
 {
     op(Stop);
+    if (m_sink) {
+        std::string last = m_out;
+        m_sink(std::move(m_out));
+        m_out.clear();
+        return last;
+    }
     return std::move(m_out);
 }
 

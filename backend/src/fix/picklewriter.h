@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -17,7 +18,18 @@ class PickleWriter
 {
 public:
     PickleWriter();
-    /** The finished pickle (STOP appended once). */
+    /**
+     * Hands the output to `sink` in pieces of about `bytes` (at flushPoint()) instead of keeping
+     * it whole; finish() then returns only the last piece, after it went to the sink too.
+     */
+    void setSink(std::function<void(std::string &&)> sink, size_t bytes);
+    /** A place where the output may be handed to the sink (between two values). */
+    void flushPoint()
+    {
+        if (m_sink && m_out.size() >= m_pieceBytes)
+            flush();
+    }
+    /** The finished pickle (STOP appended once), or its last piece with a sink. */
     std::string finish();
 
     void none();
@@ -54,9 +66,12 @@ public:
 
 private:
     void op(uint8_t code) { m_out.push_back(char(code)); }
+    void flush();
     void u32(uint32_t v);
     uint32_t memoize();
     std::string m_out;
+    std::function<void(std::string &&)> m_sink;
+    size_t m_pieceBytes = 0;
     uint32_t m_next = 0;
     std::map<std::string, uint32_t, std::less<>> m_globals;
     std::unordered_map<std::string_view, uint32_t> m_strings;

@@ -64,8 +64,7 @@ Status openDcpLike(const fs::path &dir, CheckpointIndex &index, const OpenOption
         if (!st)
             return st;
     }
-    if (index.format == Format::Dcp && isFsdpDtensorLayout(index))
-        index.format = Format::MegatronFsdpDtensor;
+    refineDcpFormat(index);
     return Ok{};
 }
 
@@ -208,6 +207,14 @@ void noteRepair(CheckpointIndex &index)
 }
 
 } // namespace
+
+void detail::refineDcpFormat(CheckpointIndex &index)
+{
+    if (index.format == Format::MegatronFsdpDtensor && !isFsdpDtensorLayout(index))
+        index.format = Format::Dcp;
+    else if (index.format == Format::Dcp && isFsdpDtensorLayout(index))
+        index.format = Format::MegatronFsdpDtensor;
+}
 
 Result<CheckpointIndex> openCheckpoint(const std::string &path, const OpenOptions &options)
 {

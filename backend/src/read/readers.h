@@ -30,5 +30,8 @@ Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index)
 
 /** Records file sizes (UINT64_MAX when missing) for every interned file. */
 void statFiles(CheckpointIndex &index);
+/** A DCP checkpoint's flavour from its keys: fsdp_dtensor (model.module. and optimizer keys) or
+ *  plain DCP. Run on every open, and on a repaired index (its keys decide what reopens it). */
+void refineDcpFormat(CheckpointIndex &index);
 
 } // namespace shardscope::detail

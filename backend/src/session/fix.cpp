@@ -6,6 +6,7 @@
 #include "fix/fixoutput.h"
 #include "fix/fixplan.h"
 #include "fix/metadatawriter.h"
+#include "read/readers.h"
 #include "session/opened.h"
 #include "shardscope/escape.h"
 
@@ -200,16 +201,12 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
         request.opened ? CheckpointIndex(*request.opened) : std::move(owned), plan);
     if (!control.report({"write", 0, 0}))
         return cancelled();
-    const std::string metadata = detail::dcpMetadataPickle(fixed);
-    result.metadataBytes = metadata.size();
-    if (!control.report({"link", 0, 0}))
-        return cancelled();
     detail::FixOutputOptions options;
     options.output = request.output;
     options.copy = request.copy;
     options.force = request.force;
     options.manifest = manifest(request, result);
-    if (Status st = detail::writeFixedCheckpoint(fixed, metadata, options, result); !st)
+    if (Status st = detail::writeFixedCheckpoint(fixed, options, result); !st)
         return st.error();
     result.written = true;
 

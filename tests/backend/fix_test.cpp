@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: MIT
+// The repair's metadata writer against our own reader: every DCP checkpoint real torch wrote for
+// the tests, written back from its index, reads back as the same index (torch's own reading of
+// it is checked by tools/check_fix.py); the pickle streamed to a file in pieces is the one made
+// whole.
+#include "fix/metadatawriter.h"
+#include "testenv.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace shardscope;
+using namespace shardscope::detail;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char *const kFixtures[] = {"dcp_1rank", "dcp_2ranks", "dcp_4ranks", "dcp_zstd",
+                                 "megatron_fsdp_dtensor"};
+
+std::string fileOf(const CheckpointIndex &index, const Location &l)
+{
+    return l.file < index.files.size() ? index.files[l.file] : "?";
+}
+
+} // namespace
+
+TEST(MetadataWriter, EveryDcpFixtureReadsBackAsTheSameIndex)
+{
+    for (const char *name : kFixtures) {
+        SCOPED_TRACE(name);
+        const fs::path src = fs::path(fixturesDir()) / name;
+        auto a = openCheckpoint(src.string());
+        ASSERT_TRUE(a) << a.error().toString();
+        ASSERT_FALSE(a->tensors.empty());
+        const fs::path dir = fs::temp_directory_path() / ("ss-metadata-writer-" + std::string(name));
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        for (const std::string &f : a->files)
+            fs::create_symlink(fs::absolute(fs::path(a->dataDir) / f), dir / f);
+        std::ofstream(dir / ".metadata", std::ios::binary) << dcpMetadataPickle(*a);
+        auto b = openCheckpoint(dir.string());
+        ASSERT_TRUE(b) << b.error().toString();
+        EXPECT_EQ(b->format, a->format);
+        EXPECT_TRUE(b->problems.empty());
+        ASSERT_EQ(a->tensors.size(), b->tensors.size());
+        for (size_t i = 0; i < a->tensors.size(); ++i) {
+            const TensorEntry &x = a->tensors[i], &y = b->tensors[i];
+            SCOPED_TRACE(x.key);
+            EXPECT_EQ(x.key, y.key);
+            EXPECT_EQ(x.dtypeName, y.dtypeName);
+            EXPECT_EQ(x.shape, y.shape);
+            EXPECT_EQ(x.chunkDims, y.chunkDims);
+            EXPECT_EQ(x.path.parts(x.key), y.path.parts(y.key));
+            ASSERT_EQ(x.chunks.size(), y.chunks.size());
+            for (size_t c = 0; c < x.chunks.size(); ++c) {
+                EXPECT_EQ(fileOf(*a, x.chunks[c]), fileOf(*b, y.chunks[c]));
+                EXPECT_EQ(x.chunks[c].offset, y.chunks[c].offset);
+                EXPECT_EQ(x.chunks[c].length, y.chunks[c].length);
+                EXPECT_EQ(a->transformChains.at(x.chunks[c].transforms),
+                          b->transformChains.at(y.chunks[c].transforms));
+            }
+        }
+        size_t stored = 0;
+        for (const ObjectEntry &x : a->objects) {
+            if (!x.location)
+                continue;
+            ++stored;
+            const ObjectEntry *y = b->findObject(x.key);
+            ASSERT_NE(y, nullptr) << x.key;
+            ASSERT_TRUE(y->location.has_value());
+            EXPECT_EQ(fileOf(*a, *x.location), fileOf(*b, *y->location));
+            EXPECT_EQ(x.location->offset, y->location->offset);
+            EXPECT_EQ(x.location->length, y->location->length);
+            EXPECT_EQ(x.path.parts(x.key), y->path.parts(y->key));
+        }
+        EXPECT_EQ(b->objects.size(), stored);
+        fs::remove_all(dir);
+    }
+}
+
+TEST(MetadataWriter, StreamedInPiecesIsTheWholePickle)
+{
+    auto index = openCheckpoint((fs::path(fixturesDir()) / "dcp_4ranks").string());
+    ASSERT_TRUE(index) << index.error().toString();
+    const std::string whole = dcpMetadataPickle(*index);
+    const fs::path path = fs::temp_directory_path() / "ss-metadata-streamed";
+    for (size_t piece : {size_t(64), size_t(4096), size_t(16) << 20}) {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ASSERT_GE(fd, 0);
+        auto written = writeDcpMetadata(*index, fd, path.string(), piece);
+        ::close(fd);
+        ASSERT_TRUE(written) << written.error().toString();
+        EXPECT_EQ(*written, whole.size());
+        std::ifstream in(path, std::ios::binary);
+        std::stringstream s;
+        s << in.rdbuf();
+        EXPECT_TRUE(s.str() == whole) << "piece " << piece;
+    }
+    fs::remove(path);
+}
