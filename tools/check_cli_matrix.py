@@ -3,7 +3,7 @@
 
     python tools/check_cli_matrix.py --cli shardscope-cli --demo DEMO --changed CHANGED
 
-Runs each subcommand (inspect, layout, diff, report, verify, rules, devices) with each of its
+Runs each subcommand (inspect, layout, diff, report, fix, verify, rules, devices) with each of its
 output flags and option families on the bundled demo, on a copy of it with one data file cut
 short (written here), against itself and against CHANGED (the demo with one tensor changed by
 real torch, tools/make_changed_copy.py), each under a timeout. A run fails when it ends by a
@@ -90,6 +90,11 @@ def commands(ckpt: str, other: str, layout: str, key: str, out: str, tag: str,
                   o(f"values.{ext}")))
         c.append((["report", ckpt, "--against", other, "--values", "--layout", layout, "-o",
                    o(f"values-layout.{ext}")], o(f"values-layout.{ext}")))
+    for i, flags in enumerate(([], ["--json"], ["--partial", "--json"], ["--copy"],
+                               ["--no-strict", "--strictness", "ignore_all", "--no-optimizer"])):
+        if single:
+            c.append((["fix", ckpt, "--layout", layout, "--disable-rule", "mla_down_proj", "-o",
+                       o(f"fixed-{i}"), *flags], None))
     for flags in (["--quiet"], ["--json"], ["--json", "--hash", "--quiet"],
                   ["--dp", "2", "--quiet"], ["--dp", "2", "--max-memory", "60000", "--threads",
                                              "1", "--json"],

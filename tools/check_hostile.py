@@ -200,17 +200,21 @@ def main() -> int:
                 for line in text.splitlines():
                     if line.startswith("problem: fake") or line.startswith("<script"):
                         problems.append(f"forged line {line!r}")
-                m = re.search(r"```sh\n(.*?)\n```", text, re.S)
-                if not m:
+                # Every command printed (the repair's, then the reproduce line): bash runs it
+                # with printf in the CLI's place and must get back exactly its arguments.
+                blocks = re.findall(r"```sh\n(.*?)\n```", text, re.S)
+                wants = {"report": ["report", str(ck["dcp"]), "--layout", str(layout), "-o",
+                                    str(report)],
+                         "fix": ["fix", str(ck["dcp"]), "--layout", str(layout), "-o",
+                                 str(ck["dcp"]) + "-fixed"]}
+                if not any(b.split(" ", 2)[1:2] == ["report"] for b in blocks):
                     problems.append("no reproduce command")
-                else:
-                    # bash runs the printed line with printf in the CLI's place.
-                    line = m.group(1)
+                for line in blocks:
                     prog, _, rest = line.partition(" ")
                     out = subprocess.run(["bash", "-c", "printf '%s\\0' " + rest], cwd=root,
                                          capture_output=True, timeout=60)
                     argv = out.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
-                    want = ["report", str(ck["dcp"]), "--layout", str(layout), "-o", str(report)]
+                    want = wants.get(argv[0] if argv else "", ["report or fix"])
                     if argv != want:
                         problems.append(f"the command gives {argv!r}, not {want!r}")
                     if (root / "PWNED").exists():
