@@ -38,7 +38,8 @@ TEST(MetadataWriter, EveryDcpFixtureReadsBackAsTheSameIndex)
         auto a = openCheckpoint(src.string());
         ASSERT_TRUE(a) << a.error().toString();
         ASSERT_FALSE(a->tensors.empty());
-        const fs::path dir = fs::temp_directory_path() / ("ss-metadata-writer-" + std::string(name));
+        const fs::path dir =
+            fs::temp_directory_path() / ("ss-metadata-writer-" + std::string(name));
         fs::remove_all(dir);
         fs::create_directories(dir);
         for (const std::string &f : a->files)

@@ -2,9 +2,11 @@
 // A repaired checkpoint: what `fix` changed, what blocks it, what it wrote.
 #pragma once
 
+#include "shardscope/checkpoint.h"
 #include "shardscope/diff.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,8 +41,12 @@ struct FixResult
     uint64_t bytesReferenced = 0, bytesWritten = 0;
     uint64_t metadataBytes = 0;
     size_t filesLinked = 0, filesSymlinked = 0, filesCopied = 0;
+    /** The diff as asked, of the source: what the failing load does. */
+    std::shared_ptr<const DiffResult> before;
     /** The same diff of the output: what the failing load does with it now. */
     std::optional<DiffResult> after;
+    /** The output's index, as written (a caller may show it without reading it again). */
+    std::shared_ptr<const CheckpointIndex> index;
     /** Commands that check the output (diff, verify). */
     std::string diffCommand, verifyCommand;
     /** Written, and the load asked for now fills everything. */
