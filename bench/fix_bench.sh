@@ -16,13 +16,7 @@ DATA=build/bench-data
 META=$DATA/dsv3
 DIR=$DATA/dsv3-gui
 LAYOUT=$DATA/dsv3-layout.json
-[ -f "$META/.metadata" ] || "$PY" bench/make_dsv3_metadata.py --out "$META"
-[ -f "$LAYOUT" ] || "$CLI" layout --from-config bench/deepseek_v3_config.json -o "$LAYOUT"
-if [ ! -e "$DIR/.metadata" ]; then
-  mkdir -p "$DIR"
-  ln -sf "$(realpath "$META/.metadata")" "$DIR/.metadata"
-  for i in $(seq 0 255); do truncate -s 64G "$DIR/__${i}_0.distcp"; done
-fi
+. bench/dsv3_data.sh
 VERIFY=$DATA/verify
 [ -f "$VERIFY/ckpt/.metadata" ] || "$PY" bench/make_verify_checkpoint.py --out "$VERIFY"
 "$CLI" layout --from-config "$VERIFY/config.json" -o "$VERIFY/layout.json" 2>/dev/null

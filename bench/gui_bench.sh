@@ -12,13 +12,7 @@ META=build/bench-data/dsv3
 DIR=${1:-build/bench-data/dsv3-gui}
 LAYOUT=build/bench-data/dsv3-layout.json
 CLI=build/app/cli/shardscope-cli
-[ -f "$META/.metadata" ] || "$PY" bench/make_dsv3_metadata.py --out "$META"
-[ -f "$LAYOUT" ] || "$CLI" layout --from-config bench/deepseek_v3_config.json -o "$LAYOUT"
-if [ ! -e "$DIR/.metadata" ]; then
-  mkdir -p "$DIR"
-  ln -sf "$(realpath "$META/.metadata")" "$DIR/.metadata"
-  for i in $(seq 0 255); do truncate -s 64G "$DIR/__${i}_0.distcp"; done
-fi
+. bench/dsv3_data.sh
 cat "$DIR/.metadata" > /dev/null # page cache warm for every reader
 
 seconds() {

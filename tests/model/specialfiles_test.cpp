@@ -76,6 +76,18 @@ bool makeSpecial(const QString &path, const std::string &kind, std::string &why)
     return ::symlink(target.c_str(), p.c_str()) == 0 || (why = std::strerror(errno), false);
 }
 
+// makeSpecial(), failing the test when it cannot, except for a block device: a container may
+// have none to link to.
+bool replaced(const QString &path, const std::string &kind)
+{
+    std::string why;
+    if (makeSpecial(path, kind, why))
+        return true;
+    if (kind != "block")
+        ADD_FAILURE() << "cannot make " << kind << ": " << why;
+    return false;
+}
+
 // A reader that did block on a FIFO is let go (a writer opens and closes it), so that a failing
 // test ends instead of hanging in the runner's destructor.
 void releaseFifo(const QString &path)
@@ -144,12 +156,8 @@ TEST_F(SpecialFilesTest, OpenRefusesTheCheckpointFileUnread)
     for (const QString &file : {m_dir.filePath(QStringLiteral("model.pt")), metadata})
         for (const std::string &kind : kKinds) {
             SCOPED_TRACE(QFileInfo(file).fileName().toStdString() + " as " + kind);
-            std::string why;
-            if (!makeSpecial(file, kind, why)) {
-                if (kind != "block") // a container may have no block device to link to
-                    ADD_FAILURE() << "cannot make it: " << why;
+            if (!replaced(file, kind))
                 continue;
-            }
             BackendRunner runner;
             QSignalSpy failed(&runner, &BackendRunner::openFailed);
             runner.openCheckpoint(file == metadata ? QFileInfo(file).absolutePath() : file);
@@ -168,12 +176,8 @@ TEST_F(SpecialFilesTest, DataFileIsAProblemAndItsTensorsFailUnread)
     ASSERT_FALSE(data.isEmpty());
     for (const std::string &kind : kKinds) {
         SCOPED_TRACE(kind);
-        std::string why;
-        if (!makeSpecial(data, kind, why)) {
-            if (kind != "block") // a container may have no block device to link to
-                ADD_FAILURE() << "cannot make it: " << why;
+        if (!replaced(data, kind))
             continue;
-        }
         BackendRunner runner;
         QSignalSpy opened(&runner, &BackendRunner::checkpointOpened);
         runner.openCheckpoint(m_dir.filePath(QStringLiteral("dcp")));
@@ -205,12 +209,8 @@ TEST_F(SpecialFilesTest, LayoutAndConfigAreRefusedUnread)
     for (const QString &file : {m_layout, config})
         for (const std::string &kind : kKinds) {
             SCOPED_TRACE(QFileInfo(file).fileName().toStdString() + " as " + kind);
-            std::string why;
-            if (!makeSpecial(file, kind, why)) {
-                if (kind != "block") // a container may have no block device to link to
-                    ADD_FAILURE() << "cannot make it: " << why;
+            if (!replaced(file, kind))
                 continue;
-            }
             CheckpointSession session;
             QSignalSpy opened(&session, &CheckpointSession::opened);
             QSignalSpy ended(&session, &CheckpointSession::jobEnded);

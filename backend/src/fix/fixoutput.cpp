@@ -99,17 +99,17 @@ bool isRankLocalMetadata(const std::string &name)
 class TreeWriter
 {
 public:
-    TreeWriter(const CheckpointIndex &source, const FixOutputOptions &options, FixResult &result)
-        : m_source(source)
+    TreeWriter(const CheckpointIndex &fixed, const FixOutputOptions &options, FixResult &result)
+        : m_fixed(fixed)
         , m_options(options)
         , m_result(result)
     {}
 
-    Status write(const CheckpointIndex &fixed)
+    Status write()
     {
         const fs::path out = fs::path(m_options.output).lexically_normal();
-        const fs::path top = fs::path(checkpointTop(m_source));
-        const fs::path data = fs::path(m_source.dataDir);
+        const fs::path top = fs::path(checkpointTop(m_fixed));
+        const fs::path data = fs::path(m_fixed.dataDir);
         std::error_code ec;
         const fs::path topAbs = fs::weakly_canonical(top, ec);
         const fs::path outAbs = fs::weakly_canonical(fs::absolute(out, ec), ec);
@@ -144,13 +144,13 @@ public:
             return ioError(m_temp, "cannot create the output beside its destination", errno);
         Status st = mirror(top, fs::path(m_temp), data);
         if (st)
-            st = checkReferences(fixed, data.lexically_relative(top));
+            st = checkReferences();
         const fs::path dataOut = fs::path(m_temp) / data.lexically_relative(top);
         // Into the temporary tree, which is renamed into place whole: no file of it is seen
         // half-written. Not flushed to disk (half a gigabyte at DeepSeek-V3 scale would double
         // the fix's time); after a power loss, run the fix again with --force.
         if (st)
-            st = writeMetadata(fixed, (dataOut / ".metadata").string(), m_result);
+            st = writeMetadata(m_fixed, (dataOut / ".metadata").string(), m_result);
         if (st)
             st = writeNew((fs::path(m_temp) / kFixManifest).string(), m_options.manifest);
         if (st)
@@ -183,7 +183,7 @@ private:
             if (from == data &&
                 (name == ".metadata" || isRankLocalMetadata(name) || name == ".metadata.tmp"))
                 continue;
-            if (from == fs::path(checkpointTop(m_source)) && name == kFixManifest)
+            if (from == fs::path(checkpointTop(m_fixed)) && name == kFixManifest)
                 continue;
             struct stat st
             {
@@ -225,23 +225,24 @@ private:
 
     // The new metadata may name only the files placed beside it: a path that leads elsewhere
     // (a lying `.metadata`) is refused, not followed.
-    Status checkReferences(const CheckpointIndex &fixed, const fs::path &)
+    Status checkReferences()
     {
         std::set<uint32_t> used;
-        for (const TensorEntry &t : fixed.tensors)
+        for (const TensorEntry &t : m_fixed.tensors)
             for (const Location &l : t.chunks)
                 used.insert(l.file);
-        for (const ObjectEntry &o : fixed.objects)
+        for (const ObjectEntry &o : m_fixed.objects)
             if (o.location)
                 used.insert(o.location->file);
         for (uint32_t f : used) {
-            if (f >= fixed.files.size() || !m_placed.count(fixed.files[f]))
-                return makeError(Error::Code::Unsupported,
-                                 "the metadata names data file '" +
-                                     (f < fixed.files.size() ? fixed.files[f] : std::string("?")) +
-                                     "', which is not a regular file of the checkpoint "
-                                     "directory; nothing is written for it")
-                    .inFile((fs::path(m_source.dataDir) / ".metadata").string());
+            if (f >= m_fixed.files.size() || !m_placed.count(m_fixed.files[f]))
+                return makeError(
+                           Error::Code::Unsupported,
+                           "the metadata names data file '" +
+                               (f < m_fixed.files.size() ? m_fixed.files[f] : std::string("?")) +
+                               "', which is not a regular file of the checkpoint "
+                               "directory; nothing is written for it")
+                    .inFile((fs::path(m_fixed.dataDir) / ".metadata").string());
         }
         return Ok{};
     }
@@ -267,7 +268,7 @@ private:
         return Ok{};
     }
 
-    const CheckpointIndex &m_source;
+    const CheckpointIndex &m_fixed;
     const FixOutputOptions &m_options;
     FixResult &m_result;
     std::string m_temp;
@@ -287,7 +288,7 @@ Status writeFixedCheckpoint(const CheckpointIndex &fixed, const FixOutputOptions
                             FixResult &result)
 {
     try {
-        return TreeWriter(fixed, options, result).write(fixed);
+        return TreeWriter(fixed, options, result).write();
     } catch (const std::exception &e) {
         return makeError(Error::Code::Io, e.what()).inFile(options.output);
     }

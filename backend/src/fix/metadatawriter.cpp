@@ -38,6 +38,10 @@ public:
 
     std::string write()
     {
+        // Only objects with stored bytes (BYTE_IO items) are entries of a DCP checkpoint.
+        for (const ObjectEntry &o : m_index.objects)
+            if (o.location)
+                m_objects.push_back(&o);
         m_keySlot.assign(m_index.tensors.size(), PickleWriter::kNoSlot);
         m_fileSlot.assign(m_index.files.size(), PickleWriter::kNoSlot);
         // About 250 bytes a chunk (its ChunkStorageMetadata, MetadataIndex and _StorageInfo).
@@ -132,15 +136,10 @@ private:
         }
     }
 
-    bool stored(const ObjectEntry &o) const { return o.location.has_value(); }
-
     void stateDictMetadata()
     {
         const size_t nt = m_index.tensors.size();
-        std::vector<const ObjectEntry *> objects;
-        for (const ObjectEntry &o : m_index.objects)
-            if (stored(o))
-                objects.push_back(&o);
+        const auto &objects = m_objects;
         dictOf(nt + objects.size(), [&](size_t i) {
             if (i >= nt) {
                 m_w.sharedStr(objects[i - nt]->key);
@@ -210,10 +209,7 @@ private:
     void plannerData()
     {
         const size_t nt = m_index.tensors.size();
-        std::vector<const ObjectEntry *> objects;
-        for (const ObjectEntry &o : m_index.objects)
-            if (stored(o))
-                objects.push_back(&o);
+        const auto &objects = m_objects;
         dictOf(nt + objects.size(), [&](size_t i) {
             if (i < nt) {
                 m_w.get(m_keySlot[i]);
@@ -255,15 +251,12 @@ private:
     void storageData()
     {
         // One item per tensor chunk, then per stored object.
-        std::vector<std::pair<uint32_t, uint32_t>> items; // (tensor or object, chunk)
+        std::vector<std::pair<uint32_t, uint32_t>> items; // (tensor, chunk)
         for (size_t t = 0; t < m_index.tensors.size(); ++t)
             for (size_t c = 0; c < m_index.tensors[t].chunks.size(); ++c)
                 items.emplace_back(uint32_t(t), uint32_t(c));
         const size_t chunkItems = items.size();
-        for (size_t o = 0; o < m_index.objects.size(); ++o)
-            if (stored(m_index.objects[o]))
-                items.emplace_back(uint32_t(o), 0);
-        dictOf(items.size(), [&](size_t i) {
+        dictOf(chunkItems + m_objects.size(), [&](size_t i) {
             object(Index);
             m_w.emptyDict();
             m_w.mark();
@@ -280,7 +273,7 @@ private:
                 m_w.build();
                 storageInfo(t.chunks[c]);
             } else {
-                const ObjectEntry &o = m_index.objects[items[i].first];
+                const ObjectEntry &o = *m_objects[i - chunkItems];
                 m_w.str("fqn");
                 m_w.sharedStr(o.key);
                 m_w.str("index");
@@ -299,6 +292,7 @@ private:
         PickleWriter::kNoSlot, PickleWriter::kNoSlot, PickleWriter::kNoSlot, PickleWriter::kNoSlot,
         PickleWriter::kNoSlot, PickleWriter::kNoSlot};
     std::vector<std::string_view> m_parts;
+    std::vector<const ObjectEntry *> m_objects;  ///< the stored ones
     std::vector<uint32_t> m_keySlot, m_fileSlot; ///< memo slots of each tensor's key and file
     bool m_streaming = false;
 };

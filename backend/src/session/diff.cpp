@@ -127,13 +127,10 @@ Result<DiffResult> runDiff(const DiffRequest &request, const JobControl &control
         return checkpoint.error();
     if (!control.report({"layout", 0, 0}))
         return cancelled();
-    std::shared_ptr<const Layout> layout = request.openedLayout;
-    if (!layout) {
-        auto read = readLayout(request.layout);
-        if (!read)
-            return read.error();
-        layout = std::make_shared<const Layout>(std::move(*read));
-    }
+    auto read = detail::layoutOrRead(request.openedLayout, request.layout);
+    if (!read)
+        return read.error();
+    const std::shared_ptr<const Layout> layout = *read;
     bool stopped = false;
     auto diff = diffAgainstLayout(**checkpoint, *layout, request.options,
                                   [&](uint64_t done, uint64_t total) {

@@ -132,13 +132,10 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
         owned = std::move(*opened);
     }
     const CheckpointIndex &source = request.opened ? *request.opened : owned;
-    std::shared_ptr<const Layout> layout = request.openedLayout;
-    if (!layout) {
-        auto read = readLayout(request.layout);
-        if (!read)
-            return read.error();
-        layout = std::make_shared<const Layout>(std::move(*read));
-    }
+    auto read = detail::layoutOrRead(request.openedLayout, request.layout);
+    if (!read)
+        return read.error();
+    const std::shared_ptr<const Layout> layout = *read;
     FixResult result;
     result.checkpoint = request.checkpoint;
     result.layout = request.layout;
