@@ -52,8 +52,8 @@ QString repairSummaryText(const FixResult &fix)
 QString repairBlockedText(const FixResult &fix)
 {
     if (fix.blockers.empty())
-        return tr("Nothing that references can repair; nothing was written.");
-    return tr("Not repaired: %1 entries cannot be repaired by references (first: %2); nothing "
+        return tr("Nothing that a fix can repair; nothing was written.");
+    return tr("Not repaired: %1 entries cannot be repaired (first: %2); nothing "
               "was written.")
         .arg(fix.blockers.size())
         .arg(text(fix.blockers.front()));

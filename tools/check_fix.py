@@ -84,6 +84,52 @@ def bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint8) if t.numel() else t
 
 
+def recast(ckpt: Path, out: Path, dtypes: dict[str, torch.dtype]) -> Path:
+    """A copy of a one-rank DCP checkpoint saved again by dcp.save, the named keys cast."""
+    md = dcp.FileSystemReader(str(ckpt)).read_metadata()
+    sd = {k: torch.empty(tuple(m.size), dtype=m.properties.dtype)
+          for k, m in md.state_dict_metadata.items() if hasattr(m, "size")}
+    dcp.load(sd, checkpoint_id=str(ckpt))
+    for k, dt in dtypes.items():
+        sd[k] = sd[k].to(dt)
+    # The objects (param_to_group_meta's leaves) as they were.
+    objs = {k: None for k, m in md.state_dict_metadata.items() if not hasattr(m, "size")}
+    dcp.load(objs, checkpoint_id=str(ckpt))
+    dcp.save({**sd, **objs}, checkpoint_id=str(out), no_dist=True)
+    return out
+
+
+def check_written(ckpt: Path, out: Path, result: dict, out_md, rewrites: bool) -> list[str]:
+    """Only what references cannot express was written: no bytes at all, or (`rewrites`) one
+    new data file holding exactly the rewritten keys; every other data file is a hard link of
+    the source's."""
+    problems = []
+    kinds = {c["kind"]: c["count"] for c in result["changes"]}
+    if bool(kinds.get("rewrite")) != rewrites:
+        problems.append(f"rewrites expected: {rewrites}; changes {kinds}")
+    if result["files"]["copied"] != 0:
+        problems.append(f"files were copied: {result['files']}")
+    new = []
+    for f in data_dir(out).glob("*.distcp"):
+        src = data_dir(ckpt) / f.name
+        if not src.exists():
+            new.append(f.name)
+        elif f.stat().st_ino != src.stat().st_ino:
+            problems.append(f"{f.name} is not a hard link of the source's")
+    # The bytes of the keys torch reads from the new file, as torch's metadata gives them.
+    in_new = 0
+    for i, v in out_md.storage_data.items():
+        if v.relative_path in new:
+            m = out_md.state_dict_metadata[i.fqn]
+            in_new += m.size.numel() * m.properties.dtype.itemsize
+    if rewrites and (len(new) != 1 or in_new != result["bytes_written"] or in_new == 0):
+        problems.append(f"new data files {new} hold {in_new} bytes of tensors; the fix says it "
+                        f"wrote {result['bytes_written']}")
+    if not rewrites and (new or result["bytes_written"] != 0):
+        problems.append(f"data was written: {new}, {result['bytes_written']} bytes")
+    return problems
+
+
 class Case:
     def __init__(self, cli: str, tmp: Path, tally: Tally):
         self.cli, self.tmp, self.tally = cli, tmp, tally
@@ -95,7 +141,8 @@ class Case:
             raise RuntimeError(f"layout: {err}")
         return out
 
-    def repair(self, name: str, ckpt: Path, layout: Path, opts: list[str]) -> None:
+    def repair(self, name: str, ckpt: Path, layout: Path, opts: list[str],
+               rewrites: bool = False) -> None:
         problems: list[str] = []
         before = snapshot(ckpt)
         rc, text, err = run(self.cli, "diff", str(ckpt), "--layout", str(layout), *opts, "--json")
@@ -216,17 +263,100 @@ class Case:
         rc, text, err = run(self.cli, "inspect", str(out))
         if "repaired from" not in text or str(ckpt.resolve()) not in text:
             problems.append(f"inspect OUT does not say where it was repaired from: {text[:300]}")
-        if result["bytes_written"] != 0 or result["files"]["copied"] != 0:
-            problems.append(f"data was written: {result['files']}, {result['bytes_written']} bytes")
-        for f in data_dir(out).glob("*.distcp"):
-            if f.stat().st_ino != (data_dir(ckpt) / f.name).stat().st_ino:
-                problems.append(f"{f.name} is not a hard link of the source's")
+        problems += check_written(ckpt, out, result, out_full, rewrites)
         if snapshot(ckpt) != before:
             problems.append("the source checkpoint changed")
         print(f"{name}: {checked} tensors loaded, {repaired} repaired keys, "
               f"{result['metadata_bytes']} bytes of metadata, changes "
               f"{[(c['kind'], c['count']) for c in result['changes']]}")
         self.tally.unit(name, problems)
+
+
+def case_torch_dist_layers(c: Case) -> None:
+    """A torch_dist checkpoint megatron-core saved with its layers stacked (decoder.layers.<name>
+    [L, ...], one item per layer), loaded by a model that asks layer by layer (a heterogeneous
+    block: decoder.layers.<i>.<name>, and each linear's extra state as shard_0_1): megatron-core's
+    dist_checkpointing.load raises on the source; `fix` copies each layer's entry (an item keeps
+    its stacked axis, whose shape DCP's reader checks) and renames the extra states; the same
+    load of OUT passes and every tensor equals the saved model's bit for bit."""
+    from check_loaders import megatron_model_parallel
+    from megatron.core import dist_checkpointing
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    problems: list[str] = []
+    src, out = c.tmp / "torch_dist", c.tmp / "torch_dist-fixed"
+    src.mkdir()
+    opts = ["--disable-rule", "torch_dist_stacked", "--no-optimizer"]
+    with megatron_model_parallel():
+        torch.manual_seed(11)
+
+        def build(per_layer: bool) -> GPTModel:
+            cfg = TransformerConfig(num_layers=3, hidden_size=16, num_attention_heads=4,
+                                    ffn_hidden_size=32, use_cpu_initialization=True,
+                                    params_dtype=torch.bfloat16, bf16=True,
+                                    hetereogenous_dist_checkpoint=per_layer)
+            return GPTModel(cfg, get_gpt_layer_local_spec(), vocab_size=32,
+                            max_sequence_length=64)
+
+        saved = build(False)
+        dist_checkpointing.save(saved.sharded_state_dict(), str(src))
+        params = {n: t for n, t in saved.state_dict().items()
+                  if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
+        layout = c.tmp / "torch_dist-layout.json"
+        layout.write_text(json.dumps({
+            "schema": "shardscope.layout/1", "family": "test", "source": "megatron-core GPTModel",
+            "parallel": {"tp": 1, "pp": 1, "ep": 1, "etp": 1, "dp_shard": 1},
+            "transformer_engine": False, "linear_extra_state": True,
+            "params": [{"name": n, "shape": list(t.shape), "dtype": str(t.dtype).split(".")[-1],
+                        "tp_dim": -1} for n, t in params.items()]}))
+        before = snapshot(src)
+
+        def load(path: Path) -> dict[str, torch.Tensor]:
+            model = build(True)
+            model.load_state_dict(dist_checkpointing.load(model.sharded_state_dict(), str(path)))
+            return model.state_dict()
+
+        try:
+            load(src)
+            problems.append("megatron-core's per-layer load of the stacked source did not raise")
+        except (Exception, CheckpointException):  # noqa: BLE001
+            pass
+        rc, text, err = run(c.cli, "fix", str(src), "--layout", str(layout), *opts, "-o",
+                            str(out), "--json")
+        if rc != 0:
+            c.tally.unit("torch_dist_layers", [f"fix: exit {rc}: {err} {text[-800:]}"])
+            return
+        result = json.loads(text)
+        try:
+            loaded = load(out)
+        except (Exception, CheckpointException) as exc:  # noqa: BLE001
+            c.tally.unit("torch_dist_layers", [f"megatron-core's load of OUT raised: "
+                                               f"{str(exc).strip().splitlines()[-1][:400]}"])
+            return
+        for n, t in params.items():
+            if not torch.equal(bits(t), bits(loaded[n])):
+                problems.append(f"{n}: megatron-core loads other values than were saved")
+    rc, text, err = run(c.cli, "diff", str(out), "--layout", str(layout), *opts, "--json")
+    if rc != 0 or not json.loads(text or "{}").get("passes"):
+        problems.append(f"diff OUT: exit {rc}: {err[-300:]}")
+    rc, text, err = run(c.cli, "verify", str(out), "--layout", str(layout), "--quiet",
+                        "--disable-rule", "torch_dist_stacked")
+    if rc != 0:
+        problems.append(f"verify OUT: exit {rc}: {err[-300:]} {text[-300:]}")
+    rc, text, _ = run(c.cli, "inspect", str(out))
+    if "repaired from" not in text:
+        problems.append("inspect OUT does not say where it was repaired from")
+    kinds = {x["kind"]: x["count"] for x in result["changes"]}
+    if kinds.get("rename") != 4 * 3:  # four linears' extra states a layer
+        problems.append(f"the extra states were not renamed: {kinds}")
+    problems += check_written(src, out, result, dcp.FileSystemReader(str(out)).read_metadata(),
+                              rewrites=True)
+    if snapshot(src) != before:
+        problems.append("the source checkpoint changed")
+    print(f"torch_dist_layers: {len(params)} tensors loaded by megatron-core, changes {kinds}, "
+          f"{result['bytes_written']} bytes rewritten")
+    c.tally.unit("torch_dist_layers", problems)
 
 
 def case_refusals(c: Case, demo: Path) -> None:
@@ -329,6 +459,30 @@ def main() -> int:
         elif a.case == "experts_form":
             c.repair("experts_form", fx / "deepseek_v3/sequential",
                      c.layout(fx / "deepseek_v3/config.json"), ["--disable-rule", "experts_form"])
+        elif a.case == "swiglu_fused":
+            # Saved fused before Megatron-FSDP had the split handler; loaded by one that has it:
+            # the sections cut across the stored chunk, so they are copied.
+            c.repair("swiglu_fused", fx / "llama/fused", c.layout(fx / "llama/config.json"), [],
+                     rewrites=True)
+        elif a.case == "swiglu_fused_dtypes":
+            # The same, with layer 0's fused weight stored as float8 (torch.save writes it as an
+            # untyped storage, rebuilt by _rebuild_tensor_v3) and layer 1's as bfloat16.
+            src = recast(fx / "llama/fused", c.tmp / "dtypes", {
+                "model.module.decoder.layers.0.mlp.linear_fc1.weight": torch.float8_e4m3fn,
+                "model.module.decoder.layers.1.mlp.linear_fc1.weight": torch.bfloat16})
+            c.repair("swiglu_fused_dtypes", src, c.layout(fx / "llama/config.json"), [],
+                     rewrites=True)
+        elif a.case == "mla_cast":
+            # The demo (float32) with its kv down projections saved in bfloat16:
+            # one fused key holds one dtype, so it is rewritten in the model's (what the load's
+            # copy_ casts to anyway).
+            md = dcp.FileSystemReader(str(data_dir(demo))).read_metadata().state_dict_metadata
+            src = recast(data_dir(demo), c.tmp / "mla_cast", {
+                k: torch.bfloat16 for k in md if k.endswith("linear_kv_down_proj.weight")})
+            c.repair("mla_cast", src, c.layout(demo / "config.json"),
+                     ["--disable-rule", "mla_down_proj"], rewrites=True)
+        elif a.case == "torch_dist_layers":
+            case_torch_dist_layers(c)
         elif a.case == "refusals":
             case_refusals(c, demo)
         elif a.case == "hostile":

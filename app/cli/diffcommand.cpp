@@ -77,13 +77,18 @@ void printDiff(const DiffResult &d)
             std::cout << "  " << visibleText(r.unsupported) << "\n";
         } else {
             std::string kinds;
-            for (const auto &[kind, n] : r.changes)
+            bool copies = false;
+            for (const auto &[kind, n] : r.changes) {
                 kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+                copies = copies || kind == "rewrite";
+            }
             std::cout << "  " << visibleText(r.command) << "\n      "
                       << (r.blockers.empty()
-                              ? "writes a checkpoint this load accepts, by references (" + kinds +
-                                    "): no tensor data copied"
-                              : "repairs what references can (" +
+                              ? "writes a checkpoint this load accepts (" + kinds + "): " +
+                                    (copies ? "the rewritten keys copied into one new data "
+                                              "file, everything else referenced"
+                                            : "no tensor data copied")
+                              : "repairs what it can (" +
                                     (kinds.empty() ? std::string("nothing") : kinds) +
                                     "); nothing is written without --partial while these "
                                     "remain:")

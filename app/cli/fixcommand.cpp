@@ -49,7 +49,7 @@ void printFix(const FixResult &f)
         std::cout << "\n";
     }
     if (!f.blockers.empty()) {
-        std::cout << (f.written ? "\nleft unloadable (" : "\ncannot be repaired by references (")
+        std::cout << (f.written ? "\nleft unloadable (" : "\ncannot be repaired (")
                   << f.blockers.size() << "):\n";
         for (const std::string &b : f.blockers)
             std::cout << "  " << visibleText(b) << "\n";

@@ -2,12 +2,15 @@
 // The repair's metadata writer against our own reader: every DCP checkpoint real torch wrote for
 // the tests, written back from its index, reads back as the same index (torch's own reading of
 // it is checked by tools/check_fix.py); the pickle streamed to a file in pieces is the one made
-// whole.
+// whole; the torch.save archives of rewritten keys read back as written.
 #include "fix/metadatawriter.h"
+#include "fix/tensorarchive.h"
+#include "read/torchsave.h"
 #include "testenv.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -104,4 +107,56 @@ TEST(MetadataWriter, StreamedInPiecesIsTheWholePickle)
         EXPECT_TRUE(s.str() == whole) << "piece " << piece;
     }
     fs::remove(path);
+}
+
+// The archives the rewrite writes, read back by our own torch.save decoder (torch.load's reading
+// of them is checked by tools/check_fix.py, float8 included): every dtype, a scalar and an empty
+// tensor; the length does not depend on the checksum, so offsets are placed before the data.
+TEST(TensorArchive, EveryDtypeReadsBackAsWritten)
+{
+    const std::vector<std::vector<int64_t>> shapes = {{3, 5}, {}, {0, 4}, {2, 3, 70000}};
+    for (int d = int(DType::Float64); d <= int(DType::Bool); ++d) {
+        const DType dtype = DType(d);
+        if (elementSize(dtype) == 0)
+            continue;
+        for (const auto &shape : shapes) {
+            SCOPED_TRACE(std::string(dtypeName(dtype)) + " of " + std::to_string(shape.size()) +
+                         " dims");
+            uint64_t n = uint64_t(elementSize(dtype));
+            for (int64_t s : shape)
+                n *= uint64_t(s);
+            std::vector<std::byte> data(n);
+            for (size_t i = 0; i < n; ++i)
+                data[i] = std::byte((i * 131 + 7) & 0xff);
+            const TensorArchive sized = tensorArchive(dtype, shape, 0);
+            const TensorArchive a = tensorArchive(dtype, shape, crc32(data));
+            ASSERT_EQ(sized.size(n), a.size(n));
+            std::vector<uint8_t> file;
+            file.insert(file.end(), a.head.begin(), a.head.end());
+            const auto *p = reinterpret_cast<const uint8_t *>(data.data());
+            file.insert(file.end(), p, p + n);
+            file.insert(file.end(), a.tail.begin(), a.tail.end());
+            ASSERT_EQ(file.size(), a.size(n));
+            auto payload = TorchSavePayload::open(file);
+            ASSERT_TRUE(payload) << payload.error().toString();
+            auto spec = payload->tensorSpec(payload->root());
+            ASSERT_TRUE(spec) << spec.error().toString();
+            EXPECT_EQ(spec->dtype, dtype);
+            EXPECT_EQ(spec->shape, shape);
+            EXPECT_EQ(spec->storageOffset, 0);
+            // 64-byte aligned, as torch aligns its records, and the bytes as written.
+            EXPECT_EQ(spec->recordOffset % 64, 0u);
+            ASSERT_LE(spec->recordOffset + n, file.size());
+            EXPECT_EQ(std::memcmp(file.data() + spec->recordOffset, data.data(), n), 0);
+        }
+    }
+}
+
+TEST(TensorArchive, Crc32IsZipsChecksum)
+{
+    // The check value of CRC-32/ISO-HDLC, and a continued checksum equals the whole one.
+    const std::string s = "123456789";
+    const auto bytes = std::as_bytes(std::span(s.data(), s.size()));
+    EXPECT_EQ(crc32(bytes), 0xcbf43926u);
+    EXPECT_EQ(crc32(bytes.subspan(4), crc32(bytes.first(4))), 0xcbf43926u);
 }

@@ -39,6 +39,11 @@ std::string_view dtypeName(DType t);
 std::optional<DType> dtypeFromName(std::string_view torchName);
 /** From a legacy storage class name ("BFloat16Storage"). */
 std::optional<DType> dtypeFromStorageClass(std::string_view className);
+/** The legacy storage class torch.save names for it ("BFloat16Storage"); empty for the dtypes
+ *  torch.save writes as an UntypedStorage (float8, unsigned beyond uint8). */
+std::string_view storageClassName(DType t);
+/** Its safetensors dtype string ("BF16"); empty when safetensors has none. */
+std::string_view safetensorsName(DType t);
 /** From a safetensors dtype string ("BF16"). */
 std::optional<DType> dtypeFromSafetensors(std::string_view st);
 /** Bytes per element; 0 for Unknown. */

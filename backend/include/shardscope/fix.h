@@ -17,7 +17,8 @@ namespace shardscope {
 struct FixChangeCount
 {
     /** "rename", "concatenate" (sections stored apart, one key asked for), "split" (a section
-     *  of a key stored fused), "select" (one entry of a stacked key), "group" (a parameter's
+     *  of a key stored fused), "select" (one entry of a stacked key), "rewrite" (a key chunk
+     *  references cannot express, copied into a new data file), "group" (a parameter's
      *  param_to_group_meta leaves), "drop" (a stored key only the repaired ones read). */
     std::string kind;
     size_t count = 0;
@@ -33,11 +34,11 @@ struct FixResult
     bool alreadyLoads = false;
     bool written = false;
     std::vector<FixChangeCount> changes;
-    /** Why a parameter cannot be repaired by references (one line each); without --partial any
+    /** Why a parameter cannot be repaired (one line each); without --partial any
      *  of them means nothing is written. */
     std::vector<std::string> blockers;
     /** Bytes of stored tensor data the new metadata points at (the repaired keys' chunks) and
-     *  bytes of tensor data written (0: references only). */
+     *  bytes of tensor data written into the new data file (0: references only). */
     uint64_t bytesReferenced = 0, bytesWritten = 0;
     uint64_t metadataBytes = 0;
     size_t filesLinked = 0, filesSymlinked = 0, filesCopied = 0;

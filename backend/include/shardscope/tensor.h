@@ -76,6 +76,9 @@ bool narrowingCast(DType from, DType to);
 /** Measures the cast of every element of `stored` to `to` (floating dtypes). */
 Result<CastLoss> measureCast(const TensorData &stored, DType to);
 
+/** `data` cast to `to` by torch's own conversion (what DCP's load copy_ does). */
+Result<TensorData> castTensor(const TensorData &data, DType to);
+
 /** SHA-256 of the contiguous row-major little-endian bytes, lower-case hex. */
 std::string sha256Hex(const TensorData &data);
 std::string sha256Hex(std::span<const std::byte> bytes);

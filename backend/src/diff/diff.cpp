@@ -377,7 +377,7 @@ private:
                              : "optimizer state of a parameter the model does not have";
             r.unconsumed.push_back(std::move(u));
         }
-        detail::LoadContext context{{}, m_stackedLayers, m_fsdpDtensorLoad};
+        detail::LoadContext context{{}, stackedRequest(), m_fsdpDtensorLoad};
         std::vector<std::string> &unrequested = context.unrequested;
         std::vector<uint32_t> stored = m_disk.modelKeys;
         // Extra states stored as objects (legacy files; torch_dist ShardedObjects).
@@ -528,6 +528,9 @@ private:
         return std::find(m_options.disabledRules.begin(), m_options.disabledRules.end(), rule) ==
                m_options.disabledRules.end();
     }
+    // Whether the load asks for the layers stacked (decoder.layers.<name> with a layer axis), as
+    // Megatron does for a checkpoint saved so; a loader without the rule asks layer by layer.
+    bool stackedRequest() const { return m_stackedLayers && enabled("torch_dist_stacked"); }
     static bool byLoader(const std::string &rule)
     {
         for (const RuleInfo &r : allRules())
@@ -914,7 +917,7 @@ private:
                 m_layout.mtpInner != "transformer_layer"
                     ? replaceAll(e.name, "." + m_layout.mtpInner + ".", ".transformer_layer.")
                     : e.name;
-            if (m_stackedLayers && layer >= 0) {
+            if (stackedRequest() && layer >= 0) {
                 const std::string from = "decoder.layers." + std::to_string(layer) + ".";
                 const std::string key = "decoder.layers." + rest.substr(from.size());
                 const std::string at = "/shard_" + std::to_string(layer);
@@ -937,7 +940,7 @@ private:
                 d.used = d.requested = true;
                 // Stacked: the object's offset along the layer axis is the layer.
                 std::vector<int64_t> index;
-                if (m_torchDist && m_stackedLayers && layer >= 0)
+                if (m_torchDist && stackedRequest() && layer >= 0)
                     index = {layer};
                 e.sources.push_back(
                     {k, {}, "object", 0, 0, 0, 0, index, d.key == k ? int64_t(it->second) : -1});

@@ -143,9 +143,11 @@ public:
         if (::mkdir(m_temp.c_str(), 0755) != 0)
             return ioError(m_temp, "cannot create the output beside its destination", errno);
         Status st = mirror(top, fs::path(m_temp), data);
+        const fs::path dataOut = fs::path(m_temp) / data.lexically_relative(top);
+        if (st && m_options.writeData)
+            st = writeDataFile((dataOut / m_options.dataFile).string());
         if (st)
             st = checkReferences();
-        const fs::path dataOut = fs::path(m_temp) / data.lexically_relative(top);
         // Into the temporary tree, which is renamed into place whole: no file of it is seen
         // half-written. Not flushed to disk (half a gigabyte at DeepSeek-V3 scale would double
         // the fix's time); after a power loss, run the fix again with --force.
@@ -221,6 +223,19 @@ private:
             return ioError(dst.string(), "cannot link or symlink " + src.string(), errno);
         ++m_result.filesSymlinked;
         return Ok{};
+    }
+
+    Status writeDataFile(const std::string &path)
+    {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return ioError(path, "cannot create", errno);
+        Status st = m_options.writeData(fd, path);
+        if (::close(fd) != 0 && st)
+            st = ioError(path, "cannot write", errno);
+        if (st)
+            m_placed.insert(m_options.dataFile);
+        return st;
     }
 
     // The new metadata may name only the files placed beside it: a path that leads elsewhere

@@ -9,6 +9,7 @@
 #include "shardscope/fix.h"
 #include "shardscope/result.h"
 
+#include <functional>
 #include <string>
 
 namespace shardscope::detail {
@@ -19,6 +20,9 @@ struct FixOutputOptions
     bool copy = false;    ///< copy every file instead of linking
     bool force = false;   ///< replace an output that an earlier fix wrote (its manifest says so)
     std::string manifest; ///< the manifest's JSON text
+    /** A new data file beside the `.metadata` (rewritten keys), written by `writeData`. */
+    std::string dataFile;
+    std::function<Status(int fd, const std::string &path)> writeData;
 };
 
 /**

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -82,6 +83,7 @@ private:
     void block(const DiffEntry &e, const std::string &why)
     {
         m_plan.blockers.push_back(e.name + ": " + why);
+        m_pendingRewrites.clear();
     }
 
     void count(const std::string &kind, const std::string &example)
@@ -197,6 +199,10 @@ private:
                          (e.reason.empty() ? std::string() : ": " + e.reason));
             return;
         }
+        if (f->sources.size() == 1 && f->sources.front().dtype == "object") {
+            repairObject(e, f->sources.front());
+            return;
+        }
         // One key per request: the whole parameter, or each section the load asks for apart
         // (rows [begin, end) along `dim`).
         std::vector<DiffSource> targets = e.requestRows;
@@ -234,9 +240,11 @@ private:
             const size_t sources =
                 t.shape.empty() ? std::min<size_t>(1, f->sources.size()) : f->sources.size();
             const TensorEntry *like = nullptr;
-            std::string from;
+            const uint64_t bytesBefore = bytes;
+            std::string from, rewriteWhy;
             size_t parts = 0;
             bool stacked = false, cut = false;
+            std::vector<RewritePiece> pieces;
             if (sources < f->sources.size())
                 for (const DiffSource &src : f->sources)
                     consumed.push_back(src.key);
@@ -247,22 +255,24 @@ private:
                     block(e, src.key + " is not a stored tensor");
                     return;
                 }
-                const size_t before = t.chunks.size();
-                if (std::string why = addChunks(t, *st, src, dim, wb, we, f->shape, bytes);
-                    !why.empty()) {
-                    block(e, why);
+                const std::optional<Rows> rows = rowsOf(src, dim, wb, we, f->shape);
+                if (!rows)
+                    continue; // this source holds other rows
+                Reference ref = addChunks(t, *st, src, dim, *rows, bytes);
+                if (!ref.why.empty() && !ref.rewrite) {
+                    block(e, ref.why);
                     return;
                 }
-                if (t.chunks.size() == before && !t.shape.empty())
-                    continue; // this source holds other rows
+                if (rewriteWhy.empty())
+                    rewriteWhy = ref.why;
+                pieces.push_back(piece(*st, src, dim, *rows));
                 if (!like) {
                     like = st;
                     t.dtype = st->dtype;
                     t.dtypeName = st->dtypeName;
-                } else if (st->dtypeName != t.dtypeName) {
-                    block(e, "its sections are stored as " + t.dtypeName + " and " + st->dtypeName +
-                                 ": one key needs one dtype (a cast rewrites data)");
-                    return;
+                } else if (st->dtypeName != t.dtypeName && rewriteWhy.empty()) {
+                    rewriteWhy = "its sections are stored as " + t.dtypeName + " and " +
+                                 st->dtypeName + ": one key holds one dtype (a cast)";
                 }
                 ++parts;
                 stacked = stacked || !src.index.empty();
@@ -271,6 +281,19 @@ private:
                     cut || (!t.shape.empty() && st->shape[src.index.size() + dim] != t.shape[dim]);
                 from += (from.empty() ? "" : " + ") + src.key;
                 consumed.push_back(src.key);
+            }
+            if (!like) {
+                block(e, "no stored tensor holds the rows of " + target.key);
+                return;
+            }
+            if (!rewriteWhy.empty()) {
+                // Copied, not referenced: one chunk, the whole key, in the key's dtype (the
+                // layout's when the sections disagree: what the load's copy_ casts to anyway).
+                if (std::string why = rewriteInto(t, e, std::move(pieces)); !why.empty()) {
+                    block(e, rewriteWhy + "; " + why);
+                    return;
+                }
+                bytes = bytesBefore;
             }
             // The chunks must cover the key exactly once (they cannot overlap: each came from a
             // disjoint range of a stored tensor that torch checked when it saved).
@@ -281,21 +304,34 @@ private:
                     v *= uint64_t(d);
                 covered += v;
             }
-            if (!like || covered != static_cast<unsigned __int128>(t.numel())) {
+            if (covered != static_cast<unsigned __int128>(t.numel())) {
                 block(e, "the stored chunks cover " + std::to_string(uint64_t(covered)) + " of " +
                              std::to_string(t.numel()) + " elements of " + target.key);
                 return;
             }
             t.path = pathLike(*like, t.key);
-            kinds.push_back(parts > 1 ? "concatenate"
-                            : cut     ? "split"
-                            : stacked ? "select"
-                                      : "rename");
-            examples.push_back(t.key + " <- " + from);
+            if (!rewriteWhy.empty()) {
+                m_pendingRewrites.push_back({made.size(), dim, std::move(m_rewritePieces)});
+                kinds.push_back("rewrite");
+                examples.push_back(t.key + " <- " + from + " (" + rewriteWhy + ")");
+            } else {
+                kinds.push_back(parts > 1 ? "concatenate"
+                                : cut     ? "split"
+                                : stacked ? "select"
+                                          : "rename");
+                examples.push_back(t.key + " <- " + from);
+            }
             made.push_back(std::move(t));
         }
         m_plan.bytesReferenced += bytes;
         m_consumed.insert(consumed.begin(), consumed.end());
+        for (Rewrite &r : m_pendingRewrites) {
+            r.tensor += m_new.size();
+            m_plan.bytesRewritten += uint64_t(made[r.tensor - m_new.size()].numel()) *
+                                     uint64_t(elementSize(made[r.tensor - m_new.size()].dtype));
+            m_plan.rewrites.push_back(std::move(r));
+        }
+        m_pendingRewrites.clear();
         for (size_t i = 0; i < made.size(); ++i) {
             count(kinds[i], examples[i]);
             m_made.insert(made[i].key);
@@ -303,32 +339,123 @@ private:
         }
     }
 
-    // Appends the chunks of `st` (the stored tensor behind `s`) that hold the parameter's rows
-    // [wb, we) along `dim`, placed where they go in `t`; an empty string, or why a chunk cannot
-    // be referenced whole.
-    std::string addChunks(TensorEntry &t, const TensorEntry &st, const DiffSource &s, size_t dim,
-                          int64_t wb, int64_t we, const std::vector<int64_t> &param,
-                          uint64_t &bytes)
+    // An entry stored as an object (a TE module's extra state: torch_dist's ShardedObject, one
+    // per layer even when the layers are stacked) is renamed: the same bytes under the key the
+    // load asks for.
+    void repairObject(const DiffEntry &e, const DiffSource &src)
     {
-        const size_t lead = s.index.size(), nd = t.ndim();
-        if (st.ndim() != lead + nd)
-            return s.key + " has " + std::to_string(st.ndim()) + " dimensions where " +
-                   std::to_string(lead + nd) + " were expected";
-        if (nd > 0 && (dim >= nd || (s.begin < s.end && size_t(s.dim) != dim)))
-            return s.key + ": its rows run along another dimension than the key's";
-        // The parameter's rows this source gives, and where they start in the stored tensor.
+        auto at = m_objectAt.find(src.key);
+        if (e.requestKeys.size() != 1 || at == m_objectAt.end() ||
+            !m_source.objects[at->second].location) {
+            block(e, src.key + " is not a stored object");
+            return;
+        }
+        const std::string &key = e.requestKeys.front();
+        if (isStored(key)) {
+            block(e, "the checkpoint already holds " + key +
+                         " with other contents; a repair never replaces a stored key");
+            return;
+        }
+        if (!m_madeObjects.insert(key).second)
+            return;
+        const ObjectEntry &o = m_source.objects[at->second];
+        ObjectEntry copy;
+        copy.key = key;
+        copy.path = pathLike(o, key);
+        copy.location = o.location;
+        m_newObjects.push_back(std::move(copy));
+        m_consumedObjects.insert(src.key);
+        count("rename", key + " <- " + src.key);
+    }
+
+    // The parameter's rows [lo, hi) a source gives within the window [wb, we) along `dim`, and
+    // where they start in the stored tensor; none when it gives none of them.
+    struct Rows
+    {
+        int64_t lo = 0, hi = 0; ///< the parameter's rows
+        int64_t stored = 0;     ///< where they start in the stored tensor
+        int64_t at = 0;         ///< where they start in the key
+    };
+    static std::optional<Rows> rowsOf(const DiffSource &s, size_t dim, int64_t wb, int64_t we,
+                                      const std::vector<int64_t> &param)
+    {
+        const size_t nd = param.size();
         const int64_t sb = s.begin < s.end ? s.begin : 0;
         const int64_t se = s.begin < s.end ? s.end : nd == 0 ? 1 : param[dim];
         const int64_t lo = std::max(wb, sb), hi = std::min(we, se);
         if (lo >= hi)
-            return {};
-        const int64_t storedLo = s.storedRow + (lo - sb), storedHi = s.storedRow + (hi - sb);
+            return std::nullopt;
+        return Rows{lo, hi, s.storedRow + (lo - sb), lo - wb};
+    }
+
+    // The box of the stored tensor behind `s` that holds `rows` (its stacked entry, the rows
+    // along `dim`, everything else whole), and where it goes in the key.
+    static RewritePiece piece(const TensorEntry &st, const DiffSource &s, size_t dim,
+                              const Rows &rows)
+    {
+        RewritePiece p;
+        p.stored = st;
+        const size_t lead = s.index.size();
+        p.box.offsets.assign(st.ndim(), 0);
+        p.box.sizes = st.shape;
+        for (size_t k = 0; k < lead && k < st.ndim(); ++k) {
+            p.box.offsets[k] = s.index[k];
+            p.box.sizes[k] = 1;
+        }
+        if (lead + dim < st.ndim()) {
+            p.box.offsets[lead + dim] = rows.stored;
+            p.box.sizes[lead + dim] = rows.hi - rows.lo;
+        }
+        p.at = rows.at;
+        return p;
+    }
+
+    // Makes `t` one chunk of new data, copied from `pieces`: empty, or why it cannot.
+    std::string rewriteInto(TensorEntry &t, const DiffEntry &e, std::vector<RewritePiece> pieces)
+    {
+        for (const RewritePiece &p : pieces)
+            if (p.stored.dtypeName != t.dtypeName) {
+                const auto asked = dtypeFromName(e.dtype);
+                if (!asked || elementSize(*asked) == 0)
+                    return "the model's dtype '" + e.dtype + "' is not one to cast to";
+                t.dtype = *asked;
+                t.dtypeName = e.dtype;
+                break;
+            }
+        // The new data file holds torch.save archives written without ZIP64 records.
+        if (uint64_t(t.numel()) * uint64_t(elementSize(t.dtype)) > (uint64_t(1) << 32) - (1 << 20))
+            return "a tensor of 4 GiB or more is not rewritten";
+        t.chunks.assign(1, Location{});
+        t.chunkDims.assign(t.ndim(), 0);
+        t.chunkDims.insert(t.chunkDims.end(), t.shape.begin(), t.shape.end());
+        m_rewritePieces = std::move(pieces);
+        return {};
+    }
+
+    struct Reference
+    {
+        std::string why;      ///< empty: referenced
+        bool rewrite = false; ///< the data can be copied instead
+    };
+
+    // Appends the chunks of `st` (the stored tensor behind `s`) that hold the parameter's rows,
+    // placed where they go in `t`; or why they cannot be referenced as whole chunks.
+    Reference addChunks(TensorEntry &t, const TensorEntry &st, const DiffSource &s, size_t dim,
+                        const Rows &rows, uint64_t &bytes)
+    {
+        const size_t lead = s.index.size(), nd = t.ndim();
+        if (st.ndim() != lead + nd)
+            return {s.key + " has " + std::to_string(st.ndim()) + " dimensions where " +
+                    std::to_string(lead + nd) + " were expected"};
+        if (nd > 0 && (dim >= nd || (s.begin < s.end && size_t(s.dim) != dim)))
+            return {s.key + ": its rows run along another dimension than the key's"};
         for (size_t d = 0; d < nd; ++d)
             if (d != dim && st.shape[lead + d] != t.shape[d])
-                return s.key +
-                       " is stored with a shape that differs from the parameter's beyond "
-                       "dimension " +
-                       std::to_string(dim) + " (a reshape rewrites data)";
+                return {s.key +
+                        " is stored with a shape that differs from the parameter's beyond "
+                        "dimension " +
+                        std::to_string(dim) + " (a reshape)"};
+        const int64_t storedLo = rows.stored, storedHi = rows.stored + (rows.hi - rows.lo);
         for (size_t c = 0; c < st.chunks.size(); ++c) {
             const auto off = st.chunkOffsets(c), sz = st.chunkSizes(c);
             bool here = true;
@@ -338,21 +465,26 @@ private:
                     break;
                 }
                 if (sz[k] != 1)
-                    return s.key + ": a stored chunk spans several entries of its stacked axis, "
-                                   "so one entry's data is not a chunk of its own (a rewrite)";
+                    return {"a stored chunk spans several entries of its stacked axis", true};
             }
             if (!here)
                 continue;
+            // DCP's reader checks that an item holds the shape the metadata gives it: an entry
+            // of a stacked item keeps the stacked axes, so it cannot stand as a key of its own.
+            if (lead > 0 && st.chunks[c].encoding == Encoding::TorchSaveArchive)
+                return {"a stored item keeps the stacked axis, and DCP's reader checks an "
+                        "item's shape",
+                        true};
             const int64_t a = nd > 0 ? off[lead + dim] : 0, b = nd > 0 ? a + sz[lead + dim] : 1;
             if (b <= storedLo || a >= storedHi)
                 continue;
             if (a < storedLo || b > storedHi)
-                return s.key + ": a stored chunk holds rows [" + std::to_string(a) + ", " +
-                       std::to_string(b) + ") across the section boundary at " +
-                       std::to_string(a < storedLo ? storedLo : storedHi) +
-                       ", so the section is not whole chunks (cutting it rewrites data)";
+                return {"a stored chunk of " + s.key + " holds rows [" + std::to_string(a) + ", " +
+                            std::to_string(b) + ") across the section boundary at " +
+                            std::to_string(a < storedLo ? storedLo : storedHi),
+                        true};
             for (size_t d = 0; d < nd; ++d)
-                t.chunkDims.push_back(d == dim ? a - storedLo + (lo - wb) : off[lead + d]);
+                t.chunkDims.push_back(d == dim ? a - storedLo + rows.at : off[lead + d]);
             for (size_t d = 0; d < nd; ++d)
                 t.chunkDims.push_back(sz[lead + d]);
             t.chunks.push_back(st.chunks[c]);
@@ -370,6 +502,11 @@ private:
                 m_plan.dropped.push_back(i);
             }
         }
+        for (size_t i = 0; i < m_source.objects.size(); ++i)
+            if (m_consumedObjects.count(m_source.objects[i].key)) {
+                count("drop", m_source.objects[i].key);
+                m_plan.droppedObjects.push_back(i);
+            }
         m_plan.tensors = std::move(m_new);
         m_plan.objects = std::move(m_newObjects);
     }
@@ -378,11 +515,13 @@ private:
     const DiffResult &m_asked;
     std::map<std::pair<int, std::string>, const DiffEntry *> m_found;
     std::map<std::string, const DiffEntry *> m_askedModel;
-    std::unordered_set<std::string> m_kept, m_consumed, m_made, m_madeObjects;
+    std::unordered_set<std::string> m_kept, m_consumed, m_made, m_madeObjects, m_consumedObjects;
     std::vector<ObjectEntry> m_newObjects;
     std::vector<std::string_view> m_objectKeys; ///< sorted, for prefix ranges
     std::unordered_map<std::string_view, size_t> m_tensorAt, m_objectAt;
     std::vector<TensorEntry> m_new;
+    std::vector<RewritePiece> m_rewritePieces; ///< the target being rewritten
+    std::vector<Rewrite> m_pendingRewrites;    ///< the entry's, indexed into its `made`
     FixPlan m_plan;
 };
 
@@ -393,22 +532,33 @@ FixPlan planFix(const CheckpointIndex &source, const DiffResult &asked, const Di
     return Planner(source, asked, found).run();
 }
 
+namespace {
+
+// Removes the entries at `at` (ascending) from `v`, keeping the order of the rest.
+template<typename T>
+void eraseAt(std::vector<T> &v, const std::vector<size_t> &at)
+{
+    size_t next = 0, kept = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (next < at.size() && at[next] == i) {
+            ++next;
+            continue;
+        }
+        if (kept != i)
+            v[kept] = std::move(v[i]);
+        ++kept;
+    }
+    v.resize(kept);
+}
+
+} // namespace
+
 CheckpointIndex applyFix(CheckpointIndex source, FixPlan &plan)
 {
     CheckpointIndex out = std::move(source);
-    if (!plan.dropped.empty()) {
-        size_t next = 0, kept = 0;
-        for (size_t i = 0; i < out.tensors.size(); ++i) {
-            if (next < plan.dropped.size() && plan.dropped[next] == i) {
-                ++next;
-                continue;
-            }
-            if (kept != i)
-                out.tensors[kept] = std::move(out.tensors[i]);
-            ++kept;
-        }
-        out.tensors.resize(kept);
-    }
+    eraseAt(out.tensors, plan.dropped);
+    eraseAt(out.objects, plan.droppedObjects);
+    plan.firstNew = out.tensors.size();
     for (TensorEntry &t : plan.tensors)
         out.tensors.push_back(std::move(t));
     for (ObjectEntry &o : plan.objects)

@@ -7,20 +7,41 @@
 #include "shardscope/checkpoint.h"
 #include "shardscope/diff.h"
 #include "shardscope/fix.h"
+#include "shardscope/tensor.h"
 
 #include <string>
 #include <vector>
 
 namespace shardscope::detail {
 
+/** Stored data a rewritten key takes: a box of a stored tensor (its stacked entry, the rows),
+ *  placed at `at` along the key's dimension `dim`. */
+struct RewritePiece
+{
+    TensorEntry stored; ///< a copy: the key may be dropped from the repaired index
+    Box box;
+    int64_t at = 0;
+};
+
+/** A key that chunk references cannot express, written whole into the new data file. */
+struct Rewrite
+{
+    size_t tensor = 0; ///< index into FixPlan::tensors (then from FixPlan::firstNew on)
+    size_t dim = 0;
+    std::vector<RewritePiece> pieces;
+};
+
 struct FixPlan
 {
-    std::vector<size_t> dropped;      ///< the source's tensors left out, ascending
-    std::vector<TensorEntry> tensors; ///< the new keys
+    std::vector<size_t> dropped;        ///< the source's tensors left out, ascending
+    std::vector<size_t> droppedObjects; ///< the source's objects left out, ascending
+    std::vector<TensorEntry> tensors;   ///< the new keys
     std::vector<ObjectEntry> objects;
     std::vector<FixChangeCount> changes;
     std::vector<std::string> blockers;
-    uint64_t bytesReferenced = 0;
+    std::vector<Rewrite> rewrites;
+    size_t firstNew = 0; ///< where applyFix() put the new keys in the repaired index
+    uint64_t bytesReferenced = 0, bytesRewritten = 0;
     bool empty() const { return changes.empty(); }
 };
 

@@ -211,15 +211,20 @@ std::string hRepair(const DiffResult &diff)
     if (r.command.empty())
         return h + "<p>" + htmlProse(r.unsupported) + "</p>\n</section>\n";
     if (r.changes.empty() && r.blockers.empty())
-        return h + "<p>Nothing that references can repair.</p>\n</section>\n";
+        return h + "<p>Nothing that a fix can repair.</p>\n</section>\n";
     std::string kinds;
-    for (const auto &[kind, n] : r.changes)
+    bool copies = false;
+    for (const auto &[kind, n] : r.changes) {
         kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + htmlEscape(kind);
+        copies = copies || kind == "rewrite";
+    }
     h += r.blockers.empty()
              ? "<p>This writes a checkpoint the load above accepts, beside the original: new "
-               "metadata over hard-linked data, no tensor data copied (" +
-                   kinds + "):</p>\n"
-             : "<p>This repairs what references can (" + (kinds.empty() ? "nothing" : kinds) +
+               "metadata over hard-linked data, " +
+                   std::string(copies ? "the rewritten keys copied into one new data file"
+                                      : "no tensor data copied") +
+                   " (" + kinds + "):</p>\n"
+             : "<p>This repairs what it can (" + (kinds.empty() ? "nothing" : kinds) +
                    "); it writes nothing while any parameter below cannot be repaired, and with "
                    "<code>--partial</code> what it can:</p>\n";
     h += hPre(r.command) + "\n";

@@ -58,15 +58,20 @@ std::string mdRepair(const DiffResult &diff)
     if (r.command.empty())
         return md + mdProse(r.unsupported) + "\n";
     if (r.changes.empty() && r.blockers.empty())
-        return md + "Nothing that references can repair.\n";
+        return md + "Nothing that a fix can repair.\n";
     std::string kinds;
-    for (const auto &[kind, n] : r.changes)
+    bool copies = false;
+    for (const auto &[kind, n] : r.changes) {
         kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + mdEscape(kind);
+        copies = copies || kind == "rewrite";
+    }
     md += r.blockers.empty()
               ? "This writes a checkpoint the load above accepts, beside the original: new "
-                "metadata over hard-linked data, no tensor data copied (" +
-                    kinds + "):\n\n"
-              : "This repairs what references can (" + (kinds.empty() ? "nothing" : kinds) +
+                "metadata over hard-linked data, " +
+                    std::string(copies ? "the rewritten keys copied into one new data file"
+                                       : "no tensor data copied") +
+                    " (" + kinds + "):\n\n"
+              : "This repairs what it can (" + (kinds.empty() ? "nothing" : kinds) +
                     "); it writes nothing while any parameter below cannot be repaired, and with "
                     "`--partial` what it can:\n\n";
     md += mdBlock(r.command, "sh");

@@ -6,6 +6,7 @@
 #include "fix/fixoutput.h"
 #include "fix/fixplan.h"
 #include "fix/metadatawriter.h"
+#include "fix/rewrite.h"
 #include "read/readers.h"
 #include "session/opened.h"
 #include "shardscope/escape.h"
@@ -197,7 +198,7 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
         return result; // nothing written: the blockers say why
     }
 
-    const CheckpointIndex fixed = detail::applyFix(
+    CheckpointIndex fixed = detail::applyFix(
         request.opened ? CheckpointIndex(*request.opened) : std::move(owned), plan);
     if (!control.report({"write", 0, 0}))
         return cancelled();
@@ -205,6 +206,15 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     options.output = request.output;
     options.copy = request.copy;
     options.force = request.force;
+    if (!plan.rewrites.empty()) {
+        result.bytesWritten = plan.bytesRewritten;
+        options.dataFile = detail::placeRewrites(fixed, plan);
+        options.writeData = [&](int fd, const std::string &path) {
+            return detail::writeRewrites(fixed, plan, fd, path, [&](uint64_t done, uint64_t all) {
+                return control.report({"rewrite", done, all});
+            });
+        };
+    }
     options.manifest = manifest(request, result);
     if (Status st = detail::writeFixedCheckpoint(fixed, options, result); !st)
         return st.error();

@@ -93,4 +93,27 @@ Result<CastLoss> measureCast(const TensorData &stored, DType to)
     return loss;
 }
 
+Result<TensorData> castTensor(const TensorData &data, DType to)
+{
+    const auto from = detail::scalarType(data.dtype), target = detail::scalarType(to);
+    if (!from || !target)
+        return makeError(Error::Code::Unsupported, "no cast from " +
+                                                       std::string(dtypeName(data.dtype)) + " to " +
+                                                       std::string(dtypeName(to)));
+    TensorData out;
+    out.dtype = to;
+    out.shape = data.shape;
+    out.bytes.resize(size_t(data.numel()) * size_t(elementSize(to)));
+    try {
+        at::Tensor src = at::from_blob(const_cast<std::byte *>(data.bytes.data()), {data.numel()},
+                                       at::TensorOptions().dtype(*from));
+        at::Tensor dst =
+            at::from_blob(out.bytes.data(), {data.numel()}, at::TensorOptions().dtype(*target));
+        dst.copy_(src);
+    } catch (const std::exception &e) {
+        return makeError(Error::Code::Internal, std::string("cast: ") + e.what());
+    }
+    return out;
+}
+
 } // namespace shardscope

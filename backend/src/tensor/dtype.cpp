@@ -92,6 +92,18 @@ std::optional<DType> dtypeFromStorageClass(std::string_view c)
     return std::nullopt;
 }
 
+std::string_view storageClassName(DType t)
+{
+    const DTypeInfo *i = info(t);
+    return i && i->storage ? i->storage : "";
+}
+
+std::string_view safetensorsName(DType t)
+{
+    const DTypeInfo *i = info(t);
+    return i && i->safetensors ? i->safetensors : "";
+}
+
 std::optional<DType> dtypeFromSafetensors(std::string_view s)
 {
     for (const auto &i : kInfos)
