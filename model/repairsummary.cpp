@@ -31,12 +31,18 @@ QString repairSummaryText(const FixResult &fix)
     QStringList kinds;
     for (const FixChangeCount &c : fix.changes)
         kinds << QStringLiteral("%1 %2").arg(c.count).arg(text(c.kind));
-    QString s = tr("Repaired into %1: %2. %3 files hard-linked, %4 symlinked, %5 copied; no "
-                   "tensor data written.")
-                    .arg(text(fix.output), kinds.join(QStringLiteral(", ")))
-                    .arg(fix.filesLinked)
-                    .arg(fix.filesSymlinked)
-                    .arg(fix.filesCopied);
+    QString s =
+        tr("Repaired into %1: %2. %3 files hard-linked, %4 symlinked, %5 copied; %6.")
+            .arg(text(fix.output), kinds.join(QStringLiteral(", ")))
+            .arg(fix.filesLinked)
+            .arg(fix.filesSymlinked)
+            .arg(fix.filesCopied)
+            .arg(fix.bytesWritten == 0
+                     ? tr("no tensor data written")
+                     : tr("%1 bytes of tensor data written into %2")
+                           .arg(fix.bytesWritten)
+                           .arg(fix.filesWritten ? tr("%1 files written anew").arg(fix.filesWritten)
+                                                 : tr("one new data file")));
     if (fix.after)
         s += QLatin1Char(' ') + tr("The load now fills %1 of %2 parameters (%3).")
                                     .arg(fix.after->loadableModel)

@@ -359,6 +359,162 @@ def case_torch_dist_layers(c: Case) -> None:
     c.tally.unit("torch_dist_layers", problems)
 
 
+def wanted_value(e: dict, f: dict, stored, dtype: torch.dtype) -> torch.Tensor:
+    """A parameter as torch builds it from the stored tensors the diff (every rule on) names."""
+    want = torch.empty(e["shape"], dtype=dtype)
+    for s in f["sources"]:
+        t = stored(s["key"])
+        for i in s["index"]:
+            t = t[i]
+        if want.dim() == 0:
+            return t.clone().to(dtype)
+        d = s["dim"]
+        begin, end = (s["begin"], s["end"]) if s["begin"] < s["end"] else (0, want.shape[d])
+        want.narrow(d, begin, end - begin).copy_(t.narrow(d, s["stored_row"], end - begin))
+    return want
+
+
+def check_state_dict_fix(c: Case, name: str, ckpt: Path, layout: Path, read, out_file: str,
+                         stored: dict[str, torch.Tensor]) -> None:
+    """fix of a torch.save / safetensors checkpoint: the model's strict load_state_dict raises on
+    the source and passes on OUT, every value torch's own from the stored tensors."""
+    problems: list[str] = []
+    before = snapshot(ckpt if ckpt.is_dir() else ckpt.parent)
+    lay = json.loads(layout.read_text())
+    from check_loaders import module_from
+    model = module_from({p["name"]: (tuple(p["shape"]), getattr(torch, p["dtype"]))
+                         for p in lay["params"]})
+    try:
+        model.load_state_dict(read(ckpt), strict=True)
+        problems.append("the strict load of the source did not raise")
+    except RuntimeError:
+        pass
+    rc, text, err = run(c.cli, "diff", str(ckpt), "--layout", str(layout), "--json", "--every-rule")
+    found = {x["name"]: x for x in json.loads(text)["entries"] if x["section"] == "model"}
+    out = c.tmp / f"{name.replace('/', '-')}-fixed"
+    rc, text, err = run(c.cli, "fix", str(ckpt), "--layout", str(layout), "-o", str(out), "--json")
+    if rc != 0:
+        c.tally.unit(name, [f"fix: exit {rc}: {err} {text[-600:]}"])
+        return
+    result = json.loads(text)
+    loaded = read(out / out_file if out_file else out)
+    try:
+        model.load_state_dict(loaded, strict=True)
+    except RuntimeError as exc:
+        c.tally.unit(name, problems + [f"strict load of OUT raised: {str(exc)[:300]}"])
+        return
+    total = 0
+    for k, v in loaded.items():
+        total += v.numel() * v.element_size()
+        f = found.get(k)
+        if not f or not f["sources"]:
+            problems.append(f"{k}: no sources")
+            continue
+        want = wanted_value(f, f, lambda key: stored[key], v.dtype)
+        if not torch.equal(bits(want), bits(v)):
+            problems.append(f"{k}: the loaded values are not the stored ones")
+    if result["bytes_written"] != total:
+        problems.append(f"wrote {result['bytes_written']} bytes of tensors, the files hold {total}")
+    rc, text, err = run(c.cli, "diff", str(out / out_file if out_file.endswith(".pt") else out),
+                        "--layout", str(layout), "--json")
+    if rc != 0:
+        problems.append(f"diff OUT: exit {rc}: {err[-300:]}")
+    if snapshot(ckpt if ckpt.is_dir() else ckpt.parent) != before:
+        problems.append("the source checkpoint changed")
+    print(f"{name}: {len(loaded)} tensors loaded, changes "
+          f"{[(x['kind'], x['count']) for x in result['changes']]}")
+    c.tally.unit(name, problems)
+
+
+def case_state_dicts(c: Case, demo: Path) -> None:
+    """torch.save and safetensors saved through a wrapper (DDP's module., torch.compile's
+    _orig_mod., FSDP's _fsdp_wrapped_module. inside the layers), a sharded Hugging Face
+    directory, and Megatron names stored apart where the model fuses them."""
+    import re
+    from safetensors.torch import load_file, save_file
+    from check_loaders import hf_model, tensors
+    params = hf_model()
+    sd = tensors(params)
+    layout = c.tmp / "hf-layout.json"
+    layout.write_text(json.dumps({
+        "schema": "shardscope.layout/1", "family": "test", "source": "hf",
+        "parallel": {"tp": 1, "pp": 1, "ep": 1, "etp": 1, "dp_shard": 1},
+        "transformer_engine": False,
+        "params": [{"name": n, "shape": list(s), "dtype": str(d).split(".")[-1], "tp_dim": -1}
+                   for n, (s, d) in params.items()]}))
+    wrappers = {"ddp": lambda k: "module." + k, "compile": lambda k: "_orig_mod." + k,
+                "fsdp": lambda k: re.sub(r"(\.layers\.\d+\.)", r"\1_fsdp_wrapped_module.", k)}
+    for wname, wrap in wrappers.items():
+        held = {wrap(k): v for k, v in sd.items()}
+        stored = dict(held)
+        for fmt in ("safetensors", "pt"):
+            d = c.tmp / f"{wname}-{fmt}"
+            d.mkdir()
+            path = d / f"model.{fmt}"
+            if fmt == "pt":
+                torch.save(held, path)
+                read = lambda p: torch.load(p, weights_only=True)  # noqa: E731
+            else:
+                save_file(held, str(path))
+                read = lambda p: load_file(str(p))  # noqa: E731
+            check_state_dict_fix(c, f"{wname}/{fmt}", path, layout, read, path.name, stored)
+    # A torch.save file with objects beside its tensors: refused in one line, nothing written.
+    odir = c.tmp / "objects"
+    odir.mkdir()
+    torch.save({**{"module." + k: v for k, v in sd.items()}, "step": 5}, odir / "model.pt")
+    out = c.tmp / "objects-fixed"
+    rc, text, err = run(c.cli, "fix", str(odir / "model.pt"), "--layout", str(layout), "-o",
+                        str(out))
+    c.tally.unit("torch.save with objects: refused",
+                 [] if rc == 2 and "step" in err and len(err.splitlines()) == 1 and
+                 not out.exists() else [f"exit {rc}: {err} {text[-300:]}"])
+    # A sharded Hugging Face directory: shards rewritten, the index too, config.json linked.
+    hf = c.tmp / "hf-sharded"
+    hf.mkdir()
+    held = {"_orig_mod." + k: v for k, v in sd.items()}
+    keys = list(held)
+    shards = {"model-00001-of-00002.safetensors": keys[: len(keys) // 2],
+              "model-00002-of-00002.safetensors": keys[len(keys) // 2:]}
+    for shard, names in shards.items():
+        save_file({k: held[k] for k in names}, str(hf / shard))
+    (hf / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 0}, "weight_map": {k: s for s, ns in shards.items() for k in ns}}))
+    (hf / "config.json").write_text("{}")
+
+    def read_dir(p: Path) -> dict:
+        out = {}
+        for f in sorted(p.glob("*.safetensors")):
+            out |= load_file(str(f))
+        if (p / "model.safetensors.index.json").exists():
+            index = json.loads((p / "model.safetensors.index.json").read_text())
+            if set(index["weight_map"]) != set(out):
+                raise RuntimeError(f"the index names {sorted(index['weight_map'])[:3]}")
+        return out
+    check_state_dict_fix(c, "hf_sharded", hf, layout, read_dir, "", held)
+    out = c.tmp / "hf_sharded-fixed"
+    if out.exists():
+        c.tally.unit("hf_sharded: config.json hard-linked",
+                     [] if (out / "config.json").stat().st_ino == (hf / "config.json").stat().st_ino
+                     else ["config.json is not a hard link"])
+    # Megatron names stored apart (MLA down projections, SwiGLU weight_w / weight_v, norms under
+    # their own names) where the model fuses them: concatenated into the new file.
+    md = dcp.FileSystemReader(str(data_dir(demo))).read_metadata().state_dict_metadata
+    msd = {k: torch.empty(tuple(m.size), dtype=m.properties.dtype)
+           for k, m in md.items() if k.startswith("model.module.") and hasattr(m, "size")}
+    dcp.load(msd, checkpoint_id=str(data_dir(demo)))
+    mheld = {k[len("model.module."):]: v.contiguous() for k, v in msd.items()}
+    mpath = c.tmp / "megatron" / "model.safetensors"
+    mpath.parent.mkdir()
+    save_file(mheld, str(mpath))
+    mlay = c.layout(demo / "config.json")
+    lay = json.loads(mlay.read_text())
+    lay["transformer_engine"] = lay["linear_extra_state"] = False
+    lay["params"] = [p for p in lay["params"] if not p["name"].endswith("._extra_state")]
+    mlay.write_text(json.dumps(lay))
+    check_state_dict_fix(c, "megatron_fused/safetensors", mpath, mlay,
+                         lambda p: load_file(str(p)), mpath.name, mheld)
+
+
 def case_refusals(c: Case, demo: Path) -> None:
     layout = c.layout(demo / "config.json")
     opts = ["--disable-rule", "mla_down_proj"]
@@ -481,6 +637,8 @@ def main() -> int:
                 k: torch.bfloat16 for k in md if k.endswith("linear_kv_down_proj.weight")})
             c.repair("mla_cast", src, c.layout(demo / "config.json"),
                      ["--disable-rule", "mla_down_proj"], rewrites=True)
+        elif a.case == "state_dicts":
+            case_state_dicts(c, demo)
         elif a.case == "torch_dist_layers":
             case_torch_dist_layers(c)
         elif a.case == "refusals":

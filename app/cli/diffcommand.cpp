@@ -133,6 +133,7 @@ int runDiff(const DiffCommandOptions &o)
     DiffOptions options;
     options.disabledRules = o.disabledRules;
     options.strictLoad = !o.partialLoad;
+    options.everyRule = o.everyRule;
     options.includeOptimizer = !o.noOptimizer;
     options.measureCasts = o.measureCasts;
     options.failOnCast = o.failOnCast;

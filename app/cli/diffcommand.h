@@ -27,6 +27,7 @@ struct DiffCommandOptions
     std::optional<std::string> against;
     std::string strictness = "assume_ok_unexpected";
     bool partialLoad = false; ///< --no-strict-fsdp-dtensor-load
+    bool everyRule = false;   ///< --every-rule
     std::vector<std::string> disabledRules;
     bool noOptimizer = false;
     bool measureCasts = false;

@@ -61,7 +61,10 @@ void printFix(const FixResult &f)
     std::cout << "\ndata: " << f.filesLinked << " files hard-linked, " << f.filesSymlinked
               << " symlinked, " << f.filesCopied << " copied; " << bytesText(f.bytesReferenced)
               << " of stored tensors referenced by new keys, " << bytesText(f.bytesWritten)
-              << " of tensor data written; new .metadata " << bytesText(f.metadataBytes) << "\n";
+              << " of tensor data written; "
+              << (f.filesWritten ? std::to_string(f.filesWritten) + " files written anew"
+                                 : "new .metadata " + bytesText(f.metadataBytes))
+              << "\n";
     if (f.after)
         std::cout << "load:  " << f.after->loadableModel << " of " << f.after->expectedModel
                   << " parameters filled"

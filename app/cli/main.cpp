@@ -146,6 +146,9 @@ int main(int argc, char **argv)
         c->add_option("--disable-rule", diff.disabledRules,
                       "Switch a rule off (repeatable; `shardscope-cli rules` lists them)");
         c->add_flag("--no-optimizer", diff.noOptimizer, "Do not diff optimizer state");
+        c->add_flag("--every-rule", diff.everyRule,
+                    "Where the data is: map every parameter by every rule, as if the loader "
+                    "ran every handler (what fix takes its data from)");
         c->add_flag("--measure-casts", diff.measureCasts,
                     "Read the tensors a load casts to fewer bits and measure the change");
         c->add_flag("--fail-on-cast", diff.failOnCast,

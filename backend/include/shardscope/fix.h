@@ -42,6 +42,8 @@ struct FixResult
     uint64_t bytesReferenced = 0, bytesWritten = 0;
     uint64_t metadataBytes = 0;
     size_t filesLinked = 0, filesSymlinked = 0, filesCopied = 0;
+    /** torch.save and safetensors outputs: the files written anew (the names are inside). */
+    size_t filesWritten = 0;
     /** The diff as asked, of the source: what the failing load does. */
     std::shared_ptr<const DiffResult> before;
     /** The same diff of the output: what the failing load does with it now. */

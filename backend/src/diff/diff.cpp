@@ -1235,6 +1235,8 @@ private:
             return e;
         if (enabled("fused_on_disk") && fusedOnDisk(e, p, q, state))
             return e;
+        if (enabled("saved_prefix") && state.empty() && savedPrefix(e, q, state))
+            return e;
 
         e.status = LoadStatus::Unloadable;
         e.reason = "no " + e.requestKeys.front() +
@@ -1300,6 +1302,74 @@ private:
             // The names come from the layout: quoted for the shell the user pastes this into.
             "checkpoint_inspector.py modify-state-dict IN OUT --op " +
                 shellQuote("rename " + replaceAll(to, ".", "\\.") + " " + from));
+    }
+
+    // Keys saved through a wrapper module: DDP and DataParallel put `module.` before every
+    // name, torch.compile `_orig_mod.`, FSDP (1) `_fsdp_wrapped_module.` and checkpoint_wrapper
+    // `_checkpoint_wrapped_module.` at every module they wrap; nn.Module.load_state_dict and
+    // dcp.load strip none of them.
+    static std::string unwrappedName(std::string_view key)
+    {
+        static constexpr std::string_view kInner[] = {"_orig_mod.", "_fsdp_wrapped_module.",
+                                                      "_checkpoint_wrapped_module."};
+        std::string s(key);
+        for (std::string_view w : kInner)
+            for (size_t at = s.find(w); at != std::string::npos; at = s.find(w, at))
+                if (at == 0 || s[at - 1] == '.')
+                    s.erase(at, w.size());
+                else
+                    ++at;
+        while (s.starts_with("module."))
+            s.erase(0, 7);
+        return s;
+    }
+
+    bool savedPrefix(DiffEntry &e, const Request &q, const std::string &state)
+    {
+        if (!m_unwrappedBuilt) {
+            m_unwrappedBuilt = true;
+            for (uint32_t i : m_disk.modelKeys) {
+                std::string_view name = m_disk.keys[i].key;
+                if (name.starts_with(m_disk.modelWrapper))
+                    name.remove_prefix(m_disk.modelWrapper.size());
+                if (std::string u = unwrappedName(name); u != name)
+                    m_unwrapped.emplace(std::move(u), std::string(name));
+            }
+        }
+        if (m_unwrapped.empty())
+            return false;
+        const bool found = underOtherNames(
+            e, q, state, "saved_prefix",
+            [&](const std::string &n) {
+                auto it = m_unwrapped.find(n);
+                return it == m_unwrapped.end() ? n : it->second;
+            },
+            "", "");
+        if (found && e.status == LoadStatus::Rename && !e.sources.empty()) {
+            // Which wrappers, as the user knows them.
+            const std::string &stored = e.sources.front().key;
+            std::vector<std::string> by;
+            if (stored.starts_with("module.") ||
+                stored.starts_with(m_disk.modelWrapper + "module."))
+                by.push_back("DDP / DataParallel (module.)");
+            for (const auto &[w, who] : {std::pair{"_orig_mod.", "torch.compile"},
+                                         {"_fsdp_wrapped_module.", "FSDP"},
+                                         {"_checkpoint_wrapped_module.", "checkpoint_wrapper"}})
+                if (stored.find(w) != std::string::npos)
+                    by.push_back(std::string(who) + " (" + w + ")");
+            std::string list;
+            for (size_t i = 0; i < by.size(); ++i)
+                list += (i == 0 ? "" : i + 1 == by.size() ? " and " : ", ") + by[i];
+            e.reason = "stored as " + stored + ": saved through " + list +
+                       ", whose names the load does not strip; it asks for " +
+                       e.requestKeys.front();
+            e.fix = "Strip the wrapper from the names before loading "
+                    "(torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state_dict, "
+                    "'module.') for a prefix), or save the unwrapped module's state_dict "
+                    "(model.module, model._orig_mod); shardscope-cli fix writes a copy under the "
+                    "model's names.";
+        }
+        return found;
     }
 
     bool expertsForm(DiffEntry &e, const Request &q, const std::string &state)
@@ -1477,6 +1547,9 @@ private:
     std::vector<int> m_legacyStageEnds;
     std::unordered_map<std::string, uint32_t> m_extraStateKeys; ///< stored `_extra_state` keys
     bool m_stackedLayers = false; ///< torch_dist keys with a layer axis (decoder.layers.<name>)
+    /** saved_prefix: a stored name with its wrappers' components removed → the stored name. */
+    std::unordered_map<std::string, std::string> m_unwrapped;
+    bool m_unwrappedBuilt = false;
     /** Some key has a layer or expert axis: else findStacked() (regexes) cannot succeed. */
     bool m_mayBeStacked = false;
     std::vector<int> m_stageEnds; ///< set when the load names decoder layers per stage

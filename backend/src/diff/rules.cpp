@@ -45,6 +45,10 @@ const std::vector<RuleInfo> &allRules()
          "grouped experts (linear_fc1.weight<e>) <-> sequential "
          "(local_experts.<e>.linear_fc1.weight)",
          false},
+        {"saved_prefix",
+         "keys saved through a wrapper: DDP's module., torch.compile's _orig_mod., FSDP's "
+         "_fsdp_wrapped_module., checkpoint_wrapper's _checkpoint_wrapped_module.",
+         false},
         {"fused_on_disk",
          "tensors stored fused (saved without a split handler) cut into the parameters a model "
          "keeps apart, or taken whole by a fused parameter",

@@ -142,17 +142,25 @@ public:
         fs::remove_all(m_temp, ec);
         if (::mkdir(m_temp.c_str(), 0755) != 0)
             return ioError(m_temp, "cannot create the output beside its destination", errno);
-        Status st = mirror(top, fs::path(m_temp), data);
-        const fs::path dataOut = fs::path(m_temp) / data.lexically_relative(top);
-        if (st && m_options.writeData)
-            st = writeDataFile((dataOut / m_options.dataFile).string());
-        if (st)
-            st = checkReferences();
+        Status st = Ok{};
         // Into the temporary tree, which is renamed into place whole: no file of it is seen
         // half-written. Not flushed to disk (half a gigabyte at DeepSeek-V3 scale would double
         // the fix's time); after a power loss, run the fix again with --force.
-        if (st)
-            st = writeMetadata(m_fixed, (dataOut / ".metadata").string(), m_result);
+        if (m_options.writeFiles) {
+            st = m_options.writeFiles(m_temp,
+                                      [this](const std::string &from, const std::string &to) {
+                                          return place(fs::path(from), fs::path(to));
+                                      });
+        } else {
+            st = mirror(top, fs::path(m_temp), data);
+            const fs::path dataOut = fs::path(m_temp) / data.lexically_relative(top);
+            if (st && m_options.writeData)
+                st = writeDataFile((dataOut / m_options.dataFile).string());
+            if (st)
+                st = checkReferences();
+            if (st)
+                st = writeMetadata(m_fixed, (dataOut / ".metadata").string(), m_result);
+        }
         if (st)
             st = writeNew((fs::path(m_temp) / kFixManifest).string(), m_options.manifest);
         if (st)
@@ -296,6 +304,10 @@ std::string checkpointTop(const CheckpointIndex &index)
 {
     if (auto it = index.info.find("megatron_root"); it != index.info.end())
         return it->second;
+    std::error_code ec;
+    if ((index.format == Format::TorchSave || index.format == Format::Safetensors) &&
+        fs::is_regular_file(index.inputPath, ec))
+        return index.inputPath;
     return index.dataDir;
 }
 

@@ -23,6 +23,11 @@ struct FixOutputOptions
     /** A new data file beside the `.metadata` (rewritten keys), written by `writeData`. */
     std::string dataFile;
     std::function<Status(int fd, const std::string &path)> writeData;
+    /** A format whose names live inside its files (torch.save, safetensors): writes them into
+     *  the new directory, placing the files it carries over with the given function; instead of
+     *  mirroring the tree and writing a `.metadata`. */
+    using Place = std::function<Status(const std::string &from, const std::string &to)>;
+    std::function<Status(const std::string &dir, const Place &place)> writeFiles;
 };
 
 /**
@@ -33,7 +38,8 @@ struct FixOutputOptions
 Status writeFixedCheckpoint(const CheckpointIndex &fixed, const FixOutputOptions &options,
                             FixResult &result);
 
-/** The top directory of a checkpoint's tree: a Megatron root, or the DCP directory itself. */
+/** The top of a checkpoint's tree: a Megatron root, the DCP (or safetensors) directory itself,
+ *  or the file a one-file checkpoint is. */
 std::string checkpointTop(const CheckpointIndex &index);
 
 } // namespace shardscope::detail

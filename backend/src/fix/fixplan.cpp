@@ -425,6 +425,8 @@ private:
         // The new data file holds torch.save archives written without ZIP64 records.
         if (uint64_t(t.numel()) * uint64_t(elementSize(t.dtype)) > (uint64_t(1) << 32) - (1 << 20))
             return "a tensor of 4 GiB or more is not rewritten";
+        t.strides.clear();
+        t.storageOffset = 0;
         t.chunks.assign(1, Location{});
         t.chunkDims.assign(t.ndim(), 0);
         t.chunkDims.insert(t.chunkDims.end(), t.shape.begin(), t.shape.end());
@@ -475,6 +477,14 @@ private:
                 return {"a stored item keeps the stacked axis, and DCP's reader checks an "
                         "item's shape",
                         true};
+            // A raw storage (torch.save, safetensors) is one tensor's view of its bytes: only
+            // the whole of it keeps its strides; any other piece is copied.
+            if (st.chunks[c].encoding == Encoding::RawStorage) {
+                if (lead > 0 || t.shape != st.shape || !t.chunks.empty())
+                    return {"a piece of a stored tensor is copied into the new file", true};
+                t.strides = st.strides;
+                t.storageOffset = st.storageOffset;
+            }
             const int64_t a = nd > 0 ? off[lead + dim] : 0, b = nd > 0 ? a + sz[lead + dim] : 1;
             if (b <= storedLo || a >= storedHi)
                 continue;

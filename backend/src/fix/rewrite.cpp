@@ -38,10 +38,12 @@ Status writeAll(int fd, std::string_view s, const std::string &path)
     return writeAll(fd, std::as_bytes(std::span(s.data(), s.size())), path);
 }
 
+} // namespace
+
 // The key's bytes: each piece read from its stored tensor, cast where stored otherwise, and
 // copied to its rows along `dim` (a piece's leading stacked axes are its entry, size 1).
-Result<std::vector<std::byte>> assemble(const CheckpointIndex &fixed, const TensorEntry &t,
-                                        const Rewrite &r)
+Result<std::vector<std::byte>> assembleRewrite(const CheckpointIndex &fixed, const TensorEntry &t,
+                                               const Rewrite &r)
 {
     const size_t es = size_t(elementSize(t.dtype)), nd = t.ndim();
     std::vector<std::byte> out(dataBytes(t));
@@ -71,8 +73,6 @@ Result<std::vector<std::byte>> assemble(const CheckpointIndex &fixed, const Tens
     }
     return out;
 }
-
-} // namespace
 
 std::string placeRewrites(CheckpointIndex &fixed, const FixPlan &plan)
 {
@@ -108,16 +108,16 @@ Status writeRewrites(const CheckpointIndex &fixed, const FixPlan &plan, int fd,
         total += dataBytes(fixed.tensors[plan.firstNew + r.tensor]);
     for (const Rewrite &r : plan.rewrites) {
         const TensorEntry &t = fixed.tensors[plan.firstNew + r.tensor];
-        auto bytes = assemble(fixed, t, r);
+        auto bytes = assembleRewrite(fixed, t, r);
         if (!bytes)
             return bytes.error();
         const TensorArchive a = tensorArchive(t.dtype, t.shape, crc32(*bytes));
         if (a.size(bytes->size()) != t.chunks.front().length)
-            return makeError(Error::Code::Format, "the archive of " + t.key +
-                                                      " is not the size its metadata gives")
+            return makeError(Error::Code::Format,
+                             "the archive of " + t.key + " is not the size its metadata gives")
                 .inFile(path);
-        for (Status st : {writeAll(fd, a.head, path), writeAll(fd, *bytes, path),
-                          writeAll(fd, a.tail, path)})
+        for (Status st :
+             {writeAll(fd, a.head, path), writeAll(fd, *bytes, path), writeAll(fd, a.tail, path)})
             if (!st)
                 return st;
         done += bytes->size();

@@ -12,6 +12,11 @@
 
 namespace shardscope::detail {
 
+/** A rewritten key's bytes (contiguous, little-endian): each piece read from its stored tensor,
+ *  cast where stored otherwise, and placed at its rows. */
+Result<std::vector<std::byte>> assembleRewrite(const CheckpointIndex &fixed, const TensorEntry &t,
+                                               const Rewrite &r);
+
 /**
  * Gives every rewritten key of `fixed` (applyFix()'s output) its chunk in a new data file, named
  * after no file of the checkpoint and appended to fixed.files. Returns the file's name.

@@ -5,64 +5,67 @@
 
 namespace shardscope::detail {
 
-namespace {
-
-// A pickle of the few opcodes torch.save writes for one tensor (protocol 2), all of which
-// torch.load's weights-only unpickler accepts.
-class TensorPickle
+TorchPickle::TorchPickle()
 {
-public:
-    std::string take() { return std::move(m_out); }
+    op('\x80'); // PROTO 2, as torch.save writes
+    op('\x02');
+}
 
-    void op(char c) { m_out.push_back(c); }
-    void global(std::string_view module, std::string_view name)
-    {
-        op('c');
-        m_out.append(module).push_back('\n');
-        m_out.append(name).push_back('\n');
-    }
-    void str(std::string_view s)
-    {
-        op('X');
-        le(uint64_t(s.size()), 4);
-        m_out.append(s);
-    }
-    void integer(int64_t v)
-    {
-        if (v >= 0 && v < 256) {
-            op('K');
-            le(uint64_t(v), 1);
-        } else if (v >= 0 && v < 65536) {
-            op('M');
-            le(uint64_t(v), 2);
-        } else if (v >= INT32_MIN && v <= INT32_MAX) {
-            op('J');
-            le(uint64_t(uint32_t(int32_t(v))), 4);
-        } else {
-            op('\x8a'); // LONG1: eight bytes of two's complement
-            le(8, 1);
-            le(uint64_t(v), 8);
-        }
-    }
-    void ints(const std::vector<int64_t> &v)
-    {
-        op('(');
-        for (int64_t x : v)
-            integer(x);
-        op('t');
-    }
-
-private:
-    void le(uint64_t v, int bytes)
-    {
-        for (int i = 0; i < bytes; ++i)
-            m_out.push_back(char((v >> (8 * i)) & 0xff));
-    }
-    std::string m_out;
-};
-
-std::string tensorPickle(DType dtype, const std::vector<int64_t> &shape)
+std::string TorchPickle::finish()
 {
+    op('.');
+    return std::move(m_out);
+}
+
+void TorchPickle::global(std::string_view module, std::string_view name)
+{
+    op('c');
+    m_out.append(module).push_back('\n');
+    m_out.append(name).push_back('\n');
+}
+
+void TorchPickle::str(std::string_view s)
+{
+    op('X');
+    le(uint64_t(s.size()), 4);
+    m_out.append(s);
+}
+
+void TorchPickle::integer(int64_t v)
+{
+    if (v >= 0 && v < 256) {
+        op('K');
+        le(uint64_t(v), 1);
+    } else if (v >= 0 && v < 65536) {
+        op('M');
+        le(uint64_t(v), 2);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+        op('J');
+        le(uint64_t(uint32_t(int32_t(v))), 4);
+    } else {
+        op('\x8a'); // LONG1: eight bytes of two's complement
+        le(8, 1);
+        le(uint64_t(v), 8);
+    }
+}
+
+void TorchPickle::ints(const std::vector<int64_t> &v)
+{
+    op('(');
+    for (int64_t x : v)
+        integer(x);
+    op('t');
+}
+
+void TorchPickle::le(uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; ++i)
+        m_out.push_back(char((v >> (8 * i)) & 0xff));
+}
+
+void TorchPickle::tensor(DType dtype, const std::vector<int64_t> &shape, std::string_view key)
+{
+    TorchPickle &p = *this;
     int64_t numel = 1;
     for (int64_t d : shape)
         numel *= d;
@@ -72,9 +75,6 @@ std::string tensorPickle(DType dtype, const std::vector<int64_t> &shape)
     // Dtypes with a legacy storage class are rebuilt by _rebuild_tensor_v2 from a typed storage
     // of `numel` elements; the others by _rebuild_tensor_v3 from bytes and the dtype.
     const std::string_view storage = storageClassName(dtype);
-    TensorPickle p;
-    p.op('\x80');
-    p.op('\x02');
     p.global("torch._utils", storage.empty() ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
     p.op('(');
     p.op('(');
@@ -83,11 +83,11 @@ std::string tensorPickle(DType dtype, const std::vector<int64_t> &shape)
         p.global("torch.storage", "UntypedStorage");
     else
         p.global("torch", storage);
-    p.str("0");
+    p.str(key);
     p.str("cpu");
     p.integer(storage.empty() ? numel * elementSize(dtype) : numel);
     p.op('t');
-    p.op('Q'); // BINPERSID: the storage record data/0
+    p.op('Q'); // BINPERSID: the storage record data/<key>
     p.integer(0);
     p.ints(shape);
     p.ints(strides);
@@ -99,8 +99,15 @@ std::string tensorPickle(DType dtype, const std::vector<int64_t> &shape)
         p.global("torch", dtypeName(dtype));
     p.op('t');
     p.op('R');
-    p.op('.');
-    return p.take();
+}
+
+namespace {
+
+std::string tensorPickle(DType dtype, const std::vector<int64_t> &shape)
+{
+    TorchPickle p;
+    p.tensor(dtype, shape, "0");
+    return p.finish();
 }
 
 void le(std::string &out, uint64_t v, int bytes)
@@ -109,24 +116,18 @@ void le(std::string &out, uint64_t v, int bytes)
         out.push_back(char((v >> (8 * i)) & 0xff));
 }
 
-struct Record
-{
-    std::string name;
-    uint32_t crc = 0;
-    uint64_t size = 0;
-    uint64_t offset = 0;
-};
-
 // A stored (uncompressed) entry's local header; the data starts 64-byte aligned, as torch
 // aligns its records (an extra field of padding, which readers skip).
-std::string localHeader(const Record &r, uint64_t at)
+} // namespace
+
+std::string zipLocalHeader(const ZipRecord &r, uint64_t at)
 {
     std::string h;
     le(h, 0x04034b50, 4);
-    le(h, 20, 2); // version needed: 2.0
-    le(h, 0, 2);  // flags
-    le(h, 0, 2);  // stored
-    le(h, 0, 2);  // time
+    le(h, 20, 2);   // version needed: 2.0
+    le(h, 0, 2);    // flags
+    le(h, 0, 2);    // stored
+    le(h, 0, 2);    // time
     le(h, 0x21, 2); // date: 1980-01-01
     le(h, r.crc, 4);
     le(h, r.size, 4);
@@ -145,7 +146,9 @@ std::string localHeader(const Record &r, uint64_t at)
     return h;
 }
 
-std::string centralEntry(const Record &r)
+namespace {
+
+std::string centralEntry(const ZipRecord &r)
 {
     std::string h;
     le(h, 0x02014b50, 4);
@@ -186,6 +189,23 @@ const std::array<uint32_t, 256> &crcTable()
 
 } // namespace
 
+std::string zipDirectory(const std::vector<ZipRecord> &records, uint64_t at)
+{
+    std::string central;
+    for (const ZipRecord &r : records)
+        central += centralEntry(r);
+    std::string end = central;
+    le(end, 0x06054b50, 4);
+    le(end, 0, 2);
+    le(end, 0, 2);
+    le(end, records.size(), 2);
+    le(end, records.size(), 2);
+    le(end, central.size(), 4);
+    le(end, at, 4);
+    le(end, 0, 2);
+    return end;
+}
+
 uint32_t crc32(std::span<const std::byte> data, uint32_t crc)
 {
     const auto &t = crcTable();
@@ -205,17 +225,17 @@ TensorArchive tensorArchive(DType dtype, const std::vector<int64_t> &shape, uint
         bytes *= uint64_t(d);
     const std::string pickle = tensorPickle(dtype, shape);
     const std::string byteorder = "little", version = "3\n";
-    std::vector<Record> records = {{"archive/data.pkl", crcOf(pickle), pickle.size()},
-                                   {"archive/byteorder", crcOf(byteorder), byteorder.size()},
-                                   {"archive/data/0", crc, bytes},
-                                   {"archive/version", crcOf(version), version.size()}};
+    std::vector<ZipRecord> records = {{"archive/data.pkl", crcOf(pickle), pickle.size()},
+                                      {"archive/byteorder", crcOf(byteorder), byteorder.size()},
+                                      {"archive/data/0", crc, bytes},
+                                      {"archive/version", crcOf(version), version.size()}};
     const std::string_view contents[] = {pickle, byteorder, {}, version};
     TensorArchive a;
     std::string *out = &a.head;
     uint64_t at = 0;
     for (size_t i = 0; i < records.size(); ++i) {
         records[i].offset = at;
-        const std::string h = localHeader(records[i], at);
+        const std::string h = zipLocalHeader(records[i], at);
         *out += h;
         at += h.size() + records[i].size;
         if (i == 2)
@@ -223,18 +243,7 @@ TensorArchive tensorArchive(DType dtype, const std::vector<int64_t> &shape, uint
         else
             *out += contents[i];
     }
-    std::string central;
-    for (const Record &r : records)
-        central += centralEntry(r);
-    a.tail += central;
-    le(a.tail, 0x06054b50, 4);
-    le(a.tail, 0, 2);
-    le(a.tail, 0, 2);
-    le(a.tail, records.size(), 2);
-    le(a.tail, records.size(), 2);
-    le(a.tail, central.size(), 4);
-    le(a.tail, at, 4);
-    le(a.tail, 0, 2);
+    a.tail += zipDirectory(records, at);
     return a;
 }
 

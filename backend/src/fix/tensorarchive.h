@@ -8,9 +8,47 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardscope::detail {
+
+/** A pickle of the opcodes torch.save writes (protocol 2), every one of which torch.load's
+ *  weights-only unpickler accepts. */
+class TorchPickle
+{
+public:
+    TorchPickle();
+    void op(char c) { m_out.push_back(c); }
+    void global(std::string_view module, std::string_view name);
+    void str(std::string_view s);
+    void integer(int64_t v);
+    void ints(const std::vector<int64_t> &v); ///< a tuple
+    /** A contiguous tensor of the storage record `data/<key>` (_rebuild_tensor_v2, or _v3 for
+     *  the dtypes torch.save writes as an untyped storage). */
+    void tensor(DType dtype, const std::vector<int64_t> &shape, std::string_view key);
+    /** STOP appended: the pickle. */
+    std::string finish();
+
+private:
+    void le(uint64_t v, int bytes);
+    std::string m_out;
+};
+
+/** A stored (uncompressed) ZIP entry. */
+struct ZipRecord
+{
+    std::string name;
+    uint32_t crc = 0;
+    uint64_t size = 0;
+    uint64_t offset = 0; ///< of its local header
+};
+
+/** The local header of `r` written at `at`, padded so that its data starts 64-byte aligned (as
+ *  torch aligns its records). Under 4 GiB: no ZIP64 records. */
+std::string zipLocalHeader(const ZipRecord &r, uint64_t at);
+/** The central directory of `records` and its end record, written at `at`. */
+std::string zipDirectory(const std::vector<ZipRecord> &records, uint64_t at);
 
 /** The archive around a tensor's bytes: head, then the contiguous little-endian elements, then
  *  tail. Its length does not depend on the checksum, so offsets are known before the data. */

@@ -24,6 +24,7 @@ std::string fixToJson(const FixResult &fix)
               {"blockers", fix.blockers},
               {"bytes_referenced", fix.bytesReferenced},
               {"bytes_written", fix.bytesWritten},
+              {"files_written", fix.filesWritten},
               {"metadata_bytes", fix.metadataBytes},
               {"files",
                {{"hard_linked", fix.filesLinked},

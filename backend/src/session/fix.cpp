@@ -7,6 +7,7 @@
 #include "fix/fixplan.h"
 #include "fix/metadatawriter.h"
 #include "fix/rewrite.h"
+#include "fix/statedictwriter.h"
 #include "read/readers.h"
 #include "session/opened.h"
 #include "shardscope/escape.h"
@@ -31,6 +32,15 @@ bool dcpBased(Format f)
     return f == Format::Dcp || f == Format::MegatronFsdpDtensor || f == Format::MegatronTorchDist;
 }
 
+constexpr const char *kFixFormats =
+    "fix writes DCP-based checkpoints (DCP, fsdp_dtensor, torch_dist), torch.save files and "
+    "safetensors";
+
+bool fixable(Format f)
+{
+    return dcpBased(f) || detail::stateDictFormat(f);
+}
+
 std::string diffArguments(const DiffOptions &o)
 {
     std::string args;
@@ -43,6 +53,17 @@ std::string diffArguments(const DiffOptions &o)
     if (!o.includeOptimizer)
         args += " --no-optimizer";
     return args;
+}
+
+// The commands that check the output, opened by `opened`.
+void commands(FixResult &result, const FixRequest &request, const std::string &opened)
+{
+    const std::string out = shellQuote(opened), lay = shellQuote(request.layout);
+    result.diffCommand =
+        "shardscope-cli diff " + out + " --layout " + lay + diffArguments(request.options);
+    result.verifyCommand = "shardscope-cli verify " + out + " --layout " + lay;
+    for (const std::string &r : request.options.disabledRules)
+        result.verifyCommand += " --disable-rule " + shellQuote(r);
 }
 
 std::string manifest(const FixRequest &request, const FixResult &result)
@@ -91,9 +112,9 @@ void previewRepair(const CheckpointIndex &index, const Layout &layout, DiffResul
                    const std::string &checkpoint, const std::string &layoutPath)
 {
     RepairPreview &r = diff.repair.emplace();
-    if (!dcpBased(index.format)) {
-        r.unsupported = "fix writes DCP-based checkpoints (DCP, fsdp_dtensor, torch_dist); " +
-                        std::string(formatName(index.format)) + " is not one yet";
+    if (!fixable(index.format)) {
+        r.unsupported = std::string(kFixFormats) + "; " + std::string(formatName(index.format)) +
+                        " is not one yet";
         return;
     }
     std::string out = checkpoint;
@@ -143,12 +164,7 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     result.output = request.output;
     result.format = std::string(formatName(source.format));
     result.options = request.options;
-    const std::string out = shellQuote(request.output), lay = shellQuote(request.layout);
-    result.diffCommand =
-        "shardscope-cli diff " + out + " --layout " + lay + diffArguments(request.options);
-    result.verifyCommand = "shardscope-cli verify " + out + " --layout " + lay;
-    for (const std::string &r : request.options.disabledRules)
-        result.verifyCommand += " --disable-rule " + shellQuote(r);
+    commands(result, request, request.output);
 
     // Problems the open found (a missing or cut data file) are not names: no repair for them.
     for (const Problem &p : source.problems)
@@ -179,10 +195,9 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
         result.after = std::move(*before);
         return result;
     }
-    if (!dcpBased(source.format))
+    if (!fixable(source.format))
         return makeError(Error::Code::Unsupported,
-                         "fix writes DCP-based checkpoints (DCP, fsdp_dtensor, torch_dist); " +
-                             result.format + " is not one yet")
+                         std::string(kFixFormats) + "; " + result.format + " is not one yet")
             .inFile(request.checkpoint);
     auto found = diff(source, everyRule(asked), "locate");
     if (!found)
@@ -206,7 +221,20 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     options.output = request.output;
     options.copy = request.copy;
     options.force = request.force;
-    if (!plan.rewrites.empty()) {
+    std::string opened = request.output; // what the output is opened by
+    if (detail::stateDictFormat(fixed.format)) {
+        options.writeFiles = [&](const std::string &dir,
+                                 const detail::FixOutputOptions::Place &place) -> Status {
+            auto written = detail::writeStateDict(fixed, plan, dir, place);
+            if (!written)
+                return written.error();
+            result.bytesWritten = written->bytesWritten;
+            result.filesWritten = written->filesWritten;
+            if (fixed.format == Format::TorchSave)
+                opened = (std::filesystem::path(request.output) / written->mainFile).string();
+            return Ok{};
+        };
+    } else if (!plan.rewrites.empty()) {
         result.bytesWritten = plan.bytesRewritten;
         options.dataFile = detail::placeRewrites(fixed, plan);
         options.writeData = [&](int fd, const std::string &path) {
@@ -220,11 +248,19 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
         return st.error();
     result.written = true;
 
-    // What the failing load does with the repaired keys (`diffCommand` reads them back).
+    // What the failing load does with the repaired keys (`diffCommand` reads them back). A
+    // state dict's files were written anew: they are read back, as the load will read them.
+    if (detail::stateDictFormat(fixed.format)) {
+        commands(result, request, opened);
+        auto reread = openCheckpoint(opened);
+        if (!reread)
+            return reread.error();
+        fixed = std::move(*reread);
+    }
     auto check = diff(fixed, asked, "check");
     if (!check)
         return check.error();
-    check->checkpoint = request.output;
+    check->checkpoint = opened;
     check->against = request.layout;
     result.after = std::move(*check);
     control.report({"done", 1, 1});

@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: MIT
+#include "fix/statedictwriter.h"
+
+#include "common/regularfile.h"
+#include "fix/rewrite.h"
+#include "fix/tensorarchive.h"
+#include "shardscope/tensor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <map>
+#include <unistd.h>
+#include <unordered_map>
+
+namespace fs = std::filesystem;
+
+namespace shardscope::detail {
+
+namespace {
+
+Error ioError(const std::string &path, const std::string &what, int err)
+{
+    return makeError(Error::Code::Io, what + ": " + std::strerror(err)).inFile(path);
+}
+
+// A tensor's bytes: a byte range of a source file, or assembled in memory.
+struct TensorBytes
+{
+    uint32_t file = 0;
+    uint64_t offset = 0, length = 0;
+    bool inFile = false;
+    std::vector<std::byte> data;
+};
+
+class Writer
+{
+public:
+    Writer(const CheckpointIndex &fixed, const FixPlan &plan, const std::string &dir)
+        : m_fixed(fixed)
+        , m_dir(dir)
+    {
+        for (const Rewrite &r : plan.rewrites)
+            m_rewrites.emplace(plan.firstNew + r.tensor, &r);
+    }
+    ~Writer()
+    {
+        for (auto &[file, fd] : m_fds)
+            ::close(fd);
+    }
+
+    // The file a tensor belongs to: its data's (a rewritten key: its first piece's).
+    uint32_t fileOf(size_t i) const
+    {
+        if (auto it = m_rewrites.find(i); it != m_rewrites.end())
+            return it->second->pieces.front().stored.chunks.front().file;
+        return m_fixed.tensors[i].chunks.front().file;
+    }
+
+    Result<TensorBytes> bytesOf(size_t i)
+    {
+        const TensorEntry &t = m_fixed.tensors[i];
+        TensorBytes b;
+        if (auto it = m_rewrites.find(i); it != m_rewrites.end()) {
+            auto data = assembleRewrite(m_fixed, t, *it->second);
+            if (!data)
+                return data.error();
+            b.data = std::move(*data);
+            return b;
+        }
+        const uint64_t es = uint64_t(elementSize(t.dtype)), n = uint64_t(t.numel()) * es;
+        if (t.chunks.size() == 1 && t.chunks.front().encoding == Encoding::RawStorage &&
+            t.chunks.front().transforms == 0 && contiguous(t)) {
+            const Location &loc = t.chunks.front();
+            const uint64_t at = uint64_t(t.storageOffset) * es;
+            if (at <= loc.length && n <= loc.length - at) {
+                b.inFile = true;
+                b.file = loc.file;
+                b.offset = loc.offset + at;
+                b.length = n;
+                return b;
+            }
+        }
+        auto read = readTensor(m_fixed, t);
+        if (!read)
+            return read.error();
+        b.data = std::move(read->bytes);
+        return b;
+    }
+
+    Status put(int fd, const std::string &path, TensorBytes &b, uint64_t &at)
+    {
+        if (!b.inFile) {
+            m_written += b.data.size();
+            return writeAt(fd, path, b.data.data(), b.data.size(), at);
+        }
+        auto in = sourceFd(b.file);
+        if (!in)
+            return in.error();
+        loff_t from = loff_t(b.offset), to = loff_t(at);
+        for (uint64_t left = b.length; left > 0;) {
+            const ssize_t n = ::copy_file_range(*in, &from, fd, &to, left, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return ioError(path, "cannot copy from " + m_fixed.files[b.file],
+                               n < 0 ? errno : EIO);
+            left -= uint64_t(n);
+        }
+        at += b.length;
+        m_written += b.length;
+        return Ok{};
+    }
+
+    // The bytes a range of a source file holds (a torch.save record needs its CRC up front).
+    Result<uint32_t> crcOf(const TensorBytes &b)
+    {
+        if (!b.inFile)
+            return crc32(b.data);
+        auto in = sourceFd(b.file);
+        if (!in)
+            return in.error();
+        std::vector<std::byte> buf(size_t(1) << 22);
+        uint32_t crc = 0;
+        for (uint64_t done = 0; done < b.length;) {
+            const size_t want = size_t(std::min<uint64_t>(buf.size(), b.length - done));
+            const ssize_t n = ::pread(*in, buf.data(), want, off_t(b.offset + done));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return ioError(m_fixed.files[b.file], "cannot read", n < 0 ? errno : EIO);
+            crc = crc32(std::span(buf.data(), size_t(n)), crc);
+            done += uint64_t(n);
+        }
+        return crc;
+    }
+
+    static Status writeAt(int fd, const std::string &path, const void *p, size_t n, uint64_t &at)
+    {
+        const auto *c = static_cast<const char *>(p);
+        for (size_t done = 0; done < n;) {
+            const ssize_t w = ::pwrite(fd, c + done, n - done, off_t(at + done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return ioError(path, "cannot write", w < 0 ? errno : EIO);
+            done += size_t(w);
+        }
+        at += n;
+        return Ok{};
+    }
+
+    uint64_t written() const { return m_written; }
+
+private:
+    static bool contiguous(const TensorEntry &t)
+    {
+        int64_t expect = 1;
+        for (size_t d = t.ndim(); d-- > 0;) {
+            if (t.shape[d] != 1 && d < t.strides.size() && t.strides[d] != expect)
+                return false;
+            expect *= t.shape[d];
+        }
+        return t.strides.empty() || t.strides.size() == t.ndim();
+    }
+
+    Result<int> sourceFd(uint32_t file)
+    {
+        if (auto it = m_fds.find(file); it != m_fds.end())
+            return it->second;
+        auto fd = openRegularFile((fs::path(m_fixed.dataDir) / m_fixed.files[file]).string());
+        if (!fd)
+            return fd.error();
+        m_fds.emplace(file, *fd);
+        return *fd;
+    }
+
+    const CheckpointIndex &m_fixed;
+    std::string m_dir;
+    std::unordered_map<size_t, const Rewrite *> m_rewrites;
+    std::map<uint32_t, int> m_fds;
+    uint64_t m_written = 0;
+};
+
+Result<int> create(const std::string &path)
+{
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ioError(path, "cannot create", errno);
+    return fd;
+}
+
+Status closed(int fd, const std::string &path, Status st)
+{
+    if (::close(fd) != 0 && st)
+        return ioError(path, "cannot write", errno);
+    return st;
+}
+
+// One safetensors file: the header (8-byte length, JSON padded with spaces to 8 bytes), then
+// every tensor's bytes in header order.
+Status writeSafetensorsFile(const CheckpointIndex &fixed, Writer &w, const std::vector<size_t> &ids,
+                            const std::string &path)
+{
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto &[k, v] : fixed.info)
+        if (k.starts_with("safetensors."))
+            meta[k.substr(12)] = v;
+    if (meta.empty())
+        meta["format"] = "pt";
+    header["__metadata__"] = meta;
+    uint64_t offset = 0;
+    for (size_t i : ids) {
+        const TensorEntry &t = fixed.tensors[i];
+        const std::string_view name = safetensorsName(t.dtype);
+        if (name.empty())
+            return makeError(Error::Code::Unsupported,
+                             "safetensors has no dtype for " + t.dtypeName)
+                .atKey(t.key);
+        const uint64_t n = uint64_t(t.numel()) * uint64_t(elementSize(t.dtype));
+        header[t.key] = {{"dtype", name}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+        offset += n;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    auto fd = create(path);
+    if (!fd)
+        return fd.error();
+    std::string head(8, '\0');
+    for (int b = 0; b < 8; ++b)
+        head[size_t(b)] = char((uint64_t(text.size()) >> (8 * b)) & 0xff);
+    head += text;
+    uint64_t at = 0;
+    Status st = Writer::writeAt(*fd, path, head.data(), head.size(), at);
+    for (size_t k = 0; st && k < ids.size(); ++k) {
+        auto bytes = w.bytesOf(ids[k]);
+        if (!bytes)
+            st = bytes.error();
+        else
+            st = w.put(*fd, path, *bytes, at);
+    }
+    return closed(*fd, path, st);
+}
+
+// A torch.save archive of the tensors under their nested names (dicts, as the keys' paths
+// give them), each with a storage of its own.
+Status writeTorchSaveFile(const CheckpointIndex &fixed, Writer &w, const std::string &path)
+{
+    struct Node
+    {
+        std::vector<std::pair<std::string, Node>> children; // in first-seen order
+        long tensor = -1;
+        Node &child(const std::string &name)
+        {
+            for (auto &[n, c] : children)
+                if (n == name)
+                    return c;
+            return children.emplace_back(name, Node{}).second;
+        }
+    };
+    Node root;
+    for (size_t i = 0; i < fixed.tensors.size(); ++i) {
+        Node *n = &root;
+        for (const std::string &part : fixed.tensors[i].path.parts(fixed.tensors[i].key))
+            n = &n->child(part);
+        if (n->tensor >= 0 || !n->children.empty())
+            return makeError(Error::Code::Unsupported, "two entries under one name")
+                .atKey(fixed.tensors[i].key);
+        n->tensor = long(i);
+    }
+    TorchPickle p;
+    std::function<void(const Node &)> emit = [&](const Node &n) {
+        if (n.tensor >= 0) {
+            const TensorEntry &t = fixed.tensors[size_t(n.tensor)];
+            p.tensor(t.dtype, t.shape, std::to_string(n.tensor));
+            return;
+        }
+        p.op('}');
+        if (n.children.empty())
+            return;
+        p.op('(');
+        for (const auto &[name, c] : n.children) {
+            p.str(name);
+            emit(c);
+        }
+        p.op('u');
+    };
+    emit(root);
+    const std::string pickle = p.finish();
+    const std::string byteorder = "little", version = "3\n";
+    const std::string name = fs::path(path).stem().string();
+    auto fd = create(path);
+    if (!fd)
+        return fd.error();
+    std::vector<ZipRecord> records;
+    uint64_t at = 0;
+    auto small = [&](const std::string &record, std::string_view content) {
+        ZipRecord r{name + "/" + record,
+                    crc32(std::as_bytes(std::span(content.data(), content.size()))),
+                    content.size(), at};
+        std::string h = zipLocalHeader(r, at);
+        h += content;
+        records.push_back(r);
+        return Writer::writeAt(*fd, path, h.data(), h.size(), at);
+    };
+    Status st = small("data.pkl", pickle);
+    if (st)
+        st = small("byteorder", byteorder);
+    for (size_t i = 0; st && i < fixed.tensors.size(); ++i) {
+        auto bytes = w.bytesOf(i);
+        if (!bytes) {
+            st = bytes.error();
+            break;
+        }
+        auto crc = w.crcOf(*bytes);
+        if (!crc) {
+            st = crc.error();
+            break;
+        }
+        const uint64_t size = bytes->inFile ? bytes->length : bytes->data.size();
+        if (size >= (uint64_t(1) << 32) - (1 << 20)) {
+            st = makeError(Error::Code::Unsupported, "a tensor of 4 GiB or more is not written "
+                                                     "(no ZIP64 records)")
+                     .atKey(fixed.tensors[i].key);
+            break;
+        }
+        ZipRecord r{name + "/data/" + std::to_string(i), *crc, size, at};
+        const std::string h = zipLocalHeader(r, at);
+        records.push_back(r);
+        st = Writer::writeAt(*fd, path, h.data(), h.size(), at);
+        if (st)
+            st = w.put(*fd, path, *bytes, at);
+    }
+    if (st)
+        st = small("version", version);
+    if (st) {
+        const std::string dir = zipDirectory(records, at);
+        st = Writer::writeAt(*fd, path, dir.data(), dir.size(), at);
+    }
+    return closed(*fd, path, st);
+}
+
+} // namespace
+
+bool stateDictFormat(Format f)
+{
+    return f == Format::TorchSave || f == Format::Safetensors || f == Format::SafetensorsIndex;
+}
+
+Result<StateDictOutput> writeStateDict(const CheckpointIndex &fixed, const FixPlan &plan,
+                                       const std::string &dir, const PlaceFile &place)
+{
+    StateDictOutput out;
+    Writer w(fixed, plan, dir);
+    if (fixed.format == Format::TorchSave) {
+        if (fixed.files.size() != 1)
+            return makeError(Error::Code::Unsupported, "a torch.save checkpoint of " +
+                                                           std::to_string(fixed.files.size()) +
+                                                           " files")
+                .inFile(fixed.inputPath);
+        for (const ObjectEntry &o : fixed.objects)
+            return makeError(Error::Code::Unsupported,
+                             "it holds objects beside its tensors (" + o.key +
+                                 "); fix writes torch.save files of tensors only")
+                .inFile(fixed.inputPath);
+        out.mainFile = fixed.files.front();
+        if (Status st = writeTorchSaveFile(fixed, w, (fs::path(dir) / out.mainFile).string());
+            !st)
+            return st.error();
+        out.filesWritten = 1;
+        out.bytesWritten = w.written();
+        return out;
+    }
+    // safetensors: each tensor in the file its data came from, under the same file names.
+    std::map<uint32_t, std::vector<size_t>> byFile;
+    for (size_t i = 0; i < fixed.tensors.size(); ++i)
+        byFile[w.fileOf(i)].push_back(i);
+    nlohmann::ordered_json weightMap = nlohmann::ordered_json::object();
+    uint64_t total = 0;
+    for (const auto &[file, ids] : byFile) {
+        if (file >= fixed.files.size())
+            return makeError(Error::Code::Format, "a tensor names no file of the checkpoint");
+        const std::string name = fixed.files[file];
+        if (Status st = writeSafetensorsFile(fixed, w, ids, (fs::path(dir) / name).string()); !st)
+            return st.error();
+        ++out.filesWritten;
+        for (size_t i : ids) {
+            weightMap[fixed.tensors[i].key] = name;
+            total += uint64_t(fixed.tensors[i].numel()) *
+                     uint64_t(elementSize(fixed.tensors[i].dtype));
+        }
+    }
+    out.bytesWritten = w.written();
+    const fs::path input(fixed.inputPath);
+    std::error_code ec;
+    const bool wholeDir = fs::is_directory(input, ec) || fixed.format == Format::SafetensorsIndex;
+    out.mainFile = byFile.size() == 1 && fixed.format == Format::Safetensors
+                       ? fixed.files[byFile.begin()->first]
+                       : std::string();
+    if (!wholeDir)
+        return out;
+    // The set's directory (config.json, tokenizer, …): placed as it is; the index rewritten.
+    const fs::path src(fixed.dataDir);
+    const std::string indexName = "model.safetensors.index.json";
+    for (auto it = fs::directory_iterator(src, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+        const std::string n = it->path().filename().string();
+        if (!it->is_regular_file(ec) || n.ends_with(".safetensors") || n == indexName ||
+            n == kFixManifest)
+            continue;
+        if (Status st = place(it->path().string(), (fs::path(dir) / n).string()); !st)
+            return st.error();
+    }
+    if (fixed.format == Format::SafetensorsIndex) {
+        nlohmann::ordered_json index = nlohmann::ordered_json::object();
+        if (auto text = readRegularFile((src / indexName).string(), 256u << 20)) {
+            index = nlohmann::ordered_json::parse(*text, nullptr, false);
+            if (index.is_discarded() || !index.is_object())
+                index = nlohmann::ordered_json::object();
+        }
+        if (!index.contains("metadata") || !index["metadata"].is_object())
+            index["metadata"] = nlohmann::ordered_json::object();
+        index["metadata"]["total_size"] = total;
+        index["weight_map"] = weightMap;
+        const std::string text = index.dump(2) + "\n";
+        auto fd = create((fs::path(dir) / indexName).string());
+        if (!fd)
+            return fd.error();
+        uint64_t at = 0;
+        if (Status st = closed(*fd, indexName,
+                               Writer::writeAt(*fd, indexName, text.data(), text.size(), at));
+            !st)
+            return st.error();
+        out.mainFile = indexName;
+    }
+    return out;
+}
+
+} // namespace shardscope::detail
