@@ -55,9 +55,11 @@ public:
     // The file a tensor belongs to: its data's (a rewritten key: its first piece's).
     uint32_t fileOf(size_t i) const
     {
-        if (auto it = m_rewrites.find(i); it != m_rewrites.end())
-            return it->second->pieces.front().stored.chunks.front().file;
-        return m_fixed.tensors[i].chunks.front().file;
+        const TensorEntry *t = &m_fixed.tensors[i];
+        if (auto it = m_rewrites.find(i); it != m_rewrites.end() && !it->second->pieces.empty())
+            t = &it->second->pieces.front().stored;
+        // A tensor without chunks (nothing stored: an empty one) goes in the first file.
+        return t->chunks.empty() ? 0 : t->chunks.front().file;
     }
 
     Result<TensorBytes> bytesOf(size_t i)
@@ -222,7 +224,8 @@ Status writeSafetensorsFile(const CheckpointIndex &fixed, Writer &w, const std::
                              "safetensors has no dtype for " + t.dtypeName)
                 .atKey(t.key);
         const uint64_t n = uint64_t(t.numel()) * uint64_t(elementSize(t.dtype));
-        header[t.key] = {{"dtype", name}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+        header[t.key] = {
+            {"dtype", name}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
         offset += n;
     }
     std::string text = header.dump();
@@ -300,8 +303,8 @@ Status writeTorchSaveFile(const CheckpointIndex &fixed, Writer &w, const std::st
     uint64_t at = 0;
     auto small = [&](const std::string &record, std::string_view content) {
         ZipRecord r{name + "/" + record,
-                    crc32(std::as_bytes(std::span(content.data(), content.size()))),
-                    content.size(), at};
+                    crc32(std::as_bytes(std::span(content.data(), content.size()))), content.size(),
+                    at};
         std::string h = zipLocalHeader(r, at);
         h += content;
         records.push_back(r);
@@ -368,8 +371,7 @@ Result<StateDictOutput> writeStateDict(const CheckpointIndex &fixed, const FixPl
                                  "); fix writes torch.save files of tensors only")
                 .inFile(fixed.inputPath);
         out.mainFile = fixed.files.front();
-        if (Status st = writeTorchSaveFile(fixed, w, (fs::path(dir) / out.mainFile).string());
-            !st)
+        if (Status st = writeTorchSaveFile(fixed, w, (fs::path(dir) / out.mainFile).string()); !st)
             return st.error();
         out.filesWritten = 1;
         out.bytesWritten = w.written();
@@ -390,8 +392,8 @@ Result<StateDictOutput> writeStateDict(const CheckpointIndex &fixed, const FixPl
         ++out.filesWritten;
         for (size_t i : ids) {
             weightMap[fixed.tensors[i].key] = name;
-            total += uint64_t(fixed.tensors[i].numel()) *
-                     uint64_t(elementSize(fixed.tensors[i].dtype));
+            total +=
+                uint64_t(fixed.tensors[i].numel()) * uint64_t(elementSize(fixed.tensors[i].dtype));
         }
     }
     out.bytesWritten = w.written();
