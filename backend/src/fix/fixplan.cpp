@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "fix/fixplan.h"
 
+#include "common/flatmap.h"
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -48,21 +50,19 @@ public:
         : m_source(source)
         , m_asked(asked)
     {
+        // Views into the diffs and the index, which outlive the planner.
         for (const DiffEntry &e : found.entries)
-            m_found.emplace(std::make_pair(int(e.section), e.name), &e);
+            m_found[size_t(e.section)].emplace(e.name, &e);
         for (const DiffEntry &e : asked.entries)
             if (e.section == Section::Model)
                 m_askedModel.emplace(e.name, &e);
-        for (const ObjectEntry &o : source.objects)
-            m_objectKeys.push_back(o.key);
-        std::sort(m_objectKeys.begin(), m_objectKeys.end());
         // The index's own look-ups scan: 650,000 keys at DeepSeek-V3 scale need a table.
-        m_tensorAt.reserve(source.tensors.size());
+        m_tensorAt = FlatStringMap(source.tensors.size());
+        m_objectAt = FlatStringMap(source.objects.size());
         for (size_t i = 0; i < source.tensors.size(); ++i)
-            m_tensorAt.emplace(source.tensors[i].key, i);
-        m_objectAt.reserve(source.objects.size());
+            m_tensorAt.insert(source.tensors[i].key, uint32_t(i));
         for (size_t i = 0; i < source.objects.size(); ++i)
-            m_objectAt.emplace(source.objects[i].key, i);
+            m_objectAt.insert(source.objects[i].key, uint32_t(i));
     }
 
     FixPlan run()
@@ -103,13 +103,17 @@ private:
         if (s.entry >= 0 && size_t(s.entry) < m_source.tensors.size() &&
             m_source.tensors[size_t(s.entry)].key == s.key)
             return &m_source.tensors[size_t(s.entry)];
-        auto it = m_tensorAt.find(s.key);
-        return it == m_tensorAt.end() ? nullptr : &m_source.tensors[it->second];
+        const uint32_t at = m_tensorAt.find(s.key);
+        return at == FlatStringMap::kAbsent || m_source.tensors[at].key != s.key
+                   ? nullptr
+                   : &m_source.tensors[at];
     }
 
     bool isStored(const std::string &key) const
     {
-        return m_tensorAt.count(key) || m_objectAt.count(key);
+        const uint32_t t = m_tensorAt.find(key), o = m_objectAt.find(key);
+        return (t != FlatStringMap::kAbsent && m_source.tensors[t].key == key) ||
+               (o != FlatStringMap::kAbsent && m_source.objects[o].key == key);
     }
 
     // Megatron's handlers rename optimizer.state to the stored names but leave
@@ -119,8 +123,8 @@ private:
     void repairGroup(const DiffEntry &e)
     {
         static const std::string kGroup = "optimizer.param_to_group_meta.module.module.module.";
-        auto fm = m_found.find({int(Section::Model), e.param});
-        const DiffEntry *model = fm == m_found.end() ? nullptr : fm->second;
+        auto fm = m_found[size_t(Section::Model)].find(e.param);
+        const DiffEntry *model = fm == m_found[size_t(Section::Model)].end() ? nullptr : fm->second;
         auto am = m_askedModel.find(e.param);
         if (!model || model->sources.empty() || am == m_askedModel.end() ||
             am->second->requestKeys.empty()) {
@@ -145,8 +149,10 @@ private:
         const std::string to = kGroup + e.param + ".";
         // Stored under the stored parameter's name, or under its live MTP spelling.
         const auto hasGroup = [&](const std::string &prefix) {
-            auto it = std::lower_bound(m_objectKeys.begin(), m_objectKeys.end(), prefix);
-            return it != m_objectKeys.end() && it->starts_with(prefix);
+            const auto &keys = objectKeys();
+            auto it = std::lower_bound(keys.begin(), keys.end(),
+                                       std::pair(std::string_view(prefix), size_t(0)));
+            return it != keys.end() && it->first.starts_with(prefix);
         };
         if (!hasGroup(from)) {
             const std::string mtp =
@@ -156,9 +162,11 @@ private:
                 from = mtp;
         }
         size_t made = 0;
-        for (auto it = std::lower_bound(m_objectKeys.begin(), m_objectKeys.end(), from);
-             it != m_objectKeys.end() && it->starts_with(from); ++it) {
-            const ObjectEntry &o = m_source.objects[m_objectAt.at(*it)];
+        const auto &keys = objectKeys();
+        for (auto it = std::lower_bound(keys.begin(), keys.end(),
+                                        std::pair(std::string_view(from), size_t(0)));
+             it != keys.end() && it->first.starts_with(from); ++it) {
+            const ObjectEntry &o = m_source.objects[it->second];
             if (!o.key.starts_with(from) || !o.location)
                 continue;
             ObjectEntry copy;
@@ -188,8 +196,9 @@ private:
             block(e, e.reason.empty() ? "the load fills it from another key" : e.reason);
             return;
         }
-        auto it = m_found.find({int(e.section), e.name});
-        const DiffEntry *f = it == m_found.end() ? nullptr : it->second;
+        auto &found = m_found[size_t(e.section)];
+        auto it = found.find(e.name);
+        const DiffEntry *f = it == found.end() ? nullptr : it->second;
         if (!f || f->sources.empty() || f->wrongSource ||
             (f->status != LoadStatus::Ok && f->status != LoadStatus::Split &&
              f->status != LoadStatus::Merge && f->status != LoadStatus::Rename &&
@@ -221,7 +230,8 @@ private:
                 return;
             }
         std::vector<TensorEntry> made;
-        std::vector<std::string> examples, kinds, consumed;
+        std::vector<std::string> examples, kinds;
+        std::vector<std::string_view> consumed;
         uint64_t bytes = 0;
         for (const DiffSource &target : targets) {
             if (m_made.count(target.key))
@@ -344,9 +354,9 @@ private:
     // load asks for.
     void repairObject(const DiffEntry &e, const DiffSource &src)
     {
-        auto at = m_objectAt.find(src.key);
-        if (e.requestKeys.size() != 1 || at == m_objectAt.end() ||
-            !m_source.objects[at->second].location) {
+        const uint32_t at = m_objectAt.find(src.key);
+        if (e.requestKeys.size() != 1 || at == FlatStringMap::kAbsent ||
+            m_source.objects[at].key != src.key || !m_source.objects[at].location) {
             block(e, src.key + " is not a stored object");
             return;
         }
@@ -358,7 +368,7 @@ private:
         }
         if (!m_madeObjects.insert(key).second)
             return;
-        const ObjectEntry &o = m_source.objects[at->second];
+        const ObjectEntry &o = m_source.objects[at];
         ObjectEntry copy;
         copy.key = key;
         copy.path = pathLike(o, key);
@@ -505,30 +515,49 @@ private:
 
     void assemble()
     {
-        for (size_t i = 0; i < m_source.tensors.size(); ++i) {
-            const std::string &key = m_source.tensors[i].key;
-            if (m_consumed.count(key) && !m_kept.count(key) && !m_made.count(key)) {
-                count("drop", key);
+        // From the few keys consumed, not over the whole index; in the index's order.
+        for (std::string_view key : m_consumed) {
+            const uint32_t i = m_tensorAt.find(key);
+            if (i != FlatStringMap::kAbsent && m_source.tensors[i].key == key &&
+                !m_kept.count(key) && !m_made.count(std::string(key)))
                 m_plan.dropped.push_back(i);
-            }
         }
-        for (size_t i = 0; i < m_source.objects.size(); ++i)
-            if (m_consumedObjects.count(m_source.objects[i].key)) {
-                count("drop", m_source.objects[i].key);
+        std::sort(m_plan.dropped.begin(), m_plan.dropped.end());
+        for (size_t i : m_plan.dropped)
+            count("drop", m_source.tensors[i].key);
+        for (std::string_view key : m_consumedObjects)
+            if (const uint32_t i = m_objectAt.find(key);
+                i != FlatStringMap::kAbsent && m_source.objects[i].key == key)
                 m_plan.droppedObjects.push_back(i);
-            }
+        std::sort(m_plan.droppedObjects.begin(), m_plan.droppedObjects.end());
+        for (size_t i : m_plan.droppedObjects)
+            count("drop", m_source.objects[i].key);
         m_plan.tensors = std::move(m_new);
         m_plan.objects = std::move(m_newObjects);
     }
 
     const CheckpointIndex &m_source;
     const DiffResult &m_asked;
-    std::map<std::pair<int, std::string>, const DiffEntry *> m_found;
-    std::map<std::string, const DiffEntry *> m_askedModel;
-    std::unordered_set<std::string> m_kept, m_consumed, m_made, m_madeObjects, m_consumedObjects;
+    // The object keys, sorted, with their indices: param_to_group_meta prefix ranges (made on
+    // first use: only a group repair needs them).
+    const std::vector<std::pair<std::string_view, size_t>> &objectKeys()
+    {
+        if (m_objectKeys.empty() && !m_source.objects.empty()) {
+            m_objectKeys.reserve(m_source.objects.size());
+            for (size_t i = 0; i < m_source.objects.size(); ++i)
+                m_objectKeys.emplace_back(m_source.objects[i].key, i);
+            std::sort(m_objectKeys.begin(), m_objectKeys.end());
+        }
+        return m_objectKeys;
+    }
+
+    std::unordered_map<std::string_view, const DiffEntry *> m_found[3]; ///< by Section
+    std::unordered_map<std::string_view, const DiffEntry *> m_askedModel;
+    std::unordered_set<std::string_view> m_kept, m_consumed, m_consumedObjects;
+    std::unordered_set<std::string> m_made, m_madeObjects; ///< keys of entries still moving
     std::vector<ObjectEntry> m_newObjects;
-    std::vector<std::string_view> m_objectKeys; ///< sorted, for prefix ranges
-    std::unordered_map<std::string_view, size_t> m_tensorAt, m_objectAt;
+    std::vector<std::pair<std::string_view, size_t>> m_objectKeys;
+    FlatStringMap m_tensorAt{1 << 16}, m_objectAt{1 << 16};
     std::vector<TensorEntry> m_new;
     std::vector<RewritePiece> m_rewritePieces; ///< the target being rewritten
     std::vector<Rewrite> m_pendingRewrites;    ///< the entry's, indexed into its `made`
