@@ -4,6 +4,7 @@
 #include "shardscope/diff.h"
 #include "shardscope/tensor.h"
 
+#include "tensor/floatformat.h"
 #include "tensor/scalartype.h"
 
 #include <ATen/ATen.h>
@@ -12,45 +13,12 @@
 
 namespace shardscope {
 
-namespace {
-
-struct FloatFormat
-{
-    int exponentBits, mantissaBits;
-};
-
-std::optional<FloatFormat> floatFormat(DType t)
-{
-    switch (t) {
-    case DType::Float64:
-        return FloatFormat{11, 52};
-    case DType::Float32:
-        return FloatFormat{8, 23};
-    case DType::Float16:
-        return FloatFormat{5, 10};
-    case DType::BFloat16:
-        return FloatFormat{8, 7};
-    case DType::Float8E4M3FN:
-        return FloatFormat{4, 3};
-    case DType::Float8E5M2:
-        return FloatFormat{5, 2};
-    default:
-        return std::nullopt;
-    }
-}
-
-} // namespace
-
-bool narrowingCast(DType from, DType to)
-{
-    const auto a = floatFormat(from), b = floatFormat(to);
-    return a && b && (b->exponentBits < a->exponentBits || b->mantissaBits < a->mantissaBits);
-}
+namespace torchmod {
 
 Result<CastLoss> measureCast(const TensorData &stored, DType to)
 {
     const auto from = detail::scalarType(stored.dtype), target = detail::scalarType(to);
-    if (!from || !target || !floatFormat(stored.dtype) || !floatFormat(to))
+    if (!from || !target || !detail::floatFormat(stored.dtype) || !detail::floatFormat(to))
         return makeError(Error::Code::Unsupported, "no cast measure from " +
                                                        std::string(dtypeName(stored.dtype)) +
                                                        " to " + std::string(dtypeName(to)));
@@ -115,5 +83,7 @@ Result<TensorData> castTensor(const TensorData &data, DType to)
     }
     return out;
 }
+
+} // namespace torchmod
 
 } // namespace shardscope

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "shardscope/dtype.h"
+#include "shardscope/tensor.h"
+#include "tensor/floatformat.h"
 
 #include <array>
 #include <utility>
@@ -139,6 +141,12 @@ bool isFloatingPoint(DType t)
 bool isComplex(DType t)
 {
     return t == DType::Complex128 || t == DType::Complex64 || t == DType::Complex32;
+}
+
+bool narrowingCast(DType from, DType to)
+{
+    const auto a = detail::floatFormat(from), b = detail::floatFormat(to);
+    return a && b && (b->exponentBits < a->exponentBits || b->mantissaBits < a->mantissaBits);
 }
 
 } // namespace shardscope

@@ -13,7 +13,8 @@
 #include <filesystem>
 #include <limits>
 
-namespace shardscope {
+// Part of the torch module (tensor/torchops.h): the backend reaches these through its table.
+namespace shardscope::torchmod {
 
 using namespace detail;
 
@@ -100,14 +101,6 @@ Result<ChunkView> loadChunk(const CheckpointIndex &index, const TensorEntry &t, 
 }
 
 } // namespace
-
-int64_t TensorData::numel() const
-{
-    int64_t n = 1;
-    for (int64_t d : shape)
-        n *= d;
-    return n;
-}
 
 namespace {
 
@@ -451,4 +444,4 @@ Result<TensorStats> computeStats(const TensorData &data)
     }
 }
 
-} // namespace shardscope
+} // namespace shardscope::torchmod
