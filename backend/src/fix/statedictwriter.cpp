@@ -255,14 +255,16 @@ Status writeTorchSaveFile(const CheckpointIndex &fixed, Writer &w, const std::st
 {
     struct Node
     {
-        std::vector<std::pair<std::string, Node>> children; // in first-seen order
+        std::vector<std::string> names; // the children's, in first-seen order
+        std::vector<Node> children;
         long tensor = -1;
         Node &child(const std::string &name)
         {
-            for (auto &[n, c] : children)
-                if (n == name)
-                    return c;
-            return children.emplace_back(name, Node{}).second;
+            for (size_t i = 0; i < names.size(); ++i)
+                if (names[i] == name)
+                    return children[i];
+            names.push_back(name);
+            return children.emplace_back();
         }
     };
     Node root;
@@ -286,9 +288,9 @@ Status writeTorchSaveFile(const CheckpointIndex &fixed, Writer &w, const std::st
         if (n.children.empty())
             return;
         p.op('(');
-        for (const auto &[name, c] : n.children) {
-            p.str(name);
-            emit(c);
+        for (size_t i = 0; i < n.children.size(); ++i) {
+            p.str(n.names[i]);
+            emit(n.children[i]);
         }
         p.op('u');
     };

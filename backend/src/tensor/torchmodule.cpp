@@ -5,10 +5,10 @@
 namespace {
 
 const shardscope::detail::TorchOps kOps = {
-    sizeof(shardscope::detail::TorchOps),   shardscope::torchmod::readTensor,
-    shardscope::torchmod::readTensorInto,   shardscope::torchmod::sameAsStored,
-    shardscope::torchmod::computeStats,     shardscope::torchmod::measureCast,
-    shardscope::torchmod::castTensor,       shardscope::torchmod::connect,
+    sizeof(shardscope::detail::TorchOps), shardscope::torchmod::readTensor,
+    shardscope::torchmod::readTensorInto, shardscope::torchmod::sameAsStored,
+    shardscope::torchmod::computeStats,   shardscope::torchmod::measureCast,
+    shardscope::torchmod::castTensor,     shardscope::torchmod::connect,
 };
 
 } // namespace
