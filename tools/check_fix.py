@@ -496,6 +496,24 @@ def case_state_dicts(c: Case, demo: Path) -> None:
         c.tally.unit("hf_sharded: config.json hard-linked",
                      [] if (out / "config.json").stat().st_ino == (hf / "config.json").stat().st_ino
                      else ["config.json is not a hard link"])
+    # An index of another name (diffusers'), opened by its path: rewritten under its own name.
+    dif = c.tmp / "hf-diffusers"
+    dif.mkdir()
+    for shard, names in shards.items():
+        save_file({k: held[k] for k in names}, str(dif / shard))
+    (dif / "diffusion_pytorch_model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 0, "kept": "yes"},
+         "weight_map": {k: s for s, ns in shards.items() for k in ns}}))
+    out = c.tmp / "hf-diffusers-fixed"
+    rc, text, err = run(c.cli, "fix", str(dif / "diffusion_pytorch_model.safetensors.index.json"),
+                        "--layout", str(layout), "-o", str(out))
+    index = out / "diffusion_pytorch_model.safetensors.index.json"
+    got = json.loads(index.read_text()) if index.exists() else {}
+    c.tally.unit("an index of another name", [] if rc == 0 and
+                 set(got.get("weight_map", {})) == set(sd) and
+                 got.get("metadata", {}).get("kept") == "yes" and
+                 not (out / "model.safetensors.index.json").exists()
+                 else [f"exit {rc}: {err} {sorted(p.name for p in out.glob('*'))}"])
     # Megatron names stored apart (MLA down projections, SwiGLU weight_w / weight_v, norms under
     # their own names) where the model fuses them: concatenated into the new file.
     md = dcp.FileSystemReader(str(data_dir(demo))).read_metadata().state_dict_metadata
@@ -639,6 +657,26 @@ def main() -> int:
                      ["--disable-rule", "mla_down_proj"], rewrites=True)
         elif a.case == "state_dicts":
             case_state_dicts(c, demo)
+        elif a.case == "zip64":
+            # The ZIP64 records torch writes past 4 GiB, on every record (a test switch): torch
+            # reads the rewritten archives of a DCP fix, and a rewritten torch.save file.
+            os.environ["SHARDSCOPE_FORCE_ZIP64"] = "1"
+            c.repair("zip64_dcp", fx / "llama/fused", c.layout(fx / "llama/config.json"), [],
+                     rewrites=True)
+            from check_loaders import hf_model, tensors
+            held = {"module." + k: v for k, v in tensors(hf_model()).items()}
+            d = c.tmp / "zip64-pt"
+            d.mkdir()
+            torch.save(held, d / "model.pt")
+            lay = c.tmp / "zip64-layout.json"
+            lay.write_text(json.dumps({
+                "schema": "shardscope.layout/1", "family": "test", "source": "hf",
+                "parallel": {"tp": 1, "pp": 1, "ep": 1, "etp": 1, "dp_shard": 1},
+                "transformer_engine": False,
+                "params": [{"name": n, "shape": list(s), "dtype": str(dt).split(".")[-1],
+                            "tp_dim": -1} for n, (s, dt) in hf_model().items()]}))
+            check_state_dict_fix(c, "zip64_torch_save", d / "model.pt", lay,
+                                 lambda p: torch.load(p, weights_only=True), "model.pt", held)
         elif a.case == "torch_dist_layers":
             case_torch_dist_layers(c)
         elif a.case == "refusals":

@@ -13,6 +13,7 @@
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -23,6 +24,30 @@ namespace {
 Error ioError(const std::string &path, const std::string &what, int err)
 {
     return makeError(Error::Code::Io, what + ": " + std::strerror(err)).inFile(path);
+}
+
+// Across filesystems (copy_file_range before Linux 5.3 and since 5.19), or on a filesystem
+// without it: through memory, from where the descriptors stand.
+Status copyThroughMemory(int in, int out, const std::string &from, const std::string &to)
+{
+    std::vector<char> buf(size_t(1) << 24);
+    for (;;) {
+        const ssize_t r = ::read(in, buf.data(), buf.size());
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return ioError(from, "cannot read", errno);
+        if (r == 0)
+            return Ok{};
+        for (ssize_t done = 0; done < r;) {
+            const ssize_t w = ::write(out, buf.data() + done, size_t(r - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return ioError(to, "cannot write", w < 0 ? errno : EIO);
+            done += w;
+        }
+    }
 }
 
 // A byte-for-byte copy through the kernel (copy_file_range: a reflink where the filesystem
@@ -43,6 +68,11 @@ Status copyFile(const std::string &from, const std::string &to)
         const ssize_t n = ::copy_file_range(*in, nullptr, out, nullptr, size_t(1) << 30, 0);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 &&
+            (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)) {
+            st = copyThroughMemory(*in, out, from, to);
+            break;
+        }
         if (n < 0) {
             st = ioError(to, "cannot copy " + from, errno);
             break;
@@ -162,7 +192,7 @@ public:
                 st = writeMetadata(m_fixed, (dataOut / ".metadata").string(), m_result);
         }
         if (st)
-            st = writeNew((fs::path(m_temp) / kFixManifest).string(), m_options.manifest);
+            st = writeNew((fs::path(m_temp) / kFixManifest).string(), m_options.manifest());
         if (st)
             st = swapIn(outAbs);
         if (!st)
@@ -238,7 +268,13 @@ private:
         const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0)
             return ioError(path, "cannot create", errno);
-        Status st = m_options.writeData(fd, path);
+        Status st = Ok{};
+        try {
+            st = m_options.writeData(fd, path);
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
         if (::close(fd) != 0 && st)
             st = ioError(path, "cannot write", errno);
         if (st)

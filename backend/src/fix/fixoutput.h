@@ -17,9 +17,10 @@ namespace shardscope::detail {
 struct FixOutputOptions
 {
     std::string output;
-    bool copy = false;    ///< copy every file instead of linking
-    bool force = false;   ///< replace an output that an earlier fix wrote (its manifest says so)
-    std::string manifest; ///< the manifest's JSON text
+    bool copy = false;  ///< copy every file instead of linking
+    bool force = false; ///< replace an output that an earlier fix wrote (its manifest says so)
+    /** The manifest's JSON text, made once the files are written (it counts their bytes). */
+    std::function<std::string()> manifest;
     /** A new data file beside the `.metadata` (rewritten keys), written by `writeData`. */
     std::string dataFile;
     std::function<Status(int fd, const std::string &path)> writeData;

@@ -299,7 +299,7 @@ private:
             if (!rewriteWhy.empty()) {
                 // Copied, not referenced: one chunk, the whole key, in the key's dtype (the
                 // layout's when the sections disagree: what the load's copy_ casts to anyway).
-                if (std::string why = rewriteInto(t, e, std::move(pieces)); !why.empty()) {
+                if (std::string why = rewriteInto(t, e, dim, std::move(pieces)); !why.empty()) {
                     block(e, rewriteWhy + "; " + why);
                     return;
                 }
@@ -421,8 +421,30 @@ private:
     }
 
     // Makes `t` one chunk of new data, copied from `pieces`: empty, or why it cannot.
-    std::string rewriteInto(TensorEntry &t, const DiffEntry &e, std::vector<RewritePiece> pieces)
+    std::string rewriteInto(TensorEntry &t, const DiffEntry &e, size_t dim,
+                            std::vector<RewritePiece> pieces)
     {
+        // The pieces must fill the key's rows exactly once: what they leave would be zeros.
+        if (!t.shape.empty()) {
+            std::vector<std::pair<int64_t, int64_t>> rows;
+            for (const RewritePiece &p : pieces) {
+                const size_t lead = p.box.sizes.size() - t.ndim();
+                rows.emplace_back(p.at, p.at + p.box.sizes[lead + dim]);
+            }
+            std::sort(rows.begin(), rows.end());
+            int64_t next = 0;
+            for (const auto &[lo, hi] : rows) {
+                if (lo != next)
+                    return "the stored tensors " + std::string(lo < next ? "overlap at" : "leave") +
+                           " row " + std::to_string(std::min(lo, next)) + " of " + t.key;
+                next = hi;
+            }
+            if (next != t.shape[dim])
+                return "the stored tensors fill " + std::to_string(next) + " of " +
+                       std::to_string(t.shape[dim]) + " rows of " + t.key;
+        } else if (pieces.empty()) {
+            return "no stored tensor holds " + t.key;
+        }
         for (const RewritePiece &p : pieces)
             if (p.stored.dtypeName != t.dtypeName) {
                 const auto asked = dtypeFromName(e.dtype);
@@ -432,9 +454,6 @@ private:
                 t.dtypeName = e.dtype;
                 break;
             }
-        // The new data file holds torch.save archives written without ZIP64 records.
-        if (uint64_t(t.numel()) * uint64_t(elementSize(t.dtype)) > (uint64_t(1) << 32) - (1 << 20))
-            return "a tensor of 4 GiB or more is not rewritten";
         t.strides.clear();
         t.storageOffset = 0;
         t.chunks.assign(1, Location{});
@@ -527,7 +546,7 @@ private:
             count("drop", m_source.tensors[i].key);
         for (std::string_view key : m_consumedObjects)
             if (const uint32_t i = m_objectAt.find(key);
-                i != FlatStringMap::kAbsent && m_source.objects[i].key == key)
+                i != FlatStringMap::kAbsent && m_source.objects[i].key == key && !m_kept.count(key))
                 m_plan.droppedObjects.push_back(i);
         std::sort(m_plan.droppedObjects.begin(), m_plan.droppedObjects.end());
         for (size_t i : m_plan.droppedObjects)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <unistd.h>
 
@@ -77,8 +78,14 @@ Result<std::vector<std::byte>> assembleRewrite(const CheckpointIndex &fixed, con
 std::string placeRewrites(CheckpointIndex &fixed, const FixPlan &plan)
 {
     const std::set<std::string> taken(fixed.files.begin(), fixed.files.end());
+    // Nor a file the metadata does not name: the tree is mirrored whole.
+    const auto free = [&](const std::string &n) {
+        std::error_code ec;
+        return !taken.count(n) &&
+               !std::filesystem::exists(std::filesystem::path(fixed.dataDir) / n, ec);
+    };
     std::string name = "shardscope_rewritten.distcp";
-    for (int i = 1; taken.count(name); ++i)
+    for (int i = 1; !free(name); ++i)
         name = "shardscope_rewritten_" + std::to_string(i) + ".distcp";
     const uint32_t file = uint32_t(fixed.files.size());
     fixed.files.push_back(name);
@@ -116,10 +123,13 @@ Status writeRewrites(const CheckpointIndex &fixed, const FixPlan &plan, int fd,
             return makeError(Error::Code::Format,
                              "the archive of " + t.key + " is not the size its metadata gives")
                 .inFile(path);
-        for (Status st :
-             {writeAll(fd, a.head, path), writeAll(fd, *bytes, path), writeAll(fd, a.tail, path)})
-            if (!st)
-                return st;
+        Status st = writeAll(fd, a.head, path);
+        if (st)
+            st = writeAll(fd, *bytes, path);
+        if (st)
+            st = writeAll(fd, a.tail, path);
+        if (!st)
+            return st;
         done += bytes->size();
         if (progress && !progress(done, total))
             return makeError(Error::Code::Cancelled, "cancelled");

@@ -15,6 +15,7 @@
 #include <map>
 #include <unistd.h>
 #include <unordered_map>
+#include <utility>
 
 namespace fs = std::filesystem;
 
@@ -104,9 +105,18 @@ public:
             return in.error();
         loff_t from = loff_t(b.offset), to = loff_t(at);
         for (uint64_t left = b.length; left > 0;) {
-            const ssize_t n = ::copy_file_range(*in, &from, fd, &to, left, 0);
-            if (n < 0 && errno == EINTR)
+            const ssize_t n = m_kernelCopy ? ::copy_file_range(*in, &from, fd, &to, left, 0) : -1;
+            if (n < 0 && errno == EINTR && m_kernelCopy)
                 continue;
+            if (n < 0 && (!m_kernelCopy || errno == EXDEV || errno == EOPNOTSUPP ||
+                          errno == ENOSYS || errno == EINVAL)) {
+                // Across filesystems (before Linux 5.3 and since 5.19), or a filesystem
+                // without it: through memory.
+                m_kernelCopy = false;
+                if (Status st = copyThrough(*in, uint64_t(from), fd, uint64_t(to), left, path); !st)
+                    return st;
+                break;
+            }
             if (n <= 0)
                 return ioError(path, "cannot copy from " + m_fixed.files[b.file],
                                n < 0 ? errno : EIO);
@@ -138,6 +148,25 @@ public:
             done += uint64_t(n);
         }
         return crc;
+    }
+
+    Status copyThrough(int in, uint64_t from, int out, uint64_t to, uint64_t left,
+                       const std::string &path)
+    {
+        std::vector<char> buf(size_t(std::min<uint64_t>(left, uint64_t(1) << 24)));
+        while (left > 0) {
+            const ssize_t n =
+                ::pread(in, buf.data(), size_t(std::min<uint64_t>(left, buf.size())), off_t(from));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return ioError(path, "cannot read its source", n < 0 ? errno : EIO);
+            if (Status st = writeAt(out, path, buf.data(), size_t(n), to); !st)
+                return st;
+            from += uint64_t(n);
+            left -= uint64_t(n);
+        }
+        return Ok{};
     }
 
     static Status writeAt(int fd, const std::string &path, const void *p, size_t n, uint64_t &at)
@@ -185,6 +214,7 @@ private:
     std::unordered_map<size_t, const Rewrite *> m_rewrites;
     std::map<uint32_t, int> m_fds;
     uint64_t m_written = 0;
+    bool m_kernelCopy = true;
 };
 
 Result<int> create(const std::string &path)
@@ -201,6 +231,19 @@ Status closed(int fd, const std::string &path, Status st)
         return ioError(path, "cannot write", errno);
     return st;
 }
+
+// Closes a descriptor that an exception (an allocation for a big tensor) carries past its
+// closed().
+struct FdGuard
+{
+    int fd;
+    ~FdGuard()
+    {
+        if (fd >= 0)
+            ::close(fd);
+    }
+    int release() { return std::exchange(fd, -1); }
+};
 
 // One safetensors file: the header (8-byte length, JSON padded with spaces to 8 bytes), then
 // every tensor's bytes in header order.
@@ -233,6 +276,7 @@ Status writeSafetensorsFile(const CheckpointIndex &fixed, Writer &w, const std::
     auto fd = create(path);
     if (!fd)
         return fd.error();
+    FdGuard guard{*fd};
     std::string head(8, '\0');
     for (int b = 0; b < 8; ++b)
         head[size_t(b)] = char((uint64_t(text.size()) >> (8 * b)) & 0xff);
@@ -246,7 +290,7 @@ Status writeSafetensorsFile(const CheckpointIndex &fixed, Writer &w, const std::
         else
             st = w.put(*fd, path, *bytes, at);
     }
-    return closed(*fd, path, st);
+    return closed(guard.release(), path, st);
 }
 
 // A torch.save archive of the tensors under their nested names (dicts, as the keys' paths
@@ -257,14 +301,16 @@ Status writeTorchSaveFile(const CheckpointIndex &fixed, Writer &w, const std::st
     {
         std::vector<std::string> names; // the children's, in first-seen order
         std::vector<Node> children;
+        std::unordered_map<std::string, size_t> at; // a flat dict of 100,000 keys: no scans
         long tensor = -1;
         Node &child(const std::string &name)
         {
-            for (size_t i = 0; i < names.size(); ++i)
-                if (names[i] == name)
-                    return children[i];
-            names.push_back(name);
-            return children.emplace_back();
+            auto [it, fresh] = at.emplace(name, children.size());
+            if (fresh) {
+                names.push_back(name);
+                children.emplace_back();
+            }
+            return children[it->second];
         }
     };
     Node root;
@@ -301,6 +347,7 @@ Status writeTorchSaveFile(const CheckpointIndex &fixed, Writer &w, const std::st
     auto fd = create(path);
     if (!fd)
         return fd.error();
+    FdGuard guard{*fd};
     std::vector<ZipRecord> records;
     uint64_t at = 0;
     auto small = [&](const std::string &record, std::string_view content) {
@@ -327,12 +374,6 @@ Status writeTorchSaveFile(const CheckpointIndex &fixed, Writer &w, const std::st
             break;
         }
         const uint64_t size = bytes->inFile ? bytes->length : bytes->data.size();
-        if (size >= (uint64_t(1) << 32) - (1 << 20)) {
-            st = makeError(Error::Code::Unsupported, "a tensor of 4 GiB or more is not written "
-                                                     "(no ZIP64 records)")
-                     .atKey(fixed.tensors[i].key);
-            break;
-        }
         ZipRecord r{name + "/data/" + std::to_string(i), *crc, size, at};
         const std::string h = zipLocalHeader(r, at);
         records.push_back(r);
@@ -346,7 +387,7 @@ Status writeTorchSaveFile(const CheckpointIndex &fixed, Writer &w, const std::st
         const std::string dir = zipDirectory(records, at);
         st = Writer::writeAt(*fd, path, dir.data(), dir.size(), at);
     }
-    return closed(*fd, path, st);
+    return closed(guard.release(), path, st);
 }
 
 } // namespace
@@ -409,7 +450,10 @@ Result<StateDictOutput> writeStateDict(const CheckpointIndex &fixed, const FixPl
         return out;
     // The set's directory (config.json, tokenizer, …): placed as it is; the index rewritten.
     const fs::path src(fixed.dataDir);
-    const std::string indexName = "model.safetensors.index.json";
+    // The index the set was opened by keeps its name (diffusers' differs from transformers').
+    const std::string indexName = input.filename().string().ends_with(".index.json")
+                                      ? input.filename().string()
+                                      : std::string("model.safetensors.index.json");
     for (auto it = fs::directory_iterator(src, ec); !ec && it != fs::directory_iterator();
          it.increment(ec)) {
         const std::string n = it->path().filename().string();

@@ -2,6 +2,7 @@
 #include "fix/tensorarchive.h"
 
 #include <array>
+#include <cstdlib>
 
 namespace shardscope::detail {
 
@@ -116,28 +117,51 @@ void le(std::string &out, uint64_t v, int bytes)
         out.push_back(char((v >> (8 * i)) & 0xff));
 }
 
-// A stored (uncompressed) entry's local header; the data starts 64-byte aligned, as torch
-// aligns its records (an extra field of padding, which readers skip).
+// Past 32 bits a field holds 0xffffffff and the value goes in a ZIP64 extra field, as torch's
+// writer does for a record of 4 GiB or more (SHARDSCOPE_FORCE_ZIP64 takes that path always, so
+// that the tests read it back without writing gigabytes).
+constexpr uint64_t kMax32 = 0xffffffffu;
+
+bool forceZip64()
+{
+    static const bool force = std::getenv("SHARDSCOPE_FORCE_ZIP64") != nullptr;
+    return force;
+}
+
+bool big(uint64_t v)
+{
+    return v >= kMax32 || forceZip64();
+}
+
 } // namespace
 
 std::string zipLocalHeader(const ZipRecord &r, uint64_t at)
 {
+    const bool zip64 = big(r.size);
+    std::string extra;
+    if (zip64) {
+        le(extra, 0x0001, 2);
+        le(extra, 16, 2);
+        le(extra, r.size, 8); // uncompressed
+        le(extra, r.size, 8); // compressed
+    }
     std::string h;
     le(h, 0x04034b50, 4);
-    le(h, 20, 2);   // version needed: 2.0
-    le(h, 0, 2);    // flags
-    le(h, 0, 2);    // stored
-    le(h, 0, 2);    // time
-    le(h, 0x21, 2); // date: 1980-01-01
+    le(h, zip64 ? 45 : 20, 2); // version needed: 4.5 for ZIP64, else 2.0
+    le(h, 0, 2);               // flags
+    le(h, 0, 2);               // stored
+    le(h, 0, 2);               // time
+    le(h, 0x21, 2);            // date: 1980-01-01
     le(h, r.crc, 4);
-    le(h, r.size, 4);
-    le(h, r.size, 4);
+    le(h, zip64 ? kMax32 : r.size, 4);
+    le(h, zip64 ? kMax32 : r.size, 4);
     le(h, r.name.size(), 2);
-    size_t pad = (64 - (at + 30 + r.name.size()) % 64) % 64;
+    size_t pad = (64 - (at + 30 + r.name.size() + extra.size()) % 64) % 64;
     if (pad > 0 && pad < 4)
         pad += 64;
-    le(h, pad, 2);
+    le(h, extra.size() + pad, 2);
     h += r.name;
+    h += extra;
     if (pad > 0) {
         le(h, 0x4246, 2); // "FB", torch's padding field
         le(h, pad - 4, 2);
@@ -150,25 +174,39 @@ namespace {
 
 std::string centralEntry(const ZipRecord &r)
 {
+    std::string extra;
+    if (big(r.size)) {
+        le(extra, r.size, 8);
+        le(extra, r.size, 8);
+    }
+    if (big(r.offset))
+        le(extra, r.offset, 8);
+    if (!extra.empty()) {
+        std::string head;
+        le(head, 0x0001, 2);
+        le(head, extra.size(), 2);
+        extra = head + extra;
+    }
     std::string h;
     le(h, 0x02014b50, 4);
-    le(h, 20, 2);
-    le(h, 20, 2);
+    le(h, extra.empty() ? 20 : 45, 2);
+    le(h, extra.empty() ? 20 : 45, 2);
     le(h, 0, 2);
     le(h, 0, 2);
     le(h, 0, 2);
     le(h, 0x21, 2);
     le(h, r.crc, 4);
-    le(h, r.size, 4);
-    le(h, r.size, 4);
+    le(h, big(r.size) ? kMax32 : r.size, 4);
+    le(h, big(r.size) ? kMax32 : r.size, 4);
     le(h, r.name.size(), 2);
-    le(h, 0, 2); // extra
+    le(h, extra.size(), 2);
     le(h, 0, 2); // comment
     le(h, 0, 2); // disk
     le(h, 0, 2); // internal attributes
     le(h, 0, 4); // external attributes
-    le(h, r.offset, 4);
+    le(h, big(r.offset) ? kMax32 : r.offset, 4);
     h += r.name;
+    h += extra;
     return h;
 }
 
@@ -195,13 +233,32 @@ std::string zipDirectory(const std::vector<ZipRecord> &records, uint64_t at)
     for (const ZipRecord &r : records)
         central += centralEntry(r);
     std::string end = central;
+    const bool zip64 = records.size() >= 0xffff || big(central.size()) || big(at);
+    if (zip64) {
+        // The ZIP64 end record, then its locator, before the classic end record.
+        const uint64_t here = at + central.size();
+        le(end, 0x06064b50, 4);
+        le(end, 44, 8); // the record's size after this field
+        le(end, 45, 2);
+        le(end, 45, 2);
+        le(end, 0, 4);
+        le(end, 0, 4);
+        le(end, records.size(), 8);
+        le(end, records.size(), 8);
+        le(end, central.size(), 8);
+        le(end, at, 8);
+        le(end, 0x07064b50, 4);
+        le(end, 0, 4);
+        le(end, here, 8);
+        le(end, 1, 4);
+    }
     le(end, 0x06054b50, 4);
     le(end, 0, 2);
     le(end, 0, 2);
-    le(end, records.size(), 2);
-    le(end, records.size(), 2);
-    le(end, central.size(), 4);
-    le(end, at, 4);
+    le(end, zip64 ? 0xffff : records.size(), 2);
+    le(end, zip64 ? 0xffff : records.size(), 2);
+    le(end, zip64 ? kMax32 : central.size(), 4);
+    le(end, zip64 ? kMax32 : at, 4);
     le(end, 0, 2);
     return end;
 }

@@ -41,6 +41,17 @@ bool fixable(Format f)
     return dcpBased(f) || detail::stateDictFormat(f);
 }
 
+// What keeps fix from writing this checkpoint at all: a torch.save file is written back from its
+// tensors only, and objects beside them (Megatron's args, an iteration) would be lost.
+std::string unwritable(const CheckpointIndex &index)
+{
+    if (index.format == Format::TorchSave)
+        for (const ObjectEntry &o : index.objects)
+            return "it holds objects beside its tensors (" + o.key +
+                   "); fix writes torch.save files of tensors only";
+    return {};
+}
+
 std::string diffArguments(const DiffOptions &o)
 {
     std::string args;
@@ -115,6 +126,10 @@ void previewRepair(const CheckpointIndex &index, const Layout &layout, DiffResul
     if (!fixable(index.format)) {
         r.unsupported = std::string(kFixFormats) + "; " + std::string(formatName(index.format)) +
                         " is not one yet";
+        return;
+    }
+    if (std::string why = unwritable(index); !why.empty()) {
+        r.unsupported = "fix cannot write this checkpoint: " + why;
         return;
     }
     std::string out = checkpoint;
@@ -199,6 +214,8 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
         return makeError(Error::Code::Unsupported,
                          std::string(kFixFormats) + "; " + result.format + " is not one yet")
             .inFile(request.checkpoint);
+    if (std::string why = unwritable(source); !why.empty())
+        return makeError(Error::Code::Unsupported, why).inFile(request.checkpoint);
     auto found = diff(source, everyRule(asked), "locate");
     if (!found)
         return found.error();
@@ -230,7 +247,11 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
                 return written.error();
             result.bytesWritten = written->bytesWritten;
             result.filesWritten = written->filesWritten;
-            if (fixed.format == Format::TorchSave)
+            // A directory opens by itself unless its file is a torch.save or an index that
+            // open() does not look for by name.
+            if (fixed.format == Format::TorchSave ||
+                (fixed.format == Format::SafetensorsIndex &&
+                 written->mainFile != "model.safetensors.index.json"))
                 opened = (std::filesystem::path(request.output) / written->mainFile).string();
             return Ok{};
         };
@@ -243,7 +264,7 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
             });
         };
     }
-    options.manifest = manifest(request, result);
+    options.manifest = [&] { return manifest(request, result); };
     if (Status st = detail::writeFixedCheckpoint(fixed, options, result); !st)
         return st.error();
     result.written = true;

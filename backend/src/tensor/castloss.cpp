@@ -71,8 +71,8 @@ Result<TensorData> castTensor(const TensorData &data, DType to)
     TensorData out;
     out.dtype = to;
     out.shape = data.shape;
-    out.bytes.resize(size_t(data.numel()) * size_t(elementSize(to)));
     try {
+        out.bytes.resize(size_t(data.numel()) * size_t(elementSize(to)));
         at::Tensor src = at::from_blob(const_cast<std::byte *>(data.bytes.data()), {data.numel()},
                                        at::TensorOptions().dtype(*from));
         at::Tensor dst =
