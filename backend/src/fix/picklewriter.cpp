@@ -151,6 +151,12 @@ uint32_t PickleWriter::memoize()
     return m_next++;
 }
 
+uint32_t PickleWriter::memoStr(std::string_view s)
+{
+    str(s);
+    return memoize();
+}
+
 uint32_t PickleWriter::sharedStr(std::string_view s)
 {
     if (auto it = m_strings.find(s); it != m_strings.end()) {

@@ -39,6 +39,9 @@ public:
     /** A string written once and fetched from the memo after: `s` must outlive the writer.
      *  Returns its memo slot, which get() fetches without hashing it again. */
     uint32_t sharedStr(std::string_view s);
+    /** A string memoised without looking it up first: for one the caller knows is new and
+     *  fetches by the returned slot itself (a million keys, each unique). */
+    uint32_t memoStr(std::string_view s);
     void get(uint32_t slot);
     /** `module.name`, memoised. */
     void global(std::string_view module, std::string_view name);
