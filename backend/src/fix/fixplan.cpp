@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -254,7 +255,9 @@ private:
             std::string from, rewriteWhy;
             size_t parts = 0;
             bool stacked = false, cut = false;
-            std::vector<RewritePiece> pieces;
+            // What a rewrite would copy; made into pieces (copies of the stored entries) only
+            // when one is needed.
+            std::vector<std::tuple<const TensorEntry *, const DiffSource *, Rows>> sourced;
             if (sources < f->sources.size())
                 for (const DiffSource &src : f->sources)
                     consumed.push_back(src.key);
@@ -275,7 +278,7 @@ private:
                 }
                 if (rewriteWhy.empty())
                     rewriteWhy = ref.why;
-                pieces.push_back(piece(*st, src, dim, *rows));
+                sourced.emplace_back(st, &src, *rows);
                 if (!like) {
                     like = st;
                     t.dtype = st->dtype;
@@ -299,6 +302,9 @@ private:
             if (!rewriteWhy.empty()) {
                 // Copied, not referenced: one chunk, the whole key, in the key's dtype (the
                 // layout's when the sections disagree: what the load's copy_ casts to anyway).
+                std::vector<RewritePiece> pieces;
+                for (const auto &[st, src, rows] : sourced)
+                    pieces.push_back(piece(*st, *src, dim, rows));
                 if (std::string why = rewriteInto(t, e, dim, std::move(pieces)); !why.empty()) {
                     block(e, rewriteWhy + "; " + why);
                     return;
