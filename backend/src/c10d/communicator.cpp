@@ -4,12 +4,11 @@
 #include "c10d/nccl.h"
 #include "c10d/rollcall.h"
 #include "common/envint.h"
+#include "common/loadmodule.h"
 #include "tensor/torchops.h"
 
 #include "shardscope/devices.h"
 #include "shardscope/distributed.h"
-#include <dlfcn.h>
-#include <filesystem>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -100,31 +99,15 @@ private:
 Result<ConnectNccl> loadNccl()
 {
     static Result<ConnectNccl> loaded = []() -> Result<ConnectNccl> {
-        std::vector<std::string> candidates;
-        if (const char *env = std::getenv("SHARDSCOPE_NCCL_MODULE"))
-            candidates.emplace_back(env);
-        std::error_code ec;
-        const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-        if (!ec)
-            candidates.push_back((exe.parent_path() / "libshardscope_nccl.so").string());
-        candidates.emplace_back(SHARDSCOPE_NCCL_MODULE_PATH);
-        std::string why;
-        for (const std::string &path : candidates) {
-            if (!std::filesystem::exists(path, ec))
-                continue;
-            void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-            if (!handle) {
-                why = ::dlerror();
-                continue;
-            }
-            using Entry = ConnectNccl (*)();
-            if (auto entry = reinterpret_cast<Entry>(::dlsym(handle, kNcclEntry)))
-                return entry();
-            why = path + " lacks " + kNcclEntry;
-        }
-        return makeError(Error::Code::Unsupported,
-                         "cannot load the NCCL module (libshardscope_nccl.so)" +
-                             (why.empty() ? std::string() : ": " + why) + "; use --backend gloo");
+        auto entry = detail::loadModuleEntry("SHARDSCOPE_NCCL_MODULE", "libshardscope_nccl.so",
+                                             SHARDSCOPE_NCCL_MODULE_PATH, kNcclEntry);
+        if (!entry)
+            return makeError(
+                Error::Code::Unsupported,
+                "cannot load the NCCL module (libshardscope_nccl.so)" +
+                    (entry.error().message.empty() ? std::string() : ": " + entry.error().message) +
+                    "; use --backend gloo");
+        return reinterpret_cast<ConnectNccl (*)()>(*entry)();
     }();
     return loaded;
 }

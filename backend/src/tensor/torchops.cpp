@@ -2,10 +2,9 @@
 // The backend's side of the torch module: loading it, and the public functions that forward to it.
 #include "tensor/torchops.h"
 
-#include <dlfcn.h>
-#include <filesystem>
+#include "common/loadmodule.h"
+
 #include <string>
-#include <vector>
 
 namespace shardscope {
 
@@ -16,30 +15,13 @@ namespace detail {
 Result<const TorchOps *> torchOps()
 {
     static const Result<const TorchOps *> loaded = []() -> Result<const TorchOps *> {
-        std::vector<std::string> candidates;
-        if (const char *env = std::getenv("SHARDSCOPE_TORCH_MODULE"))
-            candidates.emplace_back(env);
-        std::error_code ec;
-        const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-        if (!ec)
-            candidates.push_back((exe.parent_path() / "libshardscope_torchops.so").string());
-        candidates.emplace_back(SHARDSCOPE_TORCH_MODULE_PATH);
-        std::string why;
-        for (const std::string &path : candidates) {
-            if (!std::filesystem::exists(path, ec))
-                continue;
-            void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-            if (!handle) {
-                why = ::dlerror();
-                continue;
-            }
-            using Entry = const TorchOps *(*)();
-            auto entry = reinterpret_cast<Entry>(::dlsym(handle, kTorchOpsEntry));
-            const TorchOps *ops = entry ? entry() : nullptr;
-            if (ops && ops->size == sizeof(TorchOps))
-                return ops;
-            why = path + (ops ? " was built with another backend" : " lacks its entry");
-        }
+        auto entry = loadModuleEntry("SHARDSCOPE_TORCH_MODULE", "libshardscope_torchops.so",
+                                     SHARDSCOPE_TORCH_MODULE_PATH, kTorchOpsEntry);
+        const TorchOps *ops = entry ? reinterpret_cast<const TorchOps *(*)()>(*entry)() : nullptr;
+        if (ops && ops->size == sizeof(TorchOps))
+            return ops;
+        const std::string why = !entry ? entry.error().message
+                                       : "libshardscope_torchops.so was built with another backend";
         return makeError(Error::Code::Unsupported,
                          "cannot load libtorch (libshardscope_torchops.so)" +
                              (why.empty() ? std::string(": not found") : ": " + why));
