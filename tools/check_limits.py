@@ -15,7 +15,9 @@ data) on each and reads the process's peak RSS (wait4). Each must end within two
 - a torch.save archive whose zip records claim 2**62-byte sizes and offsets: BASE;
 - a zstd DCP item (torch's ZStandard extension) that inflates to 512 MiB behind a chunk of
   four floats: BASE.
-BASE is the process at rest (`shardscope-cli rules`, libtorch loaded) plus 128 MiB.
+BASE is the process at rest with libtorch loaded (`inspect --stats --hash` of a four-float
+checkpoint torch wrote; libtorch is loaded on demand, so `rules` alone would not count it)
+plus 128 MiB.
 Prints each measurement, "N passed, M failed".
 """
 
@@ -129,6 +131,14 @@ def huge_zip(root: Path) -> Path:
     return p
 
 
+def small(root: Path) -> Path:
+    from torch.distributed.checkpoint import FileSystemWriter
+    from torch.distributed.checkpoint import state_dict_saver as saver
+    d = root / "small"
+    saver.save({"w": torch.ones(4)}, storage_writer=FileSystemWriter(str(d)), no_dist=True)
+    return d
+
+
 def zstd_bomb(root: Path) -> Path:
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint import state_dict_saver as saver
@@ -157,12 +167,15 @@ def main() -> int:
     a = ap.parse_args()
     global PEAKRSS
     PEAKRSS = a.peakrss
-    _, rest, _ = peak_rss([a.cli, "rules"])
-    base = rest + 128 * MIB
-    print(f"process at rest: {rest / MIB:.0f} MiB; BASE {base / MIB:.0f} MiB")
     t = Tally()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        code, rest, err = peak_rss([a.cli, "inspect", str(small(root)), "--stats", "--hash"])
+        if code != 0:
+            print(f"the four-float checkpoint: exit {code}: {err.decode()[-300:]}")
+            return 1
+        base = rest + 128 * MIB
+        print(f"process at rest, libtorch loaded: {rest / MIB:.0f} MiB; BASE {base / MIB:.0f} MiB")
         cases = [("petabyte tensor", petabyte(root), lambda p: base),
                  (f"{a.chunks:,} one-element chunks", tiny_chunks(root, a.chunks),
                   lambda p: base + 3 * (p / ".metadata").stat().st_size),
