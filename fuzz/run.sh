@@ -12,7 +12,7 @@ BUILD=$1
 PYTHON=$2
 shift 2
 OUT=$ROOT/build-fuzz
-ALL=(pickle dcp zip torchsave safetensors safetensors_index megatron layout config report)
+ALL=(pickle dcp zip torchsave safetensors safetensors_index megatron layout config report indexcache)
 
 ci=0
 time=60
@@ -60,6 +60,7 @@ dictOf() {
     zip) cat fuzz/dict/zip.dict ;;
     torchsave) cat fuzz/dict/pickle.dict fuzz/dict/zip.dict ;;
     megatron) cat fuzz/dict/json.dict fuzz/dict/pickle.dict fuzz/dict/zip.dict ;;
+    indexcache) cat fuzz/dict/indexcache.dict ;;
     *) cat fuzz/dict/json.dict ;;
     esac
 }

@@ -57,7 +57,9 @@ def lay_out(harness: str, data: bytes, tmp: Path, demo: Path) -> list[list[str]]
         path = tmp / CONFIG_NAMES[data[0] % 4]
         path.write_bytes(data[1:])
         return [["layout", "--from-config", str(path), "-o", str(tmp / "out.json")]]
-    return None  # report: renderers only, replayed by the harness
+    # report: renderers only; indexcache: an entry is only read for the metadata it was made
+    # from, which a laid-out input cannot be. Both are replayed by their harnesses.
+    return None
 
 
 def main() -> int:

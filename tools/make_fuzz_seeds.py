@@ -8,7 +8,8 @@ tools/make_fixtures.py, make_layout_fixtures.py and make_pickles.py with real to
 safetensors package) and sorts their files into one directory per harness: pickles and DCP
 .metadata files, torch.save archives, safetensors files and indexes, Megatron checkpoint roots
 (their four files joined as megatron_fuzzer.cpp expects), layouts, model configs, and report
-names. The broken inputs of fixtures/bad are seeds too. Small files only (the fuzzer mutates
+names, and the persistent index entries the CLI stores for the DCP fixtures. The broken inputs
+of fixtures/bad are seeds too. Small files only (the fuzzer mutates
 every byte): larger ones are skipped.
 """
 
@@ -113,6 +114,19 @@ def main() -> int:
     put(a.out, "config", b"\x03torchrun pretrain_gpt.py --num-layers 2 --hidden-size 32 "
         b"--num-attention-heads 2 --multi-latent-attention --q-lora-rank 16 --kv-lora-rank 8 "
         b"--num-experts 4 --moe-grouped-gemm --mtp-num-layers 1\n")
+
+    # Persistent index entries: what the CLI stores for each DCP fixture.
+    if a.cli:
+        import os
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, SHARDSCOPE_CACHE_DIR=cache, SHARDSCOPE_CACHE_MIN_BYTES="0",
+                       SHARDSCOPE_CACHE_SETTLE_SECONDS="0")
+            env.pop("SHARDSCOPE_NO_CACHE", None)
+            for meta in sorted(fixtures.rglob(".metadata")):
+                subprocess.run([str(a.cli), "inspect", str(meta.parent)], capture_output=True,
+                               timeout=120, env=env)
+            for p in small_files(Path(cache)):
+                put(a.out, "indexcache", p.read_bytes())
 
     # Report names: the checkpoint, four keys and an unconsumed one, cut at "\n@\n".
     hostile = ["/ckpt/\x1b]0;t\x07", "model.\x1b[31mx\nproblem: fake", "<script>a</script>",

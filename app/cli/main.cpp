@@ -45,6 +45,11 @@ int main(int argc, char **argv)
     CLI::App app{"ShardScope: inspect large-model training checkpoints"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("shardscope-cli ") + kVersion);
+    bool noCache = false;
+    app.add_flag("--no-cache", noCache,
+                 "Decode checkpoint metadata anew: neither read nor write the persistent index "
+                 "(also SHARDSCOPE_NO_CACHE=1)");
+    app.fallthrough(); // --no-cache after the subcommand too
 
     InspectOptions inspect;
     CLI::App *ins = app.add_subcommand(
@@ -236,6 +241,8 @@ int main(int argc, char **argv)
     } catch (const CLI::ParseError &e) {
         return e.get_exit_code() == 0 ? app.exit(e) : (app.exit(e), ExitUnreadable);
     }
+    if (noCache) // read by every open, whichever command runs it
+        ::setenv("SHARDSCOPE_NO_CACHE", "1", 1);
     if (*dev) {
         std::cout << "CUDA kernels: " << (shardscope::builtWithCuda() ? "built" : "not built")
                   << "\n";

@@ -3,6 +3,7 @@
 // decoding first and indexing afterwards gives, and the records it drops must stay dropped.
 #include "read/pickle.h"
 #include "read/readers.h"
+#include "sameindex.h"
 #include "testenv.h"
 
 #include <gtest/gtest.h>
@@ -16,47 +17,6 @@ using namespace shardscope::detail;
 namespace fs = std::filesystem;
 
 namespace {
-
-void expectSameIndex(const CheckpointIndex &a, const CheckpointIndex &b, const std::string &dir)
-{
-    SCOPED_TRACE(dir);
-    EXPECT_EQ(a.files, b.files);
-    EXPECT_EQ(a.transformChains, b.transformChains);
-    ASSERT_EQ(a.tensors.size(), b.tensors.size());
-    for (size_t i = 0; i < a.tensors.size(); ++i) {
-        const TensorEntry &x = a.tensors[i], &y = b.tensors[i];
-        SCOPED_TRACE(x.key);
-        EXPECT_EQ(x.key, y.key);
-        EXPECT_EQ(x.dtypeName, y.dtypeName);
-        EXPECT_EQ(x.shape, y.shape);
-        EXPECT_EQ(x.chunkDims, y.chunkDims);
-        EXPECT_EQ(x.path.parts(x.key), y.path.parts(y.key));
-        ASSERT_EQ(x.chunks.size(), y.chunks.size());
-        for (size_t c = 0; c < x.chunks.size(); ++c) {
-            EXPECT_EQ(x.chunks[c].file, y.chunks[c].file);
-            EXPECT_EQ(x.chunks[c].offset, y.chunks[c].offset);
-            EXPECT_EQ(x.chunks[c].length, y.chunks[c].length);
-            EXPECT_EQ(x.chunks[c].transforms, y.chunks[c].transforms);
-        }
-    }
-    ASSERT_EQ(a.objects.size(), b.objects.size());
-    for (size_t i = 0; i < a.objects.size(); ++i) {
-        const ObjectEntry &x = a.objects[i], &y = b.objects[i];
-        EXPECT_EQ(x.key, y.key);
-        EXPECT_EQ(x.path.parts(x.key), y.path.parts(y.key));
-        ASSERT_EQ(x.location.has_value(), y.location.has_value()) << x.key;
-        if (x.location) {
-            EXPECT_EQ(x.location->file, y.location->file);
-            EXPECT_EQ(x.location->offset, y.location->offset);
-            EXPECT_EQ(x.location->length, y.location->length);
-        }
-    }
-    ASSERT_EQ(a.problems.size(), b.problems.size());
-    for (size_t i = 0; i < a.problems.size(); ++i) {
-        EXPECT_EQ(a.problems[i].key, b.problems[i].key);
-        EXPECT_EQ(a.problems[i].message, b.problems[i].message);
-    }
-}
 
 // Builds hand-made pickles opcode by opcode, counting memo slots.
 struct PickleText

@@ -62,6 +62,18 @@ public:
     std::vector<std::string> parts(std::string_view key) const;
     bool operator==(const KeyPath &) const = default;
 
+    // The compact form as it is, for the persistent index: which dots separate, or the
+    // explicit components (when there are any, the dots are not consulted).
+    uint64_t dotMask() const { return m_dots; }
+    const std::vector<std::string> &explicitParts() const { return m_explicit; }
+    static KeyPath fromCompact(uint64_t dots, std::vector<std::string> parts)
+    {
+        KeyPath p;
+        p.m_dots = dots;
+        p.m_explicit = std::move(parts);
+        return p;
+    }
+
 private:
     static constexpr uint64_t kEveryDot = ~uint64_t(0);
     uint64_t m_dots = kEveryDot; // bit i: the key's i-th dot separates (dots past 63 always do)
@@ -169,6 +181,15 @@ struct OpenOptions
      * file read whole, rank-local metadata, a .metadata without planner data).
      */
     std::function<void(const CheckpointIndex &keys)> onKeysKnown;
+    /**
+     * Read a DCP checkpoint's metadata through the persistent index (see docs/architecture.md):
+     * built from the user's cache when the metadata files are unchanged, decoded and stored
+     * otherwise. index.info["index_cache"] says which.
+     */
+    bool useCache = true;
+    /** Threads for the metadata: 0 every core, 1 none beside the caller. The index is the same
+     *  for any count. */
+    int threads = 0;
 };
 
 /** Detects the format of `path` (file or directory) and reads its metadata. */

@@ -29,9 +29,12 @@ std::string_view formatName(Format f)
 
 int64_t TensorEntry::numel() const
 {
+    // Metadata may claim any shape: a product past int64 saturates rather than wrapping (it can
+    // then never match what a file holds).
     int64_t n = 1;
     for (int64_t d : shape)
-        n *= d;
+        if (__builtin_mul_overflow(n, d, &n))
+            return INT64_MAX;
     return n;
 }
 

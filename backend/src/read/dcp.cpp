@@ -125,23 +125,27 @@ Status indexMetadata(DcpIndexer &ix, CheckpointIndex &index, const PickleArena &
 
 } // namespace
 
+std::vector<std::string> listDcpMetadata(const std::string &dir)
+{
+    std::vector<std::string> metas;
+    if (fs::exists(fs::path(dir) / ".metadata"))
+        return {".metadata"};
+    std::error_code ec;
+    for (const auto &e : fs::directory_iterator(dir, ec)) {
+        const std::string n = e.path().filename().string();
+        if (n.starts_with("__") && n.ends_with(".metadata"))
+            metas.push_back(n);
+    }
+    std::sort(metas.begin(), metas.end());
+    return metas;
+}
+
 Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
                const std::function<void(const CheckpointIndex &)> &onKeysKnown)
 {
-    std::vector<std::string> metas;
-    if (fs::exists(fs::path(dir) / ".metadata")) {
-        metas.push_back(".metadata");
-    } else {
-        std::error_code ec;
-        for (const auto &e : fs::directory_iterator(dir, ec)) {
-            const std::string n = e.path().filename().string();
-            if (n.starts_with("__") && n.ends_with(".metadata"))
-                metas.push_back(n);
-        }
-        std::sort(metas.begin(), metas.end());
-        if (!metas.empty())
-            index.info["rank_local_metadata"] = std::to_string(metas.size());
-    }
+    const std::vector<std::string> metas = listDcpMetadata(dir);
+    if (metas.size() > 1 || (metas.size() == 1 && metas.front() != ".metadata"))
+        index.info["rank_local_metadata"] = std::to_string(metas.size());
     if (metas.empty())
         return makeError(Error::Code::NotFound, "no .metadata file").inFile(dir);
 

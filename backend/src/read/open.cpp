@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Format detection and Megatron checkpoint roots: openCheckpoint() and checkIntegrity().
+#include "read/indexcache.h"
 #include "read/mappedfile.h"
 #include "read/readers.h"
 #include "read/safetensors_magic.h"
@@ -54,9 +55,10 @@ Status openDcpLike(const fs::path &dir, CheckpointIndex &index, const OpenOption
     // torch_dist's common.pt adds keys after the metadata: no point knows them all early.
     const bool commonPt =
         index.format == Format::MegatronTorchDist && fs::exists(dir / "common.pt");
-    Status st =
-        readDcp(index.dataDir, index, true,
-                commonPt ? std::function<void(const CheckpointIndex &)>() : options.onKeysKnown);
+    const auto onKeysKnown =
+        commonPt ? std::function<void(const CheckpointIndex &)>() : options.onKeysKnown;
+    Status st = options.useCache ? readDcpCached(index.dataDir, index, options.threads, onKeysKnown)
+                                 : readDcp(index.dataDir, index, options.threads != 1, onKeysKnown);
     if (!st)
         return st;
     if (commonPt) {
@@ -284,7 +286,8 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
             unsigned __int128 vol = 1;
             for (size_t d = 0; d < t.ndim(); ++d) {
                 const int64_t o = t.chunkOffsets(c)[d], s = t.chunkSizes(c)[d];
-                if (o < 0 || s < 0 || o + s > t.shape[d])
+                if (o < 0 || s < 0 || o > t.shape[d] ||
+                    s > t.shape[d] - o) // no o + s: it may overflow
                     inside = false;
                 vol *= uint64_t(std::max<int64_t>(s, 0));
             }

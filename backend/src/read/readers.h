@@ -13,6 +13,8 @@ inline constexpr uint32_t kUnassigned = UINT32_MAX;
 uint32_t internFile(CheckpointIndex &index, const std::string &relativePath);
 uint16_t internTransforms(CheckpointIndex &index, std::vector<std::string> chain);
 
+/** A DCP directory's metadata files: `.metadata`, or rank-local `__<rank>.metadata` ones. */
+std::vector<std::string> listDcpMetadata(const std::string &dir);
 /** A DCP directory: `.metadata`, or rank-local `__<rank>.metadata` files. */
 /**
  * `streamItems`: index the metadata on a second thread while the decoder runs (see DcpStream).

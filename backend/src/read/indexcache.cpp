@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: MIT
+// The persistent index: where its files live, when one may be used, and LRU eviction.
+#include "read/indexcache.h"
+
+#include "read/indexcodec.h"
+#include "read/mappedfile.h"
+#include "read/readers.h"
+#include "shardscope/version.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+namespace fs = std::filesystem;
+
+namespace shardscope::detail {
+
+namespace {
+
+// A bad value is ignored: the cache is an optimisation, never a reason to fail an open.
+int64_t envNumber(const char *name, int64_t fallback)
+{
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char *end = nullptr;
+    const long long x = std::strtoll(v, &end, 10);
+    return *end == '\0' && x >= 0 ? int64_t(x) : fallback;
+}
+
+} // namespace
+
+IndexCacheSettings IndexCacheSettings::fromEnvironment()
+{
+    IndexCacheSettings s;
+    if (const char *off = std::getenv("SHARDSCOPE_NO_CACHE"); off && *off && std::string(off) != "0")
+        return s;
+    if (const char *d = std::getenv("SHARDSCOPE_CACHE_DIR"); d && *d)
+        s.dir = d;
+    else if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x)
+        s.dir = std::string(x) + "/shardscope/index";
+    else if (const char *h = std::getenv("HOME"); h && *h)
+        s.dir = std::string(h) + "/.cache/shardscope/index";
+    s.maxBytes = uint64_t(std::min<int64_t>(envNumber("SHARDSCOPE_CACHE_MAX_MB", 4096), 1 << 30))
+                 << 20;
+    s.minBytes = uint64_t(envNumber("SHARDSCOPE_CACHE_MIN_BYTES", 1 << 20));
+    s.settleSeconds = std::min<int64_t>(envNumber("SHARDSCOPE_CACHE_SETTLE_SECONDS", 2), 86400);
+    return s;
+}
+
+namespace {
+
+int64_t nanos(const timespec &t)
+{
+    return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+// XXH3 of the first and last 64 KiB and 16 blocks of 4 KiB spread between: a change of a few
+// bytes can escape it, but never one that leaves device, inode, size and both times alone
+// unless it came within one clock tick of the last (see settleSeconds).
+bool sign(const std::string &dir, const std::string &name, FileSignature &f)
+{
+    const std::string path = (fs::path(dir) / name).string();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st
+    {
+    };
+    bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (ok) {
+        f.name = name;
+        f.device = uint64_t(st.st_dev);
+        f.inode = uint64_t(st.st_ino);
+        f.size = uint64_t(st.st_size);
+        f.mtimeNs = nanos(st.st_mtim);
+        f.ctimeNs = nanos(st.st_ctim);
+        XXH3_state_t *state = XXH3_createState();
+        XXH3_64bits_reset(state);
+        std::vector<char> buf(64 << 10);
+        auto take = [&](uint64_t at, size_t n) {
+            n = size_t(std::min<uint64_t>(n, f.size - std::min(at, f.size)));
+            const ssize_t got = n ? ::pread(fd, buf.data(), n, off_t(at)) : 0;
+            ok = ok && got == ssize_t(n);
+            if (ok)
+                XXH3_64bits_update(state, buf.data(), n);
+        };
+        if (f.size <= (1 << 20)) {
+            for (uint64_t at = 0; ok && at < f.size; at += buf.size())
+                take(at, buf.size());
+        } else {
+            take(0, buf.size());
+            for (uint64_t i = 1; i <= 16; ++i)
+                take(f.size / 17 * i, 4096);
+            take(f.size - buf.size(), buf.size());
+        }
+        f.sampleHash = XXH3_64bits_digest(state);
+        XXH3_freeState(state);
+    }
+    ::close(fd);
+    return ok;
+}
+
+std::string entryName(const IndexCacheKey &key)
+{
+    std::string id = key.build + '\0' + key.directory;
+    for (const FileSignature &f : key.files)
+        id += '\0' + f.name + '\0' + std::to_string(f.device) + ':' + std::to_string(f.inode);
+    const XXH128_hash_t h = XXH3_128bits(id.data(), id.size());
+    char hex[33];
+    std::snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)h.high64,
+                  (unsigned long long)h.low64);
+    return hex;
+}
+
+// Least recently used first (a hit sets the file's modification time), until the entries fit.
+void evict(const std::string &dir, uint64_t maxBytes)
+{
+    struct Entry
+    {
+        fs::file_time_type used;
+        uint64_t size;
+        fs::path path;
+    };
+    std::vector<Entry> entries;
+    uint64_t total = 0;
+    std::error_code ec;
+    const auto now = fs::file_time_type::clock::now();
+    for (const auto &e : fs::directory_iterator(dir, ec)) {
+        const std::string n = e.path().filename().string();
+        std::error_code ec2;
+        const auto used = e.last_write_time(ec2);
+        const uint64_t size = e.file_size(ec2);
+        if (ec2)
+            continue;
+        if (n.find(".ssidx.tmp") != std::string::npos) {
+            if (now - used > std::chrono::hours(1)) // left by a process that died writing it
+                fs::remove(e.path(), ec2);
+            continue;
+        }
+        if (!n.ends_with(".ssidx"))
+            continue;
+        entries.push_back({used, size, e.path()});
+        total += size;
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry &a, const Entry &b) { return a.used < b.used; });
+    for (const Entry &e : entries) {
+        if (total <= maxBytes)
+            break;
+        std::error_code ec2;
+        if (fs::remove(e.path, ec2))
+            total -= e.size;
+    }
+}
+
+// Into a temporary file beside it, then renamed over it: a reader sees a whole entry or none.
+std::string store(const std::string &dir, const std::string &entry, const std::string &bytes)
+{
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+        return "cannot create " + dir + ": " + ec.message();
+    ::chmod(dir.c_str(), 0700); // key names are the user's
+    static std::atomic<unsigned> serial{0};
+    const std::string tmp = entry + ".tmp." + std::to_string(::getpid()) + "." +
+                            std::to_string(serial.fetch_add(1));
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return "cannot write " + tmp + ": " + std::strerror(errno);
+    size_t done = 0;
+    int err = 0;
+    while (done < bytes.size()) {
+        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            err = n < 0 ? errno : ENOSPC;
+            break;
+        }
+        done += size_t(n);
+    }
+    if (::close(fd) != 0 && !err)
+        err = errno;
+    if (!err && ::rename(tmp.c_str(), entry.c_str()) != 0)
+        err = errno;
+    if (err) {
+        ::unlink(tmp.c_str());
+        return "cannot write " + entry + ": " + std::strerror(err);
+    }
+    return {};
+}
+
+// One thread that writes entries in the order they were made; the process waits for it when it
+// exits (a function-local static's destructor), so a short CLI run still leaves its entry.
+class EntryWriter
+{
+public:
+    static EntryWriter &instance()
+    {
+        static EntryWriter writer;
+        return writer;
+    }
+    void submit(std::function<void()> job)
+    {
+        std::lock_guard lock(m_mutex);
+        if (!m_thread.joinable())
+            m_thread = std::thread([this] { loop(); });
+        m_jobs.push_back(std::move(job));
+        m_wake.notify_all();
+    }
+    void drain()
+    {
+        std::unique_lock lock(m_mutex);
+        m_idle.wait(lock, [this] { return m_jobs.empty() && !m_busy; });
+    }
+    ~EntryWriter()
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stop = true;
+            m_wake.notify_all();
+        }
+        if (m_thread.joinable())
+            m_thread.join();
+    }
+
+private:
+    void loop()
+    {
+        std::unique_lock lock(m_mutex);
+        for (;;) {
+            m_wake.wait(lock, [this] { return m_stop || !m_jobs.empty(); });
+            if (m_jobs.empty())
+                return; // stopping, and nothing left to write
+            std::function<void()> job = std::move(m_jobs.front());
+            m_jobs.pop_front();
+            m_busy = true;
+            lock.unlock();
+            job();
+            lock.lock();
+            m_busy = false;
+            m_idle.notify_all();
+        }
+    }
+    std::mutex m_mutex;
+    std::condition_variable m_wake, m_idle;
+    std::deque<std::function<void()>> m_jobs;
+    bool m_busy = false, m_stop = false;
+    std::thread m_thread;
+};
+
+} // namespace
+
+Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads,
+                     const std::function<void(const CheckpointIndex &)> &onKeysKnown,
+                     const IndexCacheSettings &settings)
+{
+    const bool stream = threads != 1;
+    const std::vector<std::string> metas = listDcpMetadata(dir);
+    if (settings.dir.empty() || metas.empty())
+        return readDcp(dir, index, stream, onKeysKnown);
+    IndexCacheKey key;
+    key.build = std::string("shardscope ") + kVersion + ", index schema " +
+                std::to_string(kIndexCacheSchema);
+    key.directory = dir;
+    uint64_t total = 0;
+    for (const std::string &m : metas) {
+        FileSignature f;
+        if (!sign(dir, m, f))
+            return readDcp(dir, index, stream, onKeysKnown); // it says what is wrong
+        total += f.size;
+        key.files.push_back(std::move(f));
+    }
+    if (total < settings.minBytes)
+        return readDcp(dir, index, stream, onKeysKnown);
+
+    const std::string entry = (fs::path(settings.dir) / (entryName(key) + ".ssidx")).string();
+    waitForIndexWrites(); // one this process is still writing is cheaper than a decode
+    std::string why; // why an entry that was there was not used
+    if (auto file = MappedFile::open(entry, true); file) {
+        auto stored = decodeIndexKey((*file)->bytes(), entry);
+        if (!stored) {
+            why = "ignored " + stored.error().toString();
+        } else if (*stored != key) {
+            why = "the entry was for an earlier version of the metadata";
+        } else {
+            CheckpointIndex cached;
+            cached.format = index.format;
+            cached.inputPath = index.inputPath;
+            cached.dataDir = index.dataDir;
+            cached.info = index.info;
+            Status st = decodeIndexBody((*file)->bytes(), entry, cached, threads);
+            if (st) {
+                index = std::move(cached);
+                index.info["index_cache"] = "read from " + entry;
+                ::utimensat(AT_FDCWD, entry.c_str(), nullptr, 0); // most recently used
+                if (onKeysKnown)
+                    onKeysKnown(index);
+                return Ok{};
+            }
+            why = "ignored " + st.error().toString();
+        }
+    }
+
+    const int64_t started = nanos([] {
+        timespec t{};
+        ::clock_gettime(CLOCK_REALTIME, &t);
+        return t;
+    }());
+    const std::map<std::string, std::string> before = index.info;
+    Status st = readDcp(dir, index, stream, onKeysKnown);
+    if (!st)
+        return st;
+    auto note = [&](std::string what) {
+        index.info["index_cache"] = why.empty() ? what : why + "; " + what;
+        return Ok{};
+    };
+    const int64_t settled = started - settings.settleSeconds * 1'000'000'000;
+    for (const FileSignature &f : key.files)
+        if (std::max(f.mtimeNs, f.ctimeNs) >= settled)
+            return note("not written: " + f.name + " changed moments before it was read");
+    for (const FileSignature &f : key.files) {
+        FileSignature now;
+        if (!sign(dir, f.name, now) || now != f)
+            return note("not written: " + f.name + " changed while it was read");
+    }
+    std::vector<std::string> infoKeys;
+    for (const auto &[name, value] : index.info)
+        if (auto it = before.find(name); it == before.end() || it->second != value)
+            infoKeys.push_back(name);
+    auto bytes = std::make_shared<std::string>(encodeIndex(key, index, infoKeys));
+    if (bytes->size() > settings.maxBytes)
+        return note("not written: " + std::to_string(bytes->size() >> 20) +
+                    " MiB, more than the cache's SHARDSCOPE_CACHE_MAX_MB");
+    // Written after the open returns: the caller goes on while the kernel copies the bytes.
+    EntryWriter::instance().submit([bytes, settings, entry] {
+        if (store(settings.dir, entry, *bytes).empty())
+            evict(settings.dir, settings.maxBytes);
+    });
+    return note("writing to " + entry);
+}
+
+void waitForIndexWrites()
+{
+    EntryWriter::instance().drain();
+}
+
+} // namespace shardscope::detail

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include "shardscope/checkpoint.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace shardscope::detail {
+
+/**
+ * Where the persistent index lives and how big it may grow, from the environment:
+ * SHARDSCOPE_NO_CACHE=1 (the CLI's --no-cache) turns it off;
+ * SHARDSCOPE_CACHE_DIR, else $XDG_CACHE_HOME/shardscope/index, else ~/.cache/shardscope/index;
+ * SHARDSCOPE_CACHE_MAX_MB (default 4096), least recently used entries evicted past it;
+ * SHARDSCOPE_CACHE_MIN_BYTES (default 1 MiB: smaller metadata decodes faster than a cache
+ * file is checked); SHARDSCOPE_CACHE_SETTLE_SECONDS (default 2, see readDcpCached).
+ */
+struct IndexCacheSettings
+{
+    std::string dir; ///< empty: no cache
+    uint64_t maxBytes = 0;
+    uint64_t minBytes = 0;
+    int64_t settleSeconds = 2;
+    static IndexCacheSettings fromEnvironment();
+};
+
+/**
+ * readDcp through the persistent index. A valid entry for the unchanged metadata files is
+ * built into `index` instead of decoding them; otherwise readDcp decodes them and the result is
+ * stored. The entry is keyed on each metadata file's device, inode, size, modification and
+ * change times and a sample of its bytes; files changed less than `settleSeconds` before the
+ * decode began are not stored, because a write within the same clock tick would leave their
+ * times as they were. A new entry is written on a thread of its own after the call returns
+ * (the process waits for it at exit; waitForIndexWrites() waits now). Sets
+ * index.info["index_cache"] to what happened ("read from", "writing to", or why not); never
+ * fails where readDcp would not.
+ */
+Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads,
+                     const std::function<void(const CheckpointIndex &)> &onKeysKnown,
+                     const IndexCacheSettings &settings = IndexCacheSettings::fromEnvironment());
+
+/** Returns when every entry this process began writing is written (or failed to be). */
+void waitForIndexWrites();
+
+} // namespace shardscope::detail
