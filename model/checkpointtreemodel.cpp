@@ -6,8 +6,10 @@
 #include <shardscope/checkpoint.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -59,31 +61,32 @@ void splitKey(std::string_view key, std::vector<std::string_view> &out)
 } // namespace
 
 // Leaves by full key: open addressing over node ids (no allocation per key: a hash map of
-// 650,000 string views costs more than the rest of the tree).
+// 650,000 string views costs more than the rest of the tree). Filled on the first find(): a
+// tenth of a second at DeepSeek-V3 scale that the first paint need not wait for (a checkpoint
+// with problems or a diff's marks ask for it; browsing does not).
 class LeafTable
 {
 public:
     using KeyOf = std::function<std::string_view(uint32_t node)>;
 
-    /** Over the keys rebind() gave. */
+    /** Over these leaves (kept, not copied: the tree's flat list) and the keys rebind() gave. */
     void build(const std::vector<uint32_t> &leaves)
     {
-        size_t size = 16;
-        while (size < leaves.size() * 2)
-            size *= 2;
-        m_slots.assign(size, Empty);
-        for (uint32_t node : leaves) {
-            size_t i = slotOf(m_keyOf(node));
-            while (m_slots[i] != Empty)
-                i = (i + 1) & (m_slots.size() - 1);
-            m_slots[i] = node;
-        }
+        std::lock_guard lock(m_mutex);
+        m_leaves = &leaves;
+        m_slots.clear();
+        m_filled.store(false, std::memory_order_release);
     }
     /** The same table over other entries with the same keys. */
-    void rebind(KeyOf keyOf) { m_keyOf = std::move(keyOf); }
-    /** The node of `key`; 0 when none. */
+    void rebind(KeyOf keyOf)
+    {
+        std::lock_guard lock(m_mutex);
+        m_keyOf = std::move(keyOf);
+    }
+    /** The node of `key`; 0 when none. Safe from any thread. */
     uint32_t find(std::string_view key) const
     {
+        fill();
         if (m_slots.empty())
             return 0;
         for (size_t i = slotOf(key);; i = (i + 1) & (m_slots.size() - 1)) {
@@ -96,11 +99,33 @@ public:
 
 private:
     static constexpr uint32_t Empty = 0; // the root is never a leaf
+    void fill() const
+    {
+        if (m_filled.load(std::memory_order_acquire))
+            return;
+        std::lock_guard lock(m_mutex);
+        if (m_filled.load(std::memory_order_relaxed) || !m_leaves)
+            return;
+        size_t size = 16;
+        while (size < m_leaves->size() * 2)
+            size *= 2;
+        m_slots.assign(size, Empty);
+        for (uint32_t node : *m_leaves) {
+            size_t i = slotOf(m_keyOf(node));
+            while (m_slots[i] != Empty)
+                i = (i + 1) & (m_slots.size() - 1);
+            m_slots[i] = node;
+        }
+        m_filled.store(true, std::memory_order_release);
+    }
     size_t slotOf(std::string_view key) const
     {
         return std::hash<std::string_view>()(key) & (m_slots.size() - 1);
     }
-    std::vector<uint32_t> m_slots;
+    mutable std::vector<uint32_t> m_slots;
+    mutable std::mutex m_mutex;
+    mutable std::atomic<bool> m_filled{false};
+    const std::vector<uint32_t> *m_leaves = nullptr;
     KeyOf m_keyOf;
 };
 
@@ -139,9 +164,7 @@ public:
         // Leaves, and about half as many groups again (DeepSeek-V3: 650,000 keys).
         const size_t entries = index.tensors.size() + index.objects.size();
         nodes.reserve(entries + entries / 2 + 1024);
-        m_children.reserve(nodes.capacity());
         nodes.push_back(Node{}); // the invisible root
-        m_children.emplace_back();
 
         std::vector<std::string_view> segments;
         for (size_t i = 0; i < index.tensors.size(); ++i) {
@@ -161,45 +184,50 @@ public:
                 nodes[leaf].bytes = o.location->length;
         }
 
-        compactChains(nodes, names);
-
-        // Flatten the child lists: one id vector, each node's children a contiguous slice.
-        children.clear();
-        children.reserve(nodes.size());
-        for (size_t n = 0; n < nodes.size(); ++n) {
-            nodes[n].firstChild = uint32_t(children.size());
-            nodes[n].childCount = uint32_t(m_children[n].size());
-            for (uint32_t row = 0; row < m_children[n].size(); ++row) {
-                nodes[m_children[n][row]].row = row;
-                children.push_back(m_children[n][row]);
-            }
+        // Child lists as one id vector, each node's children a contiguous slice in the order
+        // they were made: a counting sort by parent (no list per node: a million small vectors
+        // cost more than the rest of the tree).
+        uint32_t at = 0;
+        for (Node &n : nodes) {
+            n.firstChild = at;
+            at += n.childCount;
+            n.childCount = 0;
         }
-        m_children.clear();
-        m_children.shrink_to_fit();
+        children.assign(at, 0);
+        for (uint32_t id = 1; id < nodes.size(); ++id) {
+            Node &p = nodes[nodes[id].parent];
+            nodes[id].row = p.childCount++;
+            children[p.firstChild + nodes[id].row] = id;
+        }
+        compactChains(nodes, children, names);
     }
 
 private:
     // A group whose only child is a group becomes one row ("state.module.module.module"), as
     // file browsers compact folders: Megatron's wrapper chains would otherwise cost a level
     // each. Parents come before their children, so one pass in id order folds whole chains;
-    // a folded child stays in the vector, unlinked (parent NoNode).
-    void compactChains(std::vector<Node> &nodes, std::string &names)
+    // the group takes its child's slice of `children`, and the child stays in the vector,
+    // unlinked (parent NoNode).
+    void compactChains(std::vector<Node> &nodes, const std::vector<uint32_t> &children,
+                       std::string &names)
     {
         for (uint32_t g = 1; g < nodes.size(); ++g) {
             if (nodes[g].kind != NodeKind::Group || nodes[g].parent == NoNode)
                 continue;
-            while (m_children[g].size() == 1 && nodes[m_children[g][0]].kind == NodeKind::Group) {
-                const uint32_t c = m_children[g][0];
+            while (nodes[g].childCount == 1 &&
+                   nodes[children[nodes[g].firstChild]].kind == NodeKind::Group) {
+                const uint32_t c = children[nodes[g].firstChild];
                 const std::string joined =
                     std::string(nameOf(nodes[g])) + '.' + std::string(nameOf(nodes[c]));
                 nodes[g].nameOffset = uint32_t(names.size());
                 nodes[g].nameLength = uint32_t(joined.size());
                 names += joined;
-                m_children[g] = std::move(m_children[c]);
-                m_children[c].clear();
-                for (uint32_t k : m_children[g])
-                    nodes[k].parent = g;
+                nodes[g].firstChild = nodes[c].firstChild;
+                nodes[g].childCount = nodes[c].childCount;
+                for (uint32_t k = 0; k < nodes[g].childCount; ++k)
+                    nodes[children[nodes[g].firstChild + k]].parent = g;
                 nodes[c].parent = NoNode;
+                nodes[c].childCount = 0;
             }
         }
     }
@@ -215,7 +243,8 @@ private:
     void segmentsOf(const std::string &key, const KeyPath &path, std::vector<std::string_view> &out)
     {
         out.clear();
-        if (path.splitsEveryDot()) {
+        // Components that join to the key, each split at its dots: the key split at every dot.
+        if (path.explicitParts().empty()) {
             splitKey(key, out);
             return;
         }
@@ -235,10 +264,8 @@ private:
         n.entry = entry;
         m_names->append(name);
         m_nodes->push_back(n);
-        m_children.emplace_back();
-        const uint32_t id = uint32_t(m_nodes->size() - 1);
-        m_children[parent].push_back(id);
-        return id;
+        ++(*m_nodes)[parent].childCount; // placed once every node is made
+        return uint32_t(m_nodes->size() - 1);
     }
 
     // The group `name` under `parent`, made when there is none. Groups are found through open
@@ -306,7 +333,6 @@ private:
 
     std::vector<Node> *m_nodes = nullptr;
     std::string *m_names = nullptr;
-    std::vector<std::vector<uint32_t>> m_children;
     std::vector<uint32_t> m_groupSlots; ///< group node ids by (parent, name); RootNode: empty
     size_t m_groupCount = 0;
 };

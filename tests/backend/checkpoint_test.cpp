@@ -212,3 +212,39 @@ TEST(Checkpoint, MCoreMetadataReadsLikeMetadata)
         EXPECT_EQ(sha256Hex(*da), sha256Hex(*db)) << a.key;
     }
 }
+
+// Past 2^18 chunks the integrity check runs on two threads: its problems come in entry order,
+// one per broken key, exactly as one thread finds them (each case placed in both halves).
+TEST(Checkpoint, IntegrityProblemsInEntryOrderOnTwoThreads)
+{
+    CheckpointIndex index;
+    index.dataDir = "/nowhere";
+    index.files = {"__0_0.distcp"};
+    index.fileSizes = {uint64_t(1) << 30};
+    index.fileKinds = {""};
+    std::vector<std::string> expected;
+    for (int i = 0; i < 300'000; ++i) {
+        TensorEntry t;
+        t.key = "t." + std::to_string(i);
+        t.dtype = DType::Float32;
+        t.shape = {4};
+        t.chunkDims = {0, 4};
+        t.chunks = {Location{0, 0, Encoding::TorchSaveArchive, uint64_t(i) * 16, 16}};
+        if (i % 7919 == 3) { // outside the tensor
+            t.chunkDims = {2, 4};
+            expected.push_back(t.key + ": outside");
+        } else if (i % 10007 == 5) { // past the end of the file
+            t.chunks[0].offset = uint64_t(1) << 31;
+            expected.push_back(t.key + ": past the end");
+        }
+        index.tensors.push_back(std::move(t));
+    }
+    ASSERT_GT(index.chunkCount(), 1u << 18);
+    std::vector<std::string> found;
+    for (const Problem &p : checkIntegrity(index))
+        found.push_back(p.key + (p.message.find("outside") != std::string::npos ? ": outside"
+                                 : p.message.find("past the end") != std::string::npos
+                                     ? ": past the end"
+                                     : ": " + p.message));
+    EXPECT_EQ(found, expected);
+}

@@ -12,9 +12,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -30,8 +30,8 @@ fs::path scratch(const std::string &name)
     // Removed when the test program ends.
     static struct Scratch
     {
-        fs::path root = fs::temp_directory_path() /
-                        ("shardscope-index-cache-" + std::to_string(::getpid()));
+        fs::path root =
+            fs::temp_directory_path() / ("shardscope-index-cache-" + std::to_string(::getpid()));
         ~Scratch()
         {
             std::error_code ec;
@@ -296,8 +296,8 @@ TEST(IndexCache, ChangedReplacedOrTruncatedMetadataIsDecodedAgain)
     expectSameIndex(*openDecoded(ckpt.string()), *changed, "changed in place");
 
     // Replaced: the same bytes as a new file renamed over it (a new inode).
-    writeAll(ckpt / "new.metadata.tmp", readAll(fs::path(fixturesDir()) / "dcp_2ranks" /
-                                                ".metadata"));
+    writeAll(ckpt / "new.metadata.tmp",
+             readAll(fs::path(fixturesDir()) / "dcp_2ranks" / ".metadata"));
     fs::rename(ckpt / "new.metadata.tmp", meta);
     auto replaced = openCached(ckpt.string(), settingsIn(cache));
     ASSERT_TRUE(replaced.ok());

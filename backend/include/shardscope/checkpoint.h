@@ -178,7 +178,8 @@ struct OpenOptions
      * Called once, on a reading thread, at that point, with the index so far: those fields are
      * final (the open may still fail), nothing else is. Nothing changes the index during the
      * call; do not keep references into it. Not called when the format has no such point (one
-     * file read whole, rank-local metadata, a .metadata without planner data).
+     * file read whole, rank-local metadata, a .metadata without planner data, an index read
+     * from the persistent index).
      */
     std::function<void(const CheckpointIndex &keys)> onKeysKnown;
     /**

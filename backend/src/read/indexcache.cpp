@@ -2,6 +2,7 @@
 // The persistent index: where its files live, when one may be used, and LRU eviction.
 #include "read/indexcache.h"
 
+#include "common/regularfile.h"
 #include "read/indexcodec.h"
 #include "read/mappedfile.h"
 #include "read/readers.h"
@@ -9,17 +10,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <filesystem>
+#include <mutex>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -45,7 +46,8 @@ int64_t envNumber(const char *name, int64_t fallback)
 IndexCacheSettings IndexCacheSettings::fromEnvironment()
 {
     IndexCacheSettings s;
-    if (const char *off = std::getenv("SHARDSCOPE_NO_CACHE"); off && *off && std::string(off) != "0")
+    if (const char *off = std::getenv("SHARDSCOPE_NO_CACHE");
+        off && *off && std::string(off) != "0")
         return s;
     if (const char *d = std::getenv("SHARDSCOPE_CACHE_DIR"); d && *d)
         s.dir = d;
@@ -73,9 +75,10 @@ int64_t nanos(const timespec &t)
 bool sign(const std::string &dir, const std::string &name, FileSignature &f)
 {
     const std::string path = (fs::path(dir) / name).string();
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    auto opened = openRegularFile(path); // a FIFO's open() would block: readDcp says what it is
+    if (!opened)
         return false;
+    const int fd = *opened;
     struct stat st
     {
     };
@@ -175,8 +178,8 @@ std::string store(const std::string &dir, const std::string &entry, const std::s
         return "cannot create " + dir + ": " + ec.message();
     ::chmod(dir.c_str(), 0700); // key names are the user's
     static std::atomic<unsigned> serial{0};
-    const std::string tmp = entry + ".tmp." + std::to_string(::getpid()) + "." +
-                            std::to_string(serial.fetch_add(1));
+    const std::string tmp =
+        entry + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial.fetch_add(1));
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
         return "cannot write " + tmp + ": " + std::strerror(errno);
@@ -289,7 +292,7 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
 
     const std::string entry = (fs::path(settings.dir) / (entryName(key) + ".ssidx")).string();
     waitForIndexWrites(); // one this process is still writing is cheaper than a decode
-    std::string why; // why an entry that was there was not used
+    std::string why;      // why an entry that was there was not used
     if (auto file = MappedFile::open(entry, true); file) {
         auto stored = decodeIndexKey((*file)->bytes(), entry);
         if (!stored) {
@@ -307,9 +310,7 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
                 index = std::move(cached);
                 index.info["index_cache"] = "read from " + entry;
                 ::utimensat(AT_FDCWD, entry.c_str(), nullptr, 0); // most recently used
-                if (onKeysKnown)
-                    onKeysKnown(index);
-                return Ok{};
+                return Ok{}; // read whole: no point where only the keys are known
             }
             why = "ignored " + st.error().toString();
         }

@@ -8,8 +8,8 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
-#include <thread>
 #include <sys/mman.h>
+#include <thread>
 #include <xxhash.h>
 
 namespace shardscope::detail {
@@ -64,10 +64,7 @@ public:
         put(uint32_t(s.size()));
         out.append(s);
     }
-    void align()
-    {
-        out.resize((out.size() + 7) & ~size_t(7), '\0');
-    }
+    void align() { out.resize((out.size() + 7) & ~size_t(7), '\0'); }
     void location(const Location &l)
     {
         Location copy{}; // zeroed padding: the same index always gives the same bytes
@@ -133,10 +130,7 @@ public:
         return true;
     }
     /** A count of items that each take at least `minSize` bytes: never more than fit. */
-    bool count(uint64_t &n, size_t minSize)
-    {
-        return get(n) && n <= left() / minSize;
-    }
+    bool count(uint64_t &n, size_t minSize) { return get(n) && n <= left() / minSize; }
 
 private:
     std::span<const uint8_t> m_bytes;
@@ -493,8 +487,8 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
     const size_t files = index.files.size(), chains = index.transformChains.size();
     uint64_t tensorCount = 0, objectCount = 0, partCount = 0, keyBytes = 0, dimCount = 0,
              chunkCount = 0;
-    if (!r.count(tensorCount, sizeof(TensorRecord)) || !r.count(objectCount, sizeof(ObjectRecord)) ||
-        !r.get(n32) || n32 > r.left() / 4)
+    if (!r.count(tensorCount, sizeof(TensorRecord)) ||
+        !r.count(objectCount, sizeof(ObjectRecord)) || !r.get(n32) || n32 > r.left() / 4)
         return cut("entries");
     std::vector<std::string> dtypeNames(n32);
     std::vector<DType> dtypes(n32);
@@ -533,10 +527,10 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
     auto pathOf = [&](uint64_t dots, uint32_t first, uint32_t count, KeyPath &out) {
         if (first > partCount || count > partCount - first)
             return false;
-        out = KeyPath::fromCompact(dots, count ? std::vector<std::string>(parts.begin() + first,
-                                                                          parts.begin() + first +
-                                                                              count)
-                                               : std::vector<std::string>());
+        out = KeyPath::fromCompact(
+            dots,
+            count ? std::vector<std::string>(parts.begin() + first, parts.begin() + first + count)
+                  : std::vector<std::string>());
         return true;
     };
     // Records are self-contained: each thread builds its own range of entries.
@@ -549,8 +543,7 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
     index.objects.resize(objectCount);
     std::vector<Status> results(workers, Ok{});
     parallelFor(workers, [&](size_t worker) {
-        for (size_t i = tensorCount * worker / workers,
-                    end = tensorCount * (worker + 1) / workers;
+        for (size_t i = tensorCount * worker / workers, end = tensorCount * (worker + 1) / workers;
              i < end; ++i) {
             TensorRecord rec;
             std::memcpy(&rec, tensorBytes + i * sizeof rec, sizeof rec);
@@ -563,9 +556,8 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
                 rec.firstChunk > chunkCount || rec.chunkCount > chunkCount - rec.firstChunk ||
                 !pathOf(rec.pathDots, rec.firstPart, rec.partCount, t.path) ||
                 rec.dtypeName >= dtypeNames.size()) {
-                results[worker] =
-                    r.fail("tensor record " + std::to_string(i) + " out of range",
-                           tensorsAt + i * sizeof rec);
+                results[worker] = r.fail("tensor record " + std::to_string(i) + " out of range",
+                                         tensorsAt + i * sizeof rec);
                 return;
             }
             t.dtypeName = dtypeNames[rec.dtypeName];
@@ -605,8 +597,7 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
                     return;
                 }
         }
-        for (size_t i = objectCount * worker / workers,
-                    end = objectCount * (worker + 1) / workers;
+        for (size_t i = objectCount * worker / workers, end = objectCount * (worker + 1) / workers;
              i < end; ++i) {
             ObjectRecord rec;
             std::memcpy(static_cast<void *>(&rec), objectBytes + i * sizeof rec, sizeof rec);
@@ -615,9 +606,8 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
                 !pathOf(rec.pathDots, rec.firstPart, rec.partCount, o.path) ||
                 rec.hasLocation > 1 ||
                 (rec.hasLocation && !validLocation(rec.location, files, chains))) {
-                results[worker] =
-                    r.fail("object record " + std::to_string(i) + " out of range",
-                           objectsAt + i * sizeof rec);
+                results[worker] = r.fail("object record " + std::to_string(i) + " out of range",
+                                         objectsAt + i * sizeof rec);
                 return;
             }
             if (rec.hasLocation)

@@ -58,8 +58,8 @@ Result<IndexCacheKey> decodeIndexKey(std::span<const uint8_t> bytes, const std::
 
 /**
  * The body into `index` (files, transform chains, tensors, objects, problems and info
- * entries; the info it had before stays), on `threads` threads (0: every core); the same index for any count. On an error
- * `index` is left in an unspecified state.
+ * entries; the info it had before stays), on `threads` threads (0: every core); the same index for
+ * any count. On an error `index` is left in an unspecified state.
  */
 Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
                        CheckpointIndex &index, int threads = 0);

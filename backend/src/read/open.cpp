@@ -10,6 +10,7 @@
 #include <cctype>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -247,11 +248,10 @@ Result<CheckpointIndex> openCheckpoint(const std::string &path, const OpenOption
 
 std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
 {
-    std::vector<Problem> out;
     auto fileSize = [&](uint32_t f) {
         return f < index.fileSizes.size() ? index.fileSizes[f] : UINT64_MAX;
     };
-    auto check = [&](const std::string &key, const Location &l) -> bool {
+    auto check = [&](const std::string &key, const Location &l, std::vector<Problem> &out) -> bool {
         if (l.file == kUnassigned)
             return true; // reported when the metadata was read
         const uint64_t size = fileSize(l.file);
@@ -278,7 +278,7 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
         }
         return true;
     };
-    for (const TensorEntry &t : index.tensors) {
+    auto checkTensor = [&](const TensorEntry &t, std::vector<Problem> &out) {
         // Chunks must lie inside the tensor and cover it exactly (by volume).
         unsigned __int128 covered = 0;
         bool inside = true;
@@ -307,12 +307,28 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
                                std::to_string(t.numel()) + " elements",
                            Problem::Effect::Holes});
         for (const Location &l : t.chunks)
-            if (!check(t.key, l))
+            if (!check(t.key, l, out))
                 break; // one line per broken key
-    }
+    };
+    // Two halves of the tensors on two threads (1.75 M chunks: a tenth of a second on one),
+    // their problems joined in entry order: the same list either way.
+    const size_t half = index.chunkCount() > (1u << 18) ? index.tensors.size() / 2 : 0;
+    std::vector<Problem> out, second;
+    std::thread other;
+    if (half)
+        other = std::thread([&] {
+            for (size_t i = half; i < index.tensors.size(); ++i)
+                checkTensor(index.tensors[i], second);
+        });
+    for (size_t i = 0; i < (half ? half : index.tensors.size()); ++i)
+        checkTensor(index.tensors[i], out);
+    if (other.joinable())
+        other.join();
+    out.insert(out.end(), std::make_move_iterator(second.begin()),
+               std::make_move_iterator(second.end()));
     for (const ObjectEntry &o : index.objects)
         if (o.location)
-            check(o.key, *o.location);
+            check(o.key, *o.location, out);
     return out;
 }
 
