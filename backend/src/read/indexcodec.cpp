@@ -170,18 +170,17 @@ size_t workerCount(int threads, uint64_t work)
     return std::clamp<size_t>(cores, 1, std::max<uint64_t>(1, work / 4096));
 }
 
-// Hundreds of megabytes of entries: their pages are faulted in by the kernel on every core
-// (MADV_POPULATE_WRITE, Linux 5.14) before the one thread that constructs them writes them.
-template<typename T>
-void reserveFaulted(std::vector<T> &v, size_t n, size_t workers)
+// Hundreds of megabytes of entries (or of an entry's bytes): their pages are faulted in by the
+// kernel on every core (MADV_POPULATE_WRITE, Linux 5.14) before the one thread that writes
+// them does, a page at a time.
+void populate(const void *data, size_t bytes, size_t workers)
 {
-    v.reserve(n);
 #ifdef MADV_POPULATE_WRITE
-    const size_t bytes = n * sizeof(T), page = 4096;
+    const size_t page = 4096;
     if (bytes < (8 << 20))
         return;
-    const uintptr_t from = (reinterpret_cast<uintptr_t>(v.data()) + page - 1) & ~(page - 1);
-    const uintptr_t to = (reinterpret_cast<uintptr_t>(v.data()) + bytes) & ~(page - 1);
+    const uintptr_t from = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+    const uintptr_t to = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
     parallelFor(workers, [&](size_t w) {
         const uintptr_t a = from + (to - from) / page * w / workers * page;
         const uintptr_t b = from + (to - from) / page * (w + 1) / workers * page;
@@ -189,8 +188,15 @@ void reserveFaulted(std::vector<T> &v, size_t n, size_t workers)
             ::madvise(reinterpret_cast<void *>(a), b - a, MADV_POPULATE_WRITE);
     });
 #else
-    (void)workers;
+    (void)data, (void)bytes, (void)workers;
 #endif
+}
+
+template<typename T>
+void reserveFaulted(std::vector<T> &v, size_t n, size_t workers)
+{
+    v.reserve(n);
+    populate(v.data(), n * sizeof(T), workers);
 }
 
 uint64_t checksum(std::span<const uint8_t> key, std::span<const uint8_t> body, int threads)
@@ -224,6 +230,7 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
         keyBytes += o.key.size();
     w.out.reserve(keyBytes + 8 * dims + 24 * chunks + sizeof(TensorRecord) * index.tensors.size() +
                   sizeof(ObjectRecord) * index.objects.size() + (1 << 16));
+    populate(w.out.data(), w.out.capacity(), workerCount(0, UINT64_MAX));
     w.out.resize(kHeaderSize);
     w.str(key.build);
     w.str(key.directory);
