@@ -130,6 +130,7 @@ int runFix(const FixCommandOptions &o)
     if (fixed->index && fixed->index->chunkCount() > 1'000'000) {
         std::cout.flush();
         std::fflush(nullptr);
+        shardscope::waitForIndexWrites(); // the source's entry, if this open stored one
         std::_Exit(code);
     }
     return code;

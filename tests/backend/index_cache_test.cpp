@@ -62,7 +62,7 @@ Result<CheckpointIndex> openCached(const std::string &dir, const IndexCacheSetti
     index.inputPath = dir;
     index.dataDir = dir;
     Status st = readDcpCached(dir, index, threads, {}, settings);
-    waitForIndexWrites(); // so that the test sees the entry on disk
+    detail::waitForIndexWrites(); // so that the test sees the entry on disk
     if (!st)
         return st.error();
     statFiles(index);

@@ -196,6 +196,10 @@ struct OpenOptions
 /** Detects the format of `path` (file or directory) and reads its metadata. */
 Result<CheckpointIndex> openCheckpoint(const std::string &path, const OpenOptions &options = {});
 
+/** Returns once every persistent index entry this process began writing is written (a process
+ *  waits for them when it exits normally; one that ends with _Exit must call this first). */
+void waitForIndexWrites();
+
 /** Every stored item checked against the files on disk: missing file, file too short. */
 std::vector<Problem> checkIntegrity(const CheckpointIndex &index);
 

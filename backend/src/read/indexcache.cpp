@@ -360,3 +360,8 @@ void waitForIndexWrites()
 }
 
 } // namespace shardscope::detail
+
+void shardscope::waitForIndexWrites()
+{
+    detail::waitForIndexWrites();
+}
