@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -156,8 +157,13 @@ namespace {
 class TreeBuilder
 {
 public:
+    /**
+     * `threads` 2: the second half of the entries on a thread of its own, into a tree that is
+     * then merged into the first (the same rows in the same order as one thread builds: see
+     * merge()). Only worth it past a few hundred thousand entries.
+     */
     void build(const CheckpointIndex &index, std::vector<Node> &nodes,
-               std::vector<uint32_t> &children, std::string &names)
+               std::vector<uint32_t> &children, std::string &names, int threads)
     {
         m_nodes = &nodes;
         m_names = &names;
@@ -165,23 +171,21 @@ public:
         const size_t entries = index.tensors.size() + index.objects.size();
         nodes.reserve(entries + entries / 2 + 1024);
         nodes.push_back(Node{}); // the invisible root
-
-        std::vector<std::string_view> segments;
-        for (size_t i = 0; i < index.tensors.size(); ++i) {
-            const TensorEntry &t = index.tensors[i];
-            segmentsOf(t.key, t.path, segments);
-            const uint32_t leaf = addLeaf(segments, NodeKind::Tensor, int32_t(i));
-            Node &n = nodes[leaf];
-            n.numel = uint64_t(std::max<int64_t>(t.numel(), 0));
-            n.bytes = t.nbytes();
-            n.chunks = t.chunks.size();
-        }
-        for (size_t i = 0; i < index.objects.size(); ++i) {
-            const ObjectEntry &o = index.objects[i];
-            segmentsOf(o.key, o.path, segments);
-            const uint32_t leaf = addLeaf(segments, NodeKind::Object, int32_t(i));
-            if (o.location)
-                nodes[leaf].bytes = o.location->length;
+        if (threads == 1) {
+            addEntries(index, 0, entries);
+        } else {
+            const size_t half = entries / 2;
+            std::vector<Node> otherNodes;
+            std::string otherNames;
+            TreeBuilder other;
+            other.m_nodes = &otherNodes;
+            other.m_names = &otherNames;
+            otherNodes.reserve((entries - half) * 3 / 2 + 1024);
+            otherNodes.push_back(Node{});
+            std::thread second([&] { other.addEntries(index, half, entries); });
+            addEntries(index, 0, half);
+            second.join();
+            merge(otherNodes, otherNames);
         }
 
         // Child lists as one id vector, each node's children a contiguous slice in the order
@@ -200,6 +204,55 @@ public:
             children[p.firstChild + nodes[id].row] = id;
         }
         compactChains(nodes, children, names);
+    }
+
+    /** Entries [begin, end) of the one list (tensors, then objects), in order. */
+    void addEntries(const CheckpointIndex &index, size_t begin, size_t end)
+    {
+        std::vector<std::string_view> segments;
+        const size_t tensors = index.tensors.size();
+        for (size_t e = begin; e < std::min(end, tensors); ++e) {
+            const TensorEntry &t = index.tensors[e];
+            segmentsOf(t.key, t.path, segments);
+            const uint32_t leaf = addLeaf(segments, NodeKind::Tensor, int32_t(e));
+            Node &n = (*m_nodes)[leaf];
+            n.numel = uint64_t(std::max<int64_t>(t.numel(), 0));
+            n.bytes = t.nbytes();
+            n.chunks = t.chunks.size();
+        }
+        for (size_t e = std::max(begin, tensors); e < end; ++e) {
+            const ObjectEntry &o = index.objects[e - tensors];
+            segmentsOf(o.key, o.path, segments);
+            const uint32_t leaf = addLeaf(segments, NodeKind::Object, int32_t(e - tensors));
+            if (o.location)
+                (*m_nodes)[leaf].bytes = o.location->length;
+        }
+    }
+
+    // The tree of the entries after this one's, added in its own node order: every entry there
+    // comes after every entry here, so a group both hold gets the other's children after its
+    // own, as one pass would have made them; a group or leaf of the other's is made after its
+    // parent. Node ids differ from one pass's; rows, names and entry order do not.
+    void merge(const std::vector<Node> &other, const std::string &otherNames)
+    {
+        std::vector<uint32_t> to(other.size(), RootNode);
+        for (uint32_t b = 1; b < other.size(); ++b) {
+            const Node &n = other[b];
+            const uint32_t parent = to[n.parent];
+            const std::string_view name =
+                std::string_view(otherNames).substr(n.nameOffset, n.nameLength);
+            if (n.kind == NodeKind::Group) {
+                to[b] = groupChild(parent, name);
+                continue;
+            }
+            to[b] = newNode(parent, name, n.kind, n.entry);
+            Node &leaf = (*m_nodes)[to[b]];
+            leaf.numel = n.numel;
+            leaf.bytes = n.bytes;
+            leaf.chunks = n.chunks;
+        }
+        m_lastPath.clear();
+        m_lastSegments.clear();
     }
 
 private:
@@ -339,6 +392,15 @@ private:
 
 } // namespace
 
+namespace {
+std::atomic<int> s_buildThreads{0};
+} // namespace
+
+void CheckpointTreeModel::setBuildThreads(int threads)
+{
+    s_buildThreads = threads;
+}
+
 CheckpointTreeModel::CheckpointTreeModel(QObject *parent)
     : QAbstractItemModel(parent)
     , m_tree(std::make_unique<Tree>())
@@ -427,7 +489,11 @@ CheckpointTreeModel::prepareFrom(const CheckpointIndex &source,
     auto prepared = std::make_shared<Prepared>();
     auto tree = std::make_unique<Tree>();
     TreeBuilder builder;
-    builder.build(source, tree->nodes, tree->children, tree->names);
+    const size_t entries = source.tensors.size() + source.objects.size();
+    builder.build(source, tree->nodes, tree->children, tree->names,
+                  s_buildThreads.load() > 0 ? s_buildThreads.load()
+                  : entries >= 100'000      ? 2
+                                            : 1);
 
     std::set<std::string_view> dtypeSet; // views into the snapshot or static names
     for (const TensorEntry &t : owner->tensors)

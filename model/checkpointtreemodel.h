@@ -53,6 +53,9 @@ public:
      */
     struct Prepared;
     static std::shared_ptr<Prepared> prepare(std::shared_ptr<const CheckpointIndex> index);
+    /** Threads a tree is built on: 0 (the default) two from 100,000 entries, else one. The
+     *  tree is the same either way; tests compare. */
+    static void setBuildThreads(int threads);
     /**
      * The tree of an index still being read (OpenOptions::onKeysKnown: keys, nesting, shapes,
      * dtypes and chunk counts final, nothing else), built on that reading thread. It keeps a

@@ -273,6 +273,79 @@ TEST(TreeModelScale, DeepSeekSizedIndexBuildsFast)
     EXPECT_LT(filterMs, 2000);
 }
 
+// Past 100,000 entries the tree is built on two threads (the second half merged into the first):
+// every row, its name, key, kind, entry, sums and problems, and the flat list, as one thread
+// builds them. The halves share groups at every depth, a chain is compacted only once both halves
+// are in, and some keys carry a nesting of their own.
+TEST(TreeModelScale, SameTreeOnOneAndTwoThreads)
+{
+    auto index = std::make_shared<CheckpointIndex>();
+    for (int l = 0; l < 40; ++l)
+        for (int e = 0; e < 1500; ++e) {
+            const std::string key = "model.module.layers." + std::to_string(l) + ".experts." +
+                                    std::to_string(e % 300) + (e < 300 ? ".w" : ".v") +
+                                    std::to_string(e / 300);
+            TensorEntry t = makeTensor(key, DType::BFloat16, {4, int64_t(e % 7 + 1)}, 1 + e % 3);
+            if (e % 97 == 0)
+                t.path =
+                    KeyPath::fromParts(t.key, std::vector<std::string>{"model", key.substr(6)});
+            index->tensors.push_back(std::move(t));
+        }
+    index->tensors.push_back(makeTensor("chain.a.b.first", DType::Float32, {1}));
+    for (int i = 0; i < 60'000; ++i) {
+        ObjectEntry o;
+        o.key = "optimizer.param_to_group_meta.model.module.layers." + std::to_string(i % 40) +
+                ".lr" + std::to_string(i);
+        if (i % 2)
+            o.location = Location{0, 0, Encoding::TorchSaveArchive, uint64_t(i), uint64_t(i % 9)};
+        index->objects.push_back(std::move(o));
+    }
+    ObjectEntry tail;
+    tail.key = "chain.a.b.second";
+    index->objects.push_back(std::move(tail));
+    index->problems.push_back(
+        {"model.module.layers.3.experts.7.w0", "f", {}, "cut", Problem::Effect::Unreadable});
+    index->problems.push_back({"chain.a.b.second", "f", {}, "gone", Problem::Effect::Unreadable});
+    ASSERT_GE(index->tensors.size() + index->objects.size(), 100'000u);
+
+    auto dump = [&](int threads) {
+        CheckpointTreeModel::setBuildThreads(threads);
+        CheckpointTreeModel model;
+        model.setIndex(index);
+        std::vector<std::string> rows;
+        std::function<void(const QModelIndex &, const std::string &)> walk =
+            [&](const QModelIndex &parent, const std::string &at) {
+                for (int r = 0; r < model.rowCount(parent); ++r) {
+                    const QModelIndex i = model.index(r, 0, parent);
+                    const std::string here = at + "/" + i.data().toString().toStdString();
+                    rows.push_back(
+                        here + " key=" + i.data(KeyRole).toString().toStdString() +
+                        " kind=" + std::to_string(i.data(KindRole).toInt()) +
+                        " entry=" + std::to_string(i.data(EntryIndexRole).toInt()) +
+                        " numel=" + std::to_string(i.data(NumelRole).toLongLong()) +
+                        " bytes=" + std::to_string(i.data(BytesRole).toULongLong()) +
+                        " chunks=" + std::to_string(i.data(ChunkCountRole).toULongLong()) +
+                        " leaves=" + std::to_string(i.data(LeafCountRole).toULongLong()) +
+                        " problems=" + std::to_string(i.data(ProblemCountRole).toInt()));
+                    walk(i, here);
+                }
+            };
+        walk({}, "");
+        model.setFlat(true); // the leaves in entry order
+        rows.push_back("flat rows " + std::to_string(model.rowCount()));
+        for (int k : {0, 1, 29'999, 60'000, 60'001, 120'000})
+            rows.push_back("flat " + std::to_string(k) + " " +
+                           model.index(k, 0).data(KeyRole).toString().toStdString());
+        CheckpointTreeModel::setBuildThreads(0);
+        return rows;
+    };
+    const std::vector<std::string> one = dump(1), two = dump(2);
+    ASSERT_EQ(one.size(), two.size());
+    for (size_t i = 0; i < one.size(); ++i)
+        ASSERT_EQ(one[i], two[i]) << "row " << i;
+    EXPECT_GT(one.size(), 120'000u);
+}
+
 // A key from a hostile file shows as one line with its controls, bidirectional overrides and
 // invalid bytes made visible; the data roles keep the key as stored, so selection and copy work.
 TEST_F(TreeModelTest, HostileNamesShowEscapedButKeepTheirKey)
