@@ -446,3 +446,32 @@ TEST(IndexCache, MetadataChangedMomentsAgoIsNotStored)
         << cacheNote(*opened);
     EXPECT_FALSE(fs::exists(cache) && !onlyEntry(cache).empty());
 }
+
+// A directory the cache makes is the user's alone; one that exists (SHARDSCOPE_CACHE_DIR=/tmp,
+// say) keeps its mode.
+TEST(IndexCache, MakesItsDirectoryPrivateAndLeavesAnExistingOneAlone)
+{
+    if (!fs::exists(fs::path(fixturesDir()) / ".complete"))
+        GTEST_SKIP() << "fixtures not generated (run through ctest)";
+    const std::string dir = (fs::path(fixturesDir()) / "dcp_1rank").string();
+    const fs::path root = scratch("modes");
+    auto modeOf = [](const fs::path &p) {
+        struct stat st
+        {
+        };
+        EXPECT_EQ(::stat(p.c_str(), &st), 0);
+        return st.st_mode & 07777;
+    };
+    const fs::path fresh = root / "a" / "b" / "index";
+    ASSERT_TRUE(openCached(dir, settingsIn(fresh)).ok());
+    EXPECT_FALSE(onlyEntry(fresh).empty());
+    EXPECT_EQ(modeOf(fresh), 0700u);
+    EXPECT_EQ(modeOf(onlyEntry(fresh)) & 077, 0u);
+
+    const fs::path shared = root / "shared";
+    fs::create_directories(shared);
+    ::chmod(shared.c_str(), 01777);
+    ASSERT_TRUE(openCached(dir, settingsIn(shared)).ok());
+    EXPECT_FALSE(onlyEntry(shared).empty());
+    EXPECT_EQ(modeOf(shared), 01777u);
+}

@@ -172,11 +172,14 @@ void evict(const std::string &dir, uint64_t maxBytes)
 // Into a temporary file beside it, then renamed over it: a reader sees a whole entry or none.
 std::string store(const std::string &dir, const std::string &entry, const std::string &bytes)
 {
+    // Made 0700 (key names are the user's); a directory that exists is left as it is: it may
+    // be a shared one the user named.
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec)
-        return "cannot create " + dir + ": " + ec.message();
-    ::chmod(dir.c_str(), 0700); // key names are the user's
+    if (!fs::is_directory(dir, ec)) {
+        fs::create_directories(fs::path(dir).parent_path(), ec);
+        if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+            return "cannot create " + dir + ": " + std::strerror(errno);
+    }
     static std::atomic<unsigned> serial{0};
     const std::string tmp =
         entry + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial.fetch_add(1));
