@@ -18,4 +18,15 @@ namespace shardscope {
  */
 std::optional<Error> writeFileAtomically(const std::string &path, std::string_view content);
 
+/** How writeFileAtomically() may differ for files that are not the user's output. */
+struct AtomicWriteOptions
+{
+    /** fsync() before the rename. Off for a cache, whose own checksum finds a torn file. */
+    bool flush = true;
+    /** Permissions of the new file (e.g. 0600); -1: as described above. */
+    int mode = -1;
+};
+std::optional<Error> writeFileAtomically(const std::string &path, std::string_view content,
+                                         const AtomicWriteOptions &options);
+
 } // namespace shardscope

@@ -61,6 +61,12 @@ mode_t createMode()
 
 std::optional<Error> writeFileAtomically(const std::string &path, std::string_view content)
 {
+    return writeFileAtomically(path, content, AtomicWriteOptions{});
+}
+
+std::optional<Error> writeFileAtomically(const std::string &path, std::string_view content,
+                                         const AtomicWriteOptions &options)
+{
     const size_t slash = path.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
     const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -80,8 +86,9 @@ std::optional<Error> writeFileAtomically(const std::string &path, std::string_vi
     };
     // An existing file keeps its mode; a new one gets what open(O_CREAT, 0666) would give.
     struct stat existing;
-    const mode_t mode =
-        stat(path.c_str(), &existing) == 0 ? (existing.st_mode & 07777) : createMode();
+    const mode_t mode = options.mode >= 0                    ? mode_t(options.mode)
+                        : stat(path.c_str(), &existing) == 0 ? (existing.st_mode & 07777)
+                                                             : createMode();
     if (fchmod(fd, mode) != 0)
         return fail("cannot set permissions", errno);
     for (size_t done = 0; done < content.size();) {
@@ -92,7 +99,7 @@ std::optional<Error> writeFileAtomically(const std::string &path, std::string_vi
             return fail("cannot write", n < 0 ? errno : EIO);
         done += size_t(n);
     }
-    if (fsync(fd) != 0)
+    if (options.flush && fsync(fd) != 0)
         return fail("cannot flush to disk", errno);
     if (close(fd) != 0) {
         const int err = errno;

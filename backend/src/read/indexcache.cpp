@@ -7,9 +7,9 @@
 #include "read/mappedfile.h"
 #include "read/readers.h"
 #include "shardscope/version.h"
+#include "shardscope/writefile.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -148,7 +148,7 @@ void evict(const std::string &dir, uint64_t maxBytes)
         const uint64_t size = e.file_size(ec2);
         if (ec2)
             continue;
-        if (n.find(".ssidx.tmp") != std::string::npos) {
+        if (n.starts_with('.') && n.find(".ssidx.shardscope-") != std::string::npos) {
             if (now - used > std::chrono::hours(1)) // left by a process that died writing it
                 fs::remove(e.path(), ec2);
             continue;
@@ -180,32 +180,10 @@ std::string store(const std::string &dir, const std::string &entry, const std::s
         if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
             return "cannot create " + dir + ": " + std::strerror(errno);
     }
-    static std::atomic<unsigned> serial{0};
-    const std::string tmp =
-        entry + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial.fetch_add(1));
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return "cannot write " + tmp + ": " + std::strerror(errno);
-    size_t done = 0;
-    int err = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            err = n < 0 ? errno : ENOSPC;
-            break;
-        }
-        done += size_t(n);
-    }
-    if (::close(fd) != 0 && !err)
-        err = errno;
-    if (!err && ::rename(tmp.c_str(), entry.c_str()) != 0)
-        err = errno;
-    if (err) {
-        ::unlink(tmp.c_str());
-        return "cannot write " + entry + ": " + std::strerror(err);
-    }
+    // Whole or not at all (a reader sees the old entry or the new one); not flushed to disk:
+    // the checksum finds an entry a crash cut short.
+    if (auto err = writeFileAtomically(entry, bytes, AtomicWriteOptions{false, 0600}))
+        return err->toString();
     return {};
 }
 
@@ -282,16 +260,21 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
     key.build = std::string("shardscope ") + kVersion + ", index schema " +
                 std::to_string(kIndexCacheSchema);
     key.directory = dir;
+    // Small metadata is decoded without reading its bytes for a signature first.
     uint64_t total = 0;
+    for (const std::string &m : metas) {
+        std::error_code ec; // not a regular file: readDcp says what it is
+        if (const uintmax_t n = fs::file_size(fs::path(dir) / m, ec); !ec)
+            total += n;
+    }
+    if (total < settings.minBytes)
+        return readDcp(dir, index, stream, onKeysKnown);
     for (const std::string &m : metas) {
         FileSignature f;
         if (!sign(dir, m, f))
             return readDcp(dir, index, stream, onKeysKnown); // it says what is wrong
-        total += f.size;
         key.files.push_back(std::move(f));
     }
-    if (total < settings.minBytes)
-        return readDcp(dir, index, stream, onKeysKnown);
 
     const std::string entry = (fs::path(settings.dir) / (entryName(key) + ".ssidx")).string();
     waitForIndexWrites(); // one this process is still writing is cheaper than a decode
