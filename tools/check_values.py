@@ -469,6 +469,15 @@ def case_formats(env: Env) -> None:
     torch.save({"checkpoint_version": 3.0, "iteration": 1, "model": sd, "args": legacy_args},
                legacy / "iter_0000001" / "mp_rank_00" / "model_optim_rng.pt")
     (legacy / "latest_checkpointed_iteration.txt").write_text("1")
+    # Both in torch's legacy (pre-1.6, non-zip) stream, as Megatron and torch wrote them before.
+    saved_pre16 = env.tmp / "fmt-model-pre16.pt"
+    torch.save(sd, saved_pre16, _use_new_zipfile_serialization=False)
+    legacy_pre16 = env.tmp / "fmt-legacy-pre16"
+    (legacy_pre16 / "iter_0000001" / "mp_rank_00").mkdir(parents=True)
+    torch.save({"checkpoint_version": 3.0, "iteration": 1, "model": sd, "args": legacy_args},
+               legacy_pre16 / "iter_0000001" / "mp_rank_00" / "model_optim_rng.pt",
+               _use_new_zipfile_serialization=False)
+    (legacy_pre16 / "latest_checkpointed_iteration.txt").write_text("1")
     # The same at EP 2: mp_rank_00_00e files, each with the dense tensors and its two experts
     # under EP-local indices (local_experts.0-1), as Megatron's legacy save cuts them.
     legacy_ep = env.tmp / "fmt-legacy-ep2"
@@ -489,7 +498,8 @@ def case_formats(env: Env) -> None:
     (legacy_ep / "latest_checkpointed_iteration.txt").write_text("1")
     expert = next(k for k in sd if ".local_experts.2.linear_fc1.weight" in k)
     for first, second in ((dist, saved), (saved, dist), (dist, st), (legacy, dist), (legacy, saved),
-                          (dist, legacy_ep), (legacy_ep, saved)):
+                          (dist, legacy_ep), (legacy_ep, saved), (saved_pre16, dist),
+                          (legacy_pre16, saved), (dist, legacy_pre16)):
         rc, d, err = env.values(first, second, "--no-optimizer")
         t = by_name(d)
         wrong = [(k, t.get(k, {}).get("verdict"), t.get(k, {}).get("why")) for k in sd
@@ -498,6 +508,23 @@ def case_formats(env: Env) -> None:
                                      f"{err.strip()[:200]}; not identical {wrong[:3]}")
         check(expert in t and len(t[expert]["keys_a" if first == dist else "keys_b"]) >= 1,
               f"formats {first.name} / {second.name}: expert {expert} not paired")
+    # verify reads the pre-1.6 stream too: every parameter gathered bit for bit, torch's min/max.
+    layout = env.tmp / "fmt-layout.json"
+    layout.write_text(json.dumps({
+        "schema": "shardscope.layout/1", "family": "test", "source": "megatron-core GPTModel",
+        "parallel": {"tp": 1, "pp": 1, "ep": 1, "etp": 1, "dp_shard": 1},
+        "params": [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype).split(".")[-1],
+                    "tp_dim": -1} for k, v in sd.items()]}))
+    for ckpt in (saved_pre16, legacy_pre16):
+        p = subprocess.run([env.cli, "verify", str(ckpt), "--layout", str(layout), "--json"],
+                           capture_output=True, text=True, timeout=600)
+        v = json.loads(p.stdout or "{}")
+        got = {x["name"]: x for x in v.get("params", [])}
+        wrong = [k for k in sd if got.get(k, {}).get("outcome") != "bit_identical"
+                 or got[k]["stats"]["min"] != sd[k].float().min().item()
+                 or got[k]["stats"]["max"] != sd[k].float().max().item()]
+        check(p.returncode == 0 and not wrong,
+              f"formats verify {ckpt.name}: exit {p.returncode} {p.stderr.strip()[:200]}; wrong {wrong[:3]}")
     changed = dict(sd)
     name = "decoder.layers.1.self_attention.linear_proj.weight"
     changed[name] = sd[name].clone()

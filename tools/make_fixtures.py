@@ -23,6 +23,7 @@ import json
 import math
 import os
 import pickle
+import pickletools
 import random
 import shutil
 import socket
@@ -661,12 +662,11 @@ def run_world(world: int, jobs: list[tuple[str, str]], timeout_s: float = 120.0)
 # Single-process fixtures
 # ---------------------------------------------------------------------------------------------
 
-def write_torchsave(out: Path) -> None:
-    out.mkdir(parents=True)
+def torchsave_object(dtypes=ALL_DTYPES) -> dict:
     shared = rand("ts.shared", (10, 3))
     param = torch.nn.Parameter(rand("ts.param", (4, 4)))
-    obj = {
-        "dtypes": dtype_tensors("ts"),
+    return {
+        "dtypes": {DTYPE_NAME[dt]: rand(f"ts.{DTYPE_NAME[dt]}", (3, 5), dt) for dt in dtypes},
         "layout": {
             "noncontig": rand("ts.nc", (5, 7)).t(),
             "view_a": shared[1:4],   # two views of one storage at different storage offsets
@@ -680,7 +680,79 @@ def write_torchsave(out: Path) -> None:
         "meta": {"epoch": 3, "name": "torchsave-fixture", "args": make_namespace(),
                  "blob": b"\x00\x01\xfe\xffbinary", "pair": (1, 2.0), "none": None},
     }
-    torch.save(obj, out / "model.pt")
+
+
+def write_torchsave(out: Path) -> None:
+    out.mkdir(parents=True)
+    torch.save(torchsave_object(), out / "model.pt")
+
+
+# The dtypes torch's legacy (non-zip) writer can store: those with a typed storage class.
+LEGACY_DTYPES = [dt for dt in ALL_DTYPES if not dt.is_floating_point or dt.itemsize > 1]
+
+
+def write_torchsave_legacy(out: Path) -> None:
+    """torch.save's legacy stream (torch < 1.6; `_use_new_zipfile_serialization=False` since):
+    model.pt from torch itself; views.pt with what only older writers made, storage views
+    (view_metadata) and a big-endian host's system info, built with pickle as their writers laid
+    it out and checked here to load in torch."""
+    out.mkdir(parents=True)
+    torch.save(torchsave_object(LEGACY_DTYPES), out / "model.pt", _use_new_zipfile_serialization=False)
+
+    base = {"f32": rand("lv.f32", (24,)), "i64": rand("lv.i64", (6,), torch.int64),
+            "bf16": rand("lv.bf16", (8,), torch.bfloat16)}
+
+    class Storage:  # a persistent id, as _legacy_save's persistent_id returned it
+        def __init__(self, key, tensor, view=None):
+            self.key, self.tensor, self.view = key, tensor, view
+
+    class Rebuild:  # a tensor, as Tensor.__reduce_ex__ gave it: _rebuild_tensor_v2(...)
+        def __init__(self, storage, offset, size, stride, v2=True):
+            self.args, self.v2 = (storage, offset, size, stride), v2
+
+        def __reduce__(self):  # torch < 0.4: _rebuild_tensor(storage, offset, size, stride)
+            if not self.v2:
+                return (torch._utils._rebuild_tensor, self.args)
+            return (torch._utils._rebuild_tensor_v2, self.args + (False, OrderedDict()))
+
+    class Writer(pickle.Pickler):
+        def persistent_id(self, obj):
+            if not isinstance(obj, Storage):
+                return None
+            t = obj.tensor
+            storage_type = getattr(torch, {torch.float32: "FloatStorage", torch.int64: "LongStorage",
+                                           torch.bfloat16: "BFloat16Storage"}[t.dtype])
+            return ("storage", storage_type, obj.key, "cpu", t.numel(), obj.view)
+
+    f32, i64, bf16 = (Storage(k, base[k]) for k in ("f32", "i64", "bf16"))
+    objects = {
+        "whole": Rebuild(f32, 0, (4, 6), (6, 1)),
+        # (view key, offset, size) in elements of the root storage: views 1 and 2 of f32.
+        "view_rows": Rebuild(Storage("f32", base["f32"], ("f32.v1", 6, 12)), 0, (2, 6), (6, 1)),
+        "view_tail": Rebuild(Storage("f32", base["f32"], ("f32.v2", 18, 6)), 1, (5,), (1,)),
+        "view_strided": Rebuild(Storage("f32", base["f32"], ("f32.v1", 6, 12)), 2, (3, 2), (3, 1)),
+        "long": Rebuild(i64, 0, (2, 3), (3, 1)),
+        "pre_v2": Rebuild(i64, 3, (3,), (1,), v2=False),
+        "bf16_t": Rebuild(bf16, 0, (4, 2), (1, 4)),
+    }
+    with open(out / "views.pt", "wb") as f:
+        for head in (0x1950A86A20F9469CFC6C, 1001,
+                     {"protocol_version": 1001, "little_endian": False,
+                      "type_sizes": {"short": 2, "int": 4, "long": 8}}):
+            pickle.dump(head, f, protocol=2)
+        Writer(f, protocol=2).dump(objects)
+        keys = sorted(base)
+        pickle.dump(keys, f, protocol=2)
+        for k in keys:  # element count then bytes, little-endian as torch wrote them
+            f.write(struct.pack("<q", base[k].numel()))
+            f.write(base[k].view(torch.uint8).numpy().tobytes())
+    loaded = torch.load(out / "views.pt", weights_only=True)
+    flat = base["f32"]
+    assert torch.equal(loaded["view_rows"], flat[6:18].view(2, 6))
+    assert torch.equal(loaded["view_tail"], flat[19:24])
+    assert torch.equal(loaded["view_strided"], flat[8:18].as_strided((3, 2), (3, 1)))
+    assert torch.equal(loaded["bf16_t"], base["bf16"].as_strided((4, 2), (1, 4)))
+    assert torch.equal(loaded["pre_v2"], base["i64"][3:])
 
 
 def write_safetensors(out: Path, sharded_out: Path) -> None:
@@ -721,8 +793,9 @@ def write_safetensors(out: Path, sharded_out: Path) -> None:
         json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
 
 
-def write_megatron_legacy(root: Path, tp: int = 2, layers: int = 2) -> None:
-    """torch-format Megatron: one torch.save per TP rank holding TP-local shards."""
+def write_megatron_legacy(root: Path, tp: int = 2, layers: int = 2, zip_format: bool = True) -> None:
+    """torch-format Megatron: one torch.save per TP rank holding TP-local shards (with
+    zip_format=False, in torch's legacy stream, as Megatron wrote them before torch 1.6)."""
     h, ffn, vocab, it = 16, 32, 64, 10
     bf = torch.bfloat16
     (root / "latest_checkpointed_iteration.txt").parent.mkdir(parents=True)
@@ -763,7 +836,7 @@ def write_megatron_legacy(root: Path, tp: int = 2, layers: int = 2) -> None:
         }
         d = root / f"iter_{it:07d}" / f"mp_rank_{r:02d}"
         d.mkdir(parents=True)
-        torch.save(ckpt, d / "model_optim_rng.pt")
+        torch.save(ckpt, d / "model_optim_rng.pt", _use_new_zipfile_serialization=zip_format)
 
 
 def finish_megatron_torch_dist(root: Path, it: int, args: argparse.Namespace | None = None) -> None:
@@ -795,7 +868,7 @@ def st_file(header: dict | bytes, data: bytes, header_len: int | None = None) ->
     return struct.pack("<Q", len(hdr) if header_len is None else header_len) + hdr + data
 
 
-def write_bad(bad: Path, src_dcp: Path, good_pt: Path) -> None:
+def write_bad(bad: Path, src_dcp: Path, good_pt: Path, legacy_pt: Path) -> None:
     bad.mkdir(parents=True)
     cases: dict[str, dict] = {}
 
@@ -887,6 +960,30 @@ def write_bad(bad: Path, src_dcp: Path, good_pt: Path) -> None:
     w.write_end_of_file()
     case("pt_builtins_eval", "pt_builtins_eval.pt", 2, ["pt_builtins_eval.pt", "eval"])
 
+    # torch.save legacy streams: cut in the storages, a count that disagrees, a wrong magic number.
+    raw = legacy_pt.read_bytes()
+    (bad / "legacy_truncated.pt").write_bytes(raw[: len(raw) - 40])
+    case("legacy_truncated", "legacy_truncated.pt", 2, ["legacy_truncated.pt", "unexpected end of file"])
+    f = io.BytesIO(raw)
+    for _ in range(5):  # past the magic, version, sys info, objects and storage keys
+        for _op in pickletools.genops(f):
+            pass
+    wrong = bytearray(raw)
+    struct.pack_into("<q", wrong, f.tell(), struct.unpack_from("<q", raw, f.tell())[0] + 1)
+    (bad / "legacy_wrong_size.pt").write_bytes(bytes(wrong))
+    case("legacy_wrong_size", "legacy_wrong_size.pt", 2, ["legacy_wrong_size.pt", "wrong byte size", "offset"])
+    # torch < 0.4's tar (sys_info, pickle, storages, tensors members): refused in one line.
+    import tarfile
+    with tarfile.open(bad / "legacy_tar.pt", "w", format=tarfile.PAX_FORMAT) as tar:
+        for member in ("sys_info", "pickle", "storages", "tensors"):
+            data = pickle.dumps({"protocol_version": 1001}, protocol=2)
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    case("legacy_tar", "legacy_tar.pt", 2, ["legacy_tar.pt", "tar format", "weights_only=False"])
+    (bad / "legacy_bad_magic.pt").write_bytes(raw[:4] + bytes([raw[4] ^ 1]) + raw[5:])
+    case("legacy_bad_magic", "legacy_bad_magic.pt", 2, ["legacy_bad_magic.pt", "magic number"])
+
     # safetensors.
     good = {"good": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}
     body = rand("st.bad", (4,)).numpy().tobytes()
@@ -974,9 +1071,12 @@ def build(tmp: Path) -> None:
         tensor_model_parallel_size=2, ckpt_format="torch_dist"))
     (tmp / "megatron_fsdp_dtensor" / "latest_checkpointed_iteration.txt").write_text("50")
     write_megatron_legacy(tmp / "megatron_legacy")
+    write_megatron_legacy(tmp / "megatron_legacy_pre16", zip_format=False)
     write_torchsave(tmp / "torchsave")
+    write_torchsave_legacy(tmp / "torchsave_legacy")
     write_safetensors(tmp / "safetensors", tmp / "safetensors_sharded")
-    write_bad(tmp / "bad", scratch / "bad_source", tmp / "torchsave" / "model.pt")
+    write_bad(tmp / "bad", scratch / "bad_source", tmp / "torchsave" / "model.pt",
+              tmp / "torchsave_legacy" / "model.pt")
     shutil.rmtree(scratch)
     log("single-process fixtures written")
 

@@ -169,7 +169,7 @@ def resolve(path: Path) -> tuple[str, Path]:
         return "st_index", path
     with open(path, "rb") as f:
         head = f.read(9)
-    if head[:4] == b"PK\x03\x04":
+    if head[:4] == b"PK\x03\x04" or head[:3] == b"\x80\x02\x8a":  # zip, or legacy (magic long)
         return "torchsave", path
     if len(head) == 9 and head[8:9] == b"{":
         return "safetensors", path

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -182,6 +183,16 @@ Status openFile(const fs::path &file, CheckpointIndex &index, const OpenOptions 
         index.format = Format::TorchSave;
         return readTorchSave(index.dataDir, name, "", index);
     }
+    // torch < 0.4 saved a tar of sys_info, pickle, storages and tensors; torch.load still reads
+    // one, but only with weights_only=False (it unpickles with the full pickle module).
+    if (auto all = (*mf)->bytes();
+        all.size() >= 263 && std::memcmp(all.data() + 257, "ustar", 5) == 0)
+        return makeError(
+                   Error::Code::Unsupported,
+                   "torch.save tar format (torch < 0.4): not read; torch itself loads it only "
+                   "with weights_only=False. Re-save it with a newer torch")
+            .inFile(file.string())
+            .atOffset(257);
     if (looksLikeSafetensors((*mf)->bytes()) || name.ends_with(".safetensors")) {
         index.format = Format::Safetensors;
         return readSafetensors(index.dataDir, name, index);

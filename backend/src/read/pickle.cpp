@@ -1037,6 +1037,7 @@ inline bool PickleMachine::step(uint8_t op)
         if (!pop(v))
             return false;
         A.m_root = v;
+        A.m_length = m_p;
         m_done = true;
         return true;
     }

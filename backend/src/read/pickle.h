@@ -134,6 +134,8 @@ class PickleArena
 public:
     NodeId root() const { return m_root; }
     std::span<const uint8_t> stream() const { return m_stream; }
+    /** Bytes of the stream up to and including STOP: where a following pickle starts. */
+    uint64_t length() const { return m_length; }
     NodeKind kind(NodeId v) const;
     /** Byte offset (within the whole file) of the opcode that made the value, when known. */
     uint64_t offsetOf(NodeId v) const;
@@ -325,6 +327,7 @@ private:
     std::unordered_map<uint32_t, NodeId> m_objExtra; // rare: NEWOBJ_EX kwargs, dict subclasses
     std::string m_owned;
     NodeId m_root = kNil;
+    uint64_t m_length = 0;
 };
 
 /**

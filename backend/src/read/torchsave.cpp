@@ -32,7 +32,25 @@ std::string keyText(const PickleArena &a, NodeId k)
     }
 }
 
-Result<TorchSavePayload> TorchSavePayload::open(std::span<const uint8_t> archive, uint64_t base)
+Result<TorchSavePayload> TorchSavePayload::open(std::span<const uint8_t> file, uint64_t base)
+{
+    // The legacy format starts with a pickle's PROTO opcode; a zip archive with "PK".
+    if (!file.empty() && file[0] == 0x80 && !looksLikeZip(file))
+        return openLegacy(file, base);
+    return openZip(file, base);
+}
+
+std::optional<StorageRecord> TorchSavePayload::storageRecord(const std::string &key) const
+{
+    if (m_legacy) {
+        auto it = m_records.find(key);
+        return it == m_records.end() ? std::nullopt : std::optional(it->second);
+    }
+    const ZipArchive::Record *rec = m_zip.find("data/" + key);
+    return rec ? std::optional(StorageRecord{rec->offset, rec->size}) : std::nullopt;
+}
+
+Result<TorchSavePayload> TorchSavePayload::openZip(std::span<const uint8_t> archive, uint64_t base)
 {
     auto zip = ZipArchive::parse(archive, base);
     if (!zip)
@@ -54,6 +72,7 @@ Result<TorchSavePayload> TorchSavePayload::open(std::span<const uint8_t> archive
     TorchSavePayload p;
     p.m_zip = std::move(*zip);
     p.m_arena = std::move(*arena);
+    p.m_base = base;
     return p;
 }
 
@@ -105,9 +124,7 @@ Result<TensorSpec> TorchSavePayload::tensorSpec(NodeId node) const
         fn = a.globalName(a.item(args, 0));
         args = a.item(args, 2);
     }
-    if (fn == "_rebuild_tensor")
-        return makeError(Error::Code::Unsupported, "legacy _rebuild_tensor layout")
-            .atOffset(a.offsetOf(n));
+    // _rebuild_tensor (torch < 0.4) takes (storage, offset, size, stride): v2's first four.
     if (args == kNil || a.kind(args) != NodeKind::Tuple || a.size(args) < 4)
         return bad("argument tuple too short");
 
@@ -123,6 +140,9 @@ Result<TensorSpec> TorchSavePayload::tensorSpec(NodeId node) const
     if (a.kind(stype) != NodeKind::Global || !a.isStr(skey))
         return bad("storage type or key malformed");
     spec.storageKey = std::string(a.bytes(skey));
+    // Legacy views of a storage (torch < 1.0): (…, numel, (view_key, offset, size)).
+    if (NodeId view = a.item(pid, 5); m_legacy && view != kNil && a.kind(view) == NodeKind::Tuple)
+        spec.storageKey = std::string(a.bytes(a.item(view, 0)));
 
     if (fn == "_rebuild_tensor_v3") {
         NodeId dt = a.item(args, 6);
@@ -151,9 +171,12 @@ Result<TensorSpec> TorchSavePayload::tensorSpec(NodeId node) const
     spec.shape = std::move(*shape);
     spec.strides = std::move(*strides);
 
-    const ZipArchive::Record *rec = m_zip.find("data/" + spec.storageKey);
+    const std::optional<StorageRecord> rec = storageRecord(spec.storageKey);
+    const std::string recordName = m_legacy ? "storage '" + spec.storageKey + "'"
+                                            : "storage record 'data/" + spec.storageKey + "'";
     if (!rec)
-        return bad("storage record 'data/" + spec.storageKey + "' missing from the archive");
+        return bad(recordName +
+                   (m_legacy ? " not among the file's storages" : " missing from the archive"));
     spec.recordOffset = rec->offset;
     spec.recordSize = rec->size;
 
@@ -174,10 +197,9 @@ Result<TensorSpec> TorchSavePayload::tensorSpec(NodeId node) const
     if (es > 0 && !empty && (last + 1) * unsigned(es) > rec->size)
         return makeError(Error::Code::Format,
                          "tensor view needs " +
-                             std::to_string(uint64_t((last + 1) * unsigned(es))) +
-                             " bytes but storage record 'data/" + spec.storageKey + "' has " +
-                             std::to_string(rec->size))
-            .atOffset(m_zip.base() + rec->offset);
+                             std::to_string(uint64_t((last + 1) * unsigned(es))) + " bytes but " +
+                             recordName + " has " + std::to_string(rec->size))
+            .atOffset(m_base + rec->offset);
     return spec;
 }
 

@@ -6,7 +6,9 @@
 #include "shardscope/dtype.h"
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace shardscope::detail {
@@ -20,20 +22,30 @@ struct TensorSpec
     std::vector<int64_t> strides;
     int64_t storageOffset = 0;
     std::string storageKey;
-    uint64_t recordOffset = 0; ///< storage record data, relative to the archive start
+    uint64_t recordOffset = 0; ///< storage record data, relative to the file or archive start
     uint64_t recordSize = 0;
 };
 
+/** Where a storage's bytes are, relative to the start of the file or archive. */
+struct StorageRecord
+{
+    uint64_t offset = 0;
+    uint64_t size = 0;
+};
+
 /**
- * One torch.save archive: its records and its decoded data.pkl. References the bytes it was
- * opened over; keep them alive.
+ * One torch.save file: its storage records and its decoded object pickle. Either the zip archive
+ * of torch >= 1.6 (data.pkl, data/<key>) or the legacy stream of older torch (and of
+ * `_use_new_zipfile_serialization=False`): five pickles, then each storage's bytes. References
+ * the bytes it was opened over; keep them alive.
  */
 class TorchSavePayload
 {
 public:
-    static Result<TorchSavePayload> open(std::span<const uint8_t> archive, uint64_t base = 0);
+    /** Either format, told apart by its first bytes. */
+    static Result<TorchSavePayload> open(std::span<const uint8_t> file, uint64_t base = 0);
 
-    const ZipArchive &zip() const { return m_zip; }
+    bool isLegacy() const { return m_legacy; }
     const PickleArena &arena() const { return m_arena; }
     NodeId root() const { return m_arena.root(); }
 
@@ -51,6 +63,9 @@ public:
                  int maxDepth = 64) const;
 
 private:
+    static Result<TorchSavePayload> openZip(std::span<const uint8_t> archive, uint64_t base);
+    static Result<TorchSavePayload> openLegacy(std::span<const uint8_t> file, uint64_t base);
+    std::optional<StorageRecord> storageRecord(const std::string &key) const;
     NodeId unwrapTensor(NodeId n, int depth = 0) const;
     bool holdsTensorOrDict(NodeId n, int depth = 0) const;
     void
@@ -59,6 +74,9 @@ private:
 
     ZipArchive m_zip;
     PickleArena m_arena;
+    bool m_legacy = false;
+    uint64_t m_base = 0;
+    std::unordered_map<std::string, StorageRecord> m_records; // legacy: by storage (or view) key
     // Per node: 0 unknown, 1 in progress, 2 no, 3 yes. Memoised so shared or cyclic
     // containers cost one visit.
     mutable std::vector<uint8_t> m_holds;

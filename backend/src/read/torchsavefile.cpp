@@ -30,11 +30,6 @@ Status readTorchSave(const std::string &dataDir, const std::string &relativePath
     if (!file)
         return file.error();
     auto bytes = (*file)->bytes();
-    if (bytes.size() >= 2 && bytes[0] == 0x80 && !looksLikeZip(bytes))
-        return makeError(Error::Code::Unsupported,
-                         "legacy (pre-1.6, non-zip) torch.save format; re-save with torch >= 1.6")
-            .inFile(path)
-            .atOffset(0);
     auto payload = TorchSavePayload::open(bytes, 0);
     if (!payload)
         return payload.error().inFile(path);
