@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -843,7 +844,50 @@ def case_unconsumed_shapes(env: Env) -> None:
     check(rc == 1 and not d["clean"], f"exit {rc}")
 
 
+def case_config(env: Env) -> None:
+    """`diff CKPT --config C [--tp N]` builds the layout itself, as the window does: the same
+    entries, outcome and exit as `diff CKPT --layout` of `layout --from-config C`, for the demo
+    and for the DeepSeek-V3 family at TP 2; a repair preview's command writes that layout first
+    and then runs, and the fix it writes loads clean."""
+    for ckpt, config, extra in ((env.demo, env.demo / "config.json", []),
+                                (env.fixtures / "deepseek_v3/unfused",
+                                 env.fixtures / "deepseek_v3/config.json", ["--tp", "2"]),
+                                (env.demo, env.demo / "config.json",
+                                 ["--disable-rule", "mla_down_proj"])):
+        lay = env.tmp / f"config-{len(extra)}.json"
+        parallel = [a for a in extra if a != "--disable-rule" and a != "mla_down_proj"]
+        rules = [a for a in extra if a not in parallel]
+        rc, _, err = run([env.cli, "layout", "--from-config", str(config), *parallel, "-o", str(lay)])
+        check(rc == 0, f"layout --from-config {config}: {err}")
+        a = run([env.cli, "diff", str(ckpt), "--layout", str(lay), *rules, "--json"])
+        b = run([env.cli, "diff", str(ckpt), "--config", str(config), *extra, "--json"])
+        ja, jb = json.loads(a[1] or "{}"), json.loads(b[1] or "{}")
+        for j in (ja, jb):
+            j.pop("against", None)
+            j.pop("repair", None)
+        check(a[0] == b[0] and ja == jb and ja.get("entries"),
+              f"diff --config {config} {extra}: exit {b[0]} vs {a[0]} {b[2][:200]}; "
+              f"same result: {ja == jb}")
+    # The preview's command, run as printed (from a scratch directory: it writes there).
+    rc, out, _ = run([env.cli, "diff", str(env.demo.resolve()), "--config",
+                      str((env.demo / "config.json").resolve()), "--disable-rule", "mla_down_proj",
+                      "--json"])
+    command = json.loads(out or "{}").get("repair", {}).get("command", "")
+    work = env.tmp / "preview"
+    work.mkdir()
+    fixed = work / "demo-fixed"
+    command = command.replace(str(env.demo.resolve()) + "-fixed", str(fixed)).replace(
+        "shardscope-cli ", shlex.quote(str(Path(env.cli).resolve())) + " ")
+    p = subprocess.run(command, shell=True, cwd=work, capture_output=True, text=True, timeout=300)
+    check(command.count("&&") == 1 and p.returncode == 0 and fixed.is_dir(),
+          f"preview command {command!r}: exit {p.returncode} {p.stderr[-300:]}")
+    rc, _, err = run([env.cli, "diff", str(fixed), "--config", str(env.demo / "config.json"),
+                      "--disable-rule", "mla_down_proj"])
+    check(rc == 0, f"the preview's repair does not load clean: exit {rc} {err[-200:]}")
+
+
 CASES = {
+    "config": case_config,
     **{f"layout_{f}": (lambda env, f=f: case_layout(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
     **{f"unfused_{f}": (lambda env, f=f: case_unfused(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},
     **{f"fused_{f}": (lambda env, f=f: case_fused(env, f)) for f in ("llama", "deepseek_v3", "qwen3_next")},

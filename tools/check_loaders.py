@@ -1179,12 +1179,176 @@ def case_megatron_args(env: Env) -> None:
                   f"{d.get('counts', {}).get('loadable_model')} of {len(real)}: {bad[:3]}")
 
 
+def case_named_causes(env: Env) -> None:
+    """Failures people report, rebuilt with real torch, each with its cause named (not "compare
+    the model config"), torch's own message as the load outcome, and where ShardScope can repair
+    it, `fix`'s copy loading strict with every value bit for bit:
+    - a prefix on every key: torch.compile's _orig_mod., DataParallel's module., and a base
+      model's state dict for a model that keeps it under model. (prefix to add);
+    - an output layer saved tied (no lm_head.weight) for a model with tie_word_embeddings false,
+      and the reverse (an untied head for a tied model);
+    - rotary inv_freq buffers an older model saved and today's recomputes: harmless, dropped;
+    - an embedding whose extra rows are vocabulary padding;
+    - a sharded safetensors set whose index names a shard that is missing, or cut short."""
+    from safetensors.torch import load_file, save_file
+    base = hf_model()
+    full = tensors(base)
+
+    def bits(t):
+        return t.contiguous().view(torch.uint8) if t.dtype != torch.bool else t
+
+    def entries(d):
+        return {x["name"]: x for x in d.get("entries", [])}
+
+    def strict(model, sd):
+        return error_of(lambda: model.load_state_dict(sd, strict=True))
+
+    def repaired(name, src, lay, want: dict[str, torch.Tensor], fmt: str):
+        out = env.tmp / f"{name}-fixed"
+        p = subprocess.run([env.cli, "fix", str(src), "--layout", str(lay), "-o", str(out)],
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            FAILURES.append(f"{name}: fix exit {p.returncode}: {p.stderr.strip()[:200]}")
+            return
+        f = next(x for x in out.iterdir() if x.suffix in (".pt", ".safetensors"))
+        got = torch.load(f) if fmt == "pt" else load_file(str(f))
+        err = strict(module_from({k: (tuple(v.shape), v.dtype) for k, v in want.items()}), got)
+        wrong = [k for k in want if k not in got or not torch.equal(bits(got[k]), bits(want[k]))]
+        check(err is None and not wrong, f"{name}: strict load of the repair {err}; wrong {wrong[:3]}")
+
+    def saved(name, sd, fmt):
+        path = env.tmp / f"{name}.{fmt}"
+        if fmt == "pt":
+            torch.save(sd, path)
+        else:
+            save_file({k: v.contiguous() for k, v in sd.items()}, str(path))
+        return path
+
+    def read(path):  # the state dict as the loader gets it (safetensors orders its keys)
+        return torch.load(path) if path.suffix == ".pt" else load_file(str(path))
+
+    def same_outcome(name, d, real):
+        o = d["outcome"]
+        want = f"{real[0]}: " + real[1].replace("for Model:", "for <model>:") if real else None
+        check(real is not None and o["action"] == "raises" and o["message"] == want,
+              f"{name}: torch raises {want!r}; the diff {o['action']} {o['message']!r}")
+
+    for fmt in ("pt", "safetensors"):
+        # 1. Prefixes: the wrappers' state dicts as torch itself names them.
+        model = module_from(base)
+        model.load_state_dict(full)
+        for state, (wrapped, prefix) in {
+                "compiled": (torch.compile(model), "_orig_mod."),
+                "data_parallel": (nn.DataParallel(model), "module.")}.items():
+            sd = dict(wrapped.state_dict())
+            check(all(k.startswith(prefix) for k in sd), f"{state}: torch's names {list(sd)[:2]}")
+            path = saved(f"{state}-{fmt}", sd, fmt)
+            lay = env.layout(f"{state}-{fmt}", base)
+            d = env.diff(path, lay)
+            same_outcome(f"{fmt}/{state}", d, strict(module_from(base), read(path)))
+            e = entries(d)
+            check(all(e[n]["status"] == "rename" and f"'{prefix}'" in e[n]["fix"] for n in base),
+                  f"{fmt}/{state}: {[(n, e.get(n, {}).get('status'), e.get(n, {}).get('fix')) for n in base][:1]}")
+            repaired(f"{state}-{fmt}", path, lay, full, fmt)
+        # A base model's state dict (the module under model.) for the model that wraps it.
+        inner = {k: v for k, v in base.items() if k.startswith("model.")}
+        holder = module_from(inner)
+        for k, v in full.items():
+            if k in inner:
+                holder.get_parameter(k).data.copy_(v)
+        sd = dict(holder.model.state_dict())
+        path = saved(f"base-{fmt}", sd, fmt)
+        lay = env.layout(f"base-{fmt}", inner)
+        d = env.diff(path, lay)
+        same_outcome(f"{fmt}/base", d, strict(module_from(inner), read(path)))
+        e = entries(d)
+        check(all(e[n]["status"] == "rename" and "key_prefix" in e[n]["rules"] and
+                  "Add prefix 'model.'" in e[n]["fix"] for n in inner),
+              f"{fmt}/base: {[(n, e.get(n, {}).get('rules'), e.get(n, {}).get('fix')) for n in inner][:1]}")
+        repaired(f"base-{fmt}", path, lay, {k: full[k] for k in inner}, fmt)
+
+        # 2. Tied and untied output layers.
+        sd = {k: v for k, v in full.items() if k != "lm_head.weight"}
+        path = saved(f"tied-{fmt}", sd, fmt)
+        lay = env.layout(f"tied-{fmt}", base)
+        d = env.diff(path, lay)
+        same_outcome(f"{fmt}/tied", d, strict(module_from(base), read(path)))
+        head = entries(d).get("lm_head.weight", {})
+        check("tied_output" in head.get("rules", []) and "tie_word_embeddings" in head.get("fix", ""),
+              f"{fmt}/tied: {head.get('status')} {head.get('fix')}")
+        repaired(f"tied-{fmt}", path, lay, full | {"lm_head.weight": full["model.embed_tokens.weight"]}, fmt)
+        tied_model = {k: v for k, v in base.items() if k != "lm_head.weight"}
+        path = saved(f"untied-{fmt}", full, fmt)
+        d = env.diff(path, env.layout(f"untied-{fmt}", tied_model))
+        same_outcome(f"{fmt}/untied", d, strict(module_from(tied_model), read(path)))
+        notes = {u["key"]: u["note"] for u in d.get("unconsumed", [])}
+        check("saved untied" in notes.get("lm_head.weight", ""), f"{fmt}/untied: {notes}")
+
+        # 3. Buffers a model recomputes.
+        sd = full | {f"model.layers.{i}.self_attn.rotary_emb.inv_freq":
+                     1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8)) for i in range(2)}
+        path = saved(f"inv_freq-{fmt}", sd, fmt)
+        lay = env.layout(f"inv_freq-{fmt}", base)
+        d = env.diff(path, lay)
+        same_outcome(f"{fmt}/inv_freq", d, strict(module_from(base), read(path)))
+        notes = [u["note"] for u in d.get("unconsumed", [])]
+        check(len(notes) == 2 and all("recomputes" in n and "harmless" in n for n in notes),
+              f"{fmt}/inv_freq: {notes}")
+        repaired(f"inv_freq-{fmt}", path, lay, full, fmt)
+
+        # 4. Vocabulary padding: 61 tokens padded to a multiple of 64 by the saving run.
+        padded = base | {"model.embed_tokens.weight": ((64, 8), torch.float32),
+                         "lm_head.weight": ((64, 8), torch.float32)}
+        want = base | {"model.embed_tokens.weight": ((61, 8), torch.float32),
+                       "lm_head.weight": ((61, 8), torch.float32)}
+        sd = tensors(padded)
+        path = saved(f"vocab-{fmt}", sd, fmt)
+        d = env.diff(path, env.layout(f"vocab-{fmt}", want))
+        same_outcome(f"{fmt}/vocab", d, strict(module_from(want), read(path)))
+        e = entries(d)
+        check(all(e[n]["status"] == "shape_mismatch" and "padding" in e[n]["fix"] and
+                  "tensor[:61]" in e[n]["fix"] for n in ("model.embed_tokens.weight", "lm_head.weight")),
+              f"{fmt}/vocab: {[e.get(n, {}).get('fix') for n in ('lm_head.weight',)]}")
+
+    # 5. A sharded safetensors set whose index names a shard that is gone, or cut short.
+    names = sorted(full)
+    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    for how in ("missing", "cut"):
+        d_ = env.tmp / f"shards-{how}"
+        d_.mkdir()
+        for f, keys in shards.items():
+            save_file({k: full[k] for k in keys}, str(d_ / f))
+        (d_ / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {}, "weight_map": {k: f for f, ks in shards.items() for k in ks}}))
+        victim = d_ / "model-00002-of-00002.safetensors"
+        if how == "missing":
+            victim.unlink()
+        else:
+            victim.write_bytes(victim.read_bytes()[:20])
+
+        def load_set():  # what a sharded load does: each shard the index names, in turn
+            for f in shards:
+                load_file(str(d_ / f))
+        real = error_of(load_set)
+        d = env.diff(d_, env.layout(f"shards-{how}", base))
+        e = entries(d)
+        bad = sorted(n for n, x in e.items() if x["status"] == "unreadable")
+        check(bad == sorted(shards["model-00002-of-00002.safetensors"]) and
+              all(victim.name in e[n]["reason"] for n in bad),
+              f"shards {how}: unreadable {bad} {[e[n]['reason'] for n in bad][:1]}")
+        check(real is not None and d["outcome"]["action"] == "raises" and
+              (how != "missing" or d["outcome"]["message"] == f"{real[0]}: {real[1]}"),
+              f"shards {how}: safetensors raises {real}; the diff {d['outcome']}")
+
+
 CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
          "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
          "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes,
          "megatron_gpt": case_megatron_gpt, "megatron_moe": case_megatron_moe,
          "megatron_args": case_megatron_args, "param_groups": case_param_groups,
-         "untrained_experts": case_untrained_experts, "mla_versions": case_mla_versions}
+         "untrained_experts": case_untrained_experts, "mla_versions": case_mla_versions,
+         "named_causes": case_named_causes}
 
 
 def main() -> int:

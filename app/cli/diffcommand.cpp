@@ -6,6 +6,7 @@
 #include <shardscope/session.h>
 #include <shardscope/writefile.h>
 
+#include <filesystem>
 #include <iostream>
 #include <utility>
 
@@ -128,6 +129,34 @@ int runLayout(const LayoutCommandOptions &o)
     return ExitHealthy;
 }
 
+namespace {
+
+// --layout FILE, or the layout built from --config (then `layout` is the file the repair
+// preview's first command writes).
+struct LayoutSource
+{
+    std::string path;
+    std::shared_ptr<const Layout> built;
+    std::string command;
+};
+
+Result<LayoutSource> layoutSource(const DiffCommandOptions &o)
+{
+    if (!o.config.config)
+        return LayoutSource{*o.layout, nullptr, {}};
+    auto built = buildLayout(o.config);
+    if (!built)
+        return built.error();
+    std::string stem = std::filesystem::path(*o.config.config).stem().string();
+    const std::string path = (stem.empty() ? std::string("model") : stem) + "-layout.json";
+    return LayoutSource{path, *built,
+                        "shardscope-cli layout " +
+                            std::string(configArguments(o.config)).replace(0, 8, "--from-config") +
+                            " -o " + shellQuote(path)};
+}
+
+} // namespace
+
 int runDiff(const DiffCommandOptions &o)
 {
     DiffOptions options;
@@ -165,7 +194,11 @@ int runDiff(const DiffCommandOptions &o)
             if (o.values)
                 request.values = valueRequest(o);
         } else {
-            request.diff = DiffRequest{o.checkpoint, *o.layout, options, nullptr};
+            auto source = layoutSource(o);
+            if (!source)
+                return fail(source.error());
+            request.diff = DiffRequest{o.checkpoint, source->path,  options,
+                                       nullptr,      source->built, source->command};
         }
         auto report = runReport(request);
         if (!report)
@@ -199,9 +232,15 @@ int runDiff(const DiffCommandOptions &o)
         return d->clean() ? ExitHealthy : ExitProblems;
     }
 
-    auto diff = shardscope::runDiff({o.checkpoint, *o.layout, options, nullptr});
+    auto source = layoutSource(o);
+    if (!source)
+        return fail(source.error());
+    auto diff = shardscope::runDiff(
+        {o.checkpoint, source->path, options, nullptr, source->built, source->command});
     if (!diff)
         return fail(diff.error());
+    if (o.config.config)
+        diff->against = *o.config.config + " (the layout built from it)";
     if (o.json)
         std::cout << diffToJson(*diff);
     else

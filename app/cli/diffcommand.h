@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "configlayout.h"
+
 #include <shardscope/layout.h>
 #include <shardscope/session.h>
 
@@ -24,6 +26,7 @@ struct DiffCommandOptions
 {
     std::string checkpoint;
     std::optional<std::string> layout;
+    ConfigLayout config; ///< --config: the layout built from a model config
     std::optional<std::string> against;
     std::string strictness = "assume_ok_unexpected";
     bool partialLoad = false; ///< --no-strict-fsdp-dtensor-load

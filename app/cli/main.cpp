@@ -120,9 +120,11 @@ int main(int argc, char **argv)
     DiffCommandOptions diff;
     auto addDiffOptions = [&diff](CLI::App *c) {
         c->add_option("checkpoint", diff.checkpoint, "The checkpoint to check")->required();
-        c->add_option("--layout", diff.layout,
-                      "What the model expects (layout JSON); with --values, what names both "
-                      "checkpoints' tensors");
+        auto *l = c->add_option("--layout", diff.layout,
+                                "What the model expects (layout JSON); with --values, what names "
+                                "both checkpoints' tensors");
+        addConfigLayoutOptions(c, diff.config);
+        l->excludes(c->get_option("--config"));
         auto *a = c->add_option("--against", diff.against, "Another checkpoint");
         auto *v = c->add_flag("--values", diff.values,
                               "With --against: compare every tensor value by value, through "
@@ -266,10 +268,17 @@ int main(int argc, char **argv)
     if (*ver)
         return runVerify(verify);
     if (*dif || *rep) {
-        if (!diff.layout && !diff.against) {
-            std::cerr << "shardscope-cli: give --layout FILE or --against CHECKPOINT\n";
+        if (!diff.layout && !diff.against && !diff.config.config) {
+            std::cerr << "shardscope-cli: give --layout FILE, --config FILE or --against "
+                         "CHECKPOINT\n";
             return ExitUnreadable;
         }
+        if (diff.config.config && (diff.against || diff.values)) {
+            std::cerr << "shardscope-cli: --config builds a layout for a diff against it; "
+                         "with --against or --values give --layout\n";
+            return ExitUnreadable;
+        }
+        noteParallelGiven(*dif ? dif : rep, diff.config);
         if (diff.layout && diff.against && !diff.values) {
             std::cerr << "shardscope-cli: --layout and --against go together only with --values\n";
             return ExitUnreadable;

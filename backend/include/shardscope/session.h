@@ -123,6 +123,9 @@ struct DiffRequest
     /** The layout at `layout`, already read (the GUI keeps it across rule toggles: reading
      *  DeepSeek-V3's 10 MB takes 70 ms); null: read from the path. */
     std::shared_ptr<const Layout> openedLayout;
+    /** When `openedLayout` was built from a config and `layout` is not written yet: the
+     *  command that writes it, which the repair preview runs before its fix (diff --config). */
+    std::string layoutCommand;
 };
 
 /** Checkpoint against layout: every expected parameter's status and what the real load does. */

@@ -2,6 +2,7 @@
 #include "diff/causes.h"
 
 #include "common/shapes.h"
+#include "diff/namedcauses.h"
 
 namespace shardscope::detail {
 
@@ -50,9 +51,32 @@ std::string shapeMismatchFix(const std::string &name, const std::vector<int64_t>
                    "): load with --tensor-model-parallel-size " + std::to_string(saved) +
                    ", or convert the checkpoint to the new TP size (tools/checkpoint/convert.py).";
     }
-    if (diff.size() == 1 && d == 0 &&
-        (has(name, "word_embeddings") || has(name, "output_layer") || has(name, "embed_tokens") ||
-         has(name, "lm_head")))
+    const bool vocab = has(name, "word_embeddings") || has(name, "output_layer") ||
+                       has(name, "embed_tokens") || has(name, "lm_head") ||
+                       has(name, "tok_embeddings") || name.ends_with("output.weight") ||
+                       has(name, "wte.");
+    if (diff.size() == 1 && d == 0 && vocab) {
+        if (const int64_t m = vocabPaddingMultiple(s, w); m && s > w)
+            return "The checkpoint's " + std::to_string(s) +
+                   " rows are the vocabulary padded: " + std::to_string(w) +
+                   " rounded up to a multiple of " + std::to_string(m) +
+                   " (Megatron pads to --make-vocab-size-divisible-by × TP), and the model asks "
+                   "for the tokenizer's " +
+                   std::to_string(w) + ". The first " + std::to_string(w) +
+                   " rows are the tokenizer's: trim the last " + std::to_string(s - w) +
+                   " padding rows (tensor[:" + std::to_string(w) +
+                   "]), or build the model with the saving run's padded size.";
+        if (const int64_t m = vocabPaddingMultiple(s, w); m && w > s)
+            return "The model pads the vocabulary to " + std::to_string(w) +
+                   " rows (a multiple of " + std::to_string(m) +
+                   ": --make-vocab-size-divisible-by × TP), the checkpoint holds the "
+                   "tokenizer's " +
+                   std::to_string(s) + ": append " + std::to_string(w - s) +
+                   " padding rows (they are never looked up), or build the model with "
+                   "--make-vocab-size-divisible-by so that it pads to " +
+                   std::to_string(s) + ".";
+    }
+    if (diff.size() == 1 && d == 0 && vocab)
         return "The vocabulary size differs (rows: " + numbers(s, w) +
                "): the padded vocabulary (--make-vocab-size-divisible-by with the TP size, "
                "or another tokenizer) is not the saving run's; pad or trim the embedding to " +

@@ -8,6 +8,7 @@
 #include "diff/causes.h"
 #include "diff/diskkeys.h"
 #include "diff/loadoutcome.h"
+#include "diff/namedcauses.h"
 #include "diff/rulemap.h"
 
 #include <algorithm>
@@ -175,6 +176,11 @@ public:
         m_legacy = index.format == Format::MegatronLegacy;
         if (m_legacy)
             setUpLegacy();
+        // Keys a shard index lists whose file is missing or unreadable: no tensor to find.
+        for (const Problem &pr : index.problems)
+            if (pr.effect == Problem::Effect::Unreadable && !pr.key.empty() &&
+                !index.findTensor(pr.key))
+                m_keyProblems.emplace(pr.key, &pr);
         // Megatron-FSDP names decoder layers per pipeline stage (NVIDIA/Megatron-LM#7452): a
         // model split over pp stages asks for decoder.layers.0… on every stage.
         if (!m_legacy && layout.parallel.pp > 1 &&
@@ -185,6 +191,27 @@ public:
                     m_maxStageLayers = std::max(m_maxStageLayers,
                                                 m_stageEnds[st] - (st ? m_stageEnds[st - 1] : 0));
             }
+    }
+
+    // torch.save and safetensors files are loaded with nn.Module.load_state_dict.
+    bool stateDictLoad() const
+    {
+        return m_index.format == Format::TorchSave || m_index.format == Format::Safetensors ||
+               m_index.format == Format::SafetensorsIndex;
+    }
+
+    // A stored output layer that the model does not ask for because it ties it to an embedding
+    // it does ask for: saved untied, loaded tied.
+    std::string untiedOutputNote(std::string_view key) const
+    {
+        for (const std::string &emb : detail::tiedEmbeddingsOf(key))
+            if (m_byName.count(emb))
+                return "the checkpoint's output layer has weights of its own (saved untied); "
+                       "this model ties it to " +
+                       emb +
+                       " and does not load it: build the model untied (tie_word_embeddings: "
+                       "false, --untie-embeddings-and-output-weights) to keep them";
+        return {};
     }
 
     // A stored key's item in the index: sortKeys() numbers them as the index does.
@@ -368,9 +395,17 @@ private:
             u.note = legacyNote.empty() ? stageLocalNote(k.key) : legacyNote;
             if (u.note.empty() && k.tensor)
                 u.note = shapeNote(k.key, *k.tensor);
+            if (u.note.empty() && k.tensor)
+                u.note = detail::recomputedBufferNote(k.key);
+            if (u.note.empty() && k.tensor)
+                u.note = untiedOutputNote(k.key);
             if (u.note.empty())
                 u.note = !k.key.starts_with("optimizer.state.")
-                             ? "no expected parameter consumes it; a DCP load ignores it silently"
+                             ? (stateDictLoad() ? "no expected parameter consumes it; a strict "
+                                                  "load_state_dict raises Unexpected key(s) on "
+                                                  "it, a non-strict one returns it"
+                                                : "no expected parameter consumes it; a DCP load "
+                                                  "ignores it silently")
                          : optimizerStateOfKnownParam(k.key)
                              ? "an optimizer state the layout does not list (layout "
                                "optimizer.states)"
@@ -1237,6 +1272,12 @@ private:
             return e;
         if (enabled("saved_prefix") && state.empty() && savedPrefix(e, q, state))
             return e;
+        if (enabled("key_prefix") && keyPrefix(e, q, state))
+            return e;
+        if (enabled("tied_output") && state.empty() && tiedOutput(e, p, q, state))
+            return e;
+        if (state.empty() && listedButUnreadable(e, q))
+            return e;
 
         e.status = LoadStatus::Unloadable;
         e.reason = "no " + e.requestKeys.front() +
@@ -1326,8 +1367,7 @@ private:
 
     bool savedPrefix(DiffEntry &e, const Request &q, const std::string &state)
     {
-        if (!m_unwrappedBuilt) {
-            m_unwrappedBuilt = true;
+        std::call_once(m_unwrappedOnce, [&] {
             for (uint32_t i : m_disk.modelKeys) {
                 std::string_view name = m_disk.keys[i].key;
                 if (name.starts_with(m_disk.modelWrapper))
@@ -1335,7 +1375,7 @@ private:
                 if (std::string u = unwrappedName(name); u != name)
                     m_unwrapped.emplace(std::move(u), std::string(name));
             }
-        }
+        });
         if (m_unwrapped.empty())
             return false;
         const bool found = underOtherNames(
@@ -1363,13 +1403,103 @@ private:
             e.reason = "stored as " + stored + ": saved through " + list +
                        ", whose names the load does not strip; it asks for " +
                        e.requestKeys.front();
-            e.fix = "Strip the wrapper from the names before loading "
-                    "(torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state_dict, "
-                    "'module.') for a prefix), or save the unwrapped module's state_dict "
-                    "(model.module, model._orig_mod); shardscope-cli fix writes a copy under the "
-                    "model's names.";
+            const std::string &want = e.requestKeys.front();
+            const std::string prefix = stored.size() > want.size() && stored.ends_with(want)
+                                           ? stored.substr(0, stored.size() - want.size())
+                                           : std::string();
+            e.fix = "Strip the wrapper from the names before loading (" +
+                    (prefix.empty() ? std::string("remove its components from each key")
+                                    : "torch.nn.modules.utils.consume_prefix_in_state_dict_if_"
+                                      "present(state_dict, '" +
+                                          prefix + "') strips prefix '" + prefix + "'") +
+                    "), or save the unwrapped module's state_dict (model.module, "
+                    "model._orig_mod); shardscope-cli fix writes a copy under the model's names.";
         }
         return found;
+    }
+
+    // A prefix on every stored key that the model's names lack, or the reverse (a base model's
+    // state dict for a model that keeps it under model.): found once from all the names.
+    bool keyPrefix(DiffEntry &e, const Request &q, const std::string &state)
+    {
+        std::call_once(m_keyPrefixOnce, [&] {
+            // State dicts only: Megatron's formats have their own wrappers (wrapper_prefix).
+            if (m_megatronLoader || m_legacy)
+                return;
+            std::vector<std::string_view> stored, wanted;
+            for (uint32_t i : m_disk.modelKeys)
+                stored.push_back(m_disk.keys[i].key);
+            for (const Expanded &x : m_params)
+                wanted.push_back(x.param.name);
+            m_keyPrefix = detail::commonKeyPrefix(stored, wanted);
+        });
+        if (!m_keyPrefix)
+            return false;
+        const detail::KeyPrefix &kp = *m_keyPrefix;
+        const std::string quoted = "'" + kp.prefix + "'";
+        const bool found = underOtherNames(
+            e, q, state, "key_prefix", [&](const std::string &n) { return kp.storedName(n); },
+            kp.stored
+                ? "every stored key carries the prefix " + quoted +
+                      ", which the model's names do not"
+                : "the model's names carry the prefix " + quoted + ", which the stored keys do not",
+            kp.stored
+                ? "Strip prefix " + quoted +
+                      " from every key (torch.nn.modules.utils.consume_prefix_in_state_dict_if_"
+                      "present(state_dict, " +
+                      quoted +
+                      ")), or load into the module that was saved; shardscope-cli fix "
+                      "writes a copy under the model's names."
+                : "Add prefix " + quoted + " to every key ({" + quoted +
+                      " + k: v for k, v in state_dict.items()}), or load it into the submodule "
+                      "that was saved (model." +
+                      kp.prefix.substr(0, kp.prefix.size() - 1) +
+                      ".load_state_dict(state_dict)); shardscope-cli fix writes a copy under the "
+                      "model's names.");
+        return found;
+    }
+
+    // An output layer saved tied to the embedding (one tensor, stored once) for a model that
+    // unties them: the embedding's bytes are the output layer's values.
+    bool tiedOutput(DiffEntry &e, const LayoutParam &p, const Request &q, const std::string &state)
+    {
+        if (q.pieces.size() != 1)
+            return false;
+        for (const std::string &emb : detail::tiedEmbeddingsOf(p.name)) {
+            const DiskKey *k = m_disk.findModel(emb);
+            if (!k || !k->tensor || k->tensor->shape != q.pieces[0].shape)
+                continue;
+            return underOtherNames(
+                e, q, state, "tied_output", [&](const std::string &) { return emb; },
+                "the checkpoint was saved with the output layer tied to the embedding: one "
+                "tensor, stored once; this model unties them",
+                "Build the model with tied embeddings (tie_word_embeddings: true; Megatron: "
+                "without --untie-embeddings-and-output-weights), or give the output layer its "
+                "own copy of " +
+                    emb +
+                    " (shardscope-cli fix writes it over the same bytes): the untied output "
+                    "layer then starts from the embedding's values, as the saving run used it.");
+        }
+        return false;
+    }
+
+    // A key a shard index lists whose shard is missing or unreadable: the load raises on it.
+    bool listedButUnreadable(DiffEntry &e, const Request &q)
+    {
+        const auto it = m_keyProblems.find(q.pieces.front().name);
+        if (it == m_keyProblems.end())
+            return false;
+        const Problem &pr = *it->second;
+        const auto slash = pr.file.find_last_of('/');
+        const std::string file = pr.file.substr(slash == std::string::npos ? 0 : slash + 1);
+        e.status = LoadStatus::Unreadable;
+        e.realLoadFills = false;
+        e.reason = q.pieces.front().name + ": the index lists it in " + file + ": " + pr.message +
+                   "; the load raises opening it (" + pr.file + ")";
+        e.fix = "Restore " + file +
+                " (a download or copy that stopped early: fetch the shard again), or load "
+                "another copy of the checkpoint.";
+        return true;
     }
 
     bool expertsForm(DiffEntry &e, const Request &q, const std::string &state)
@@ -1549,7 +1679,12 @@ private:
     bool m_stackedLayers = false; ///< torch_dist keys with a layer axis (decoder.layers.<name>)
     /** saved_prefix: a stored name with its wrappers' components removed → the stored name. */
     std::unordered_map<std::string, std::string> m_unwrapped;
-    bool m_unwrappedBuilt = false;
+    std::once_flag m_unwrappedOnce;
+    /** key_prefix: the prefix on every stored key, or on every name of the model's. */
+    std::optional<detail::KeyPrefix> m_keyPrefix;
+    std::once_flag m_keyPrefixOnce;
+    /** Keys listed by a shard index whose file is missing or unreadable (no tensor). */
+    std::unordered_map<std::string, const Problem *> m_keyProblems;
     /** Some key has a layer or expert axis: else findStacked() (regexes) cannot succeed. */
     bool m_mayBeStacked = false;
     std::vector<int> m_stageEnds; ///< set when the load names decoder layers per stage

@@ -534,6 +534,18 @@ LoadOutcome loadOutcome(const DiffResult &r, const CheckpointIndex &index,
             const std::string key = e.sources.empty() ? e.name : e.sources.front().key;
             o.action = LoadOutcome::Action::Raises;
             o.message = "CheckpointException: " + e.reason;
+            // A state dict's files are opened by safetensors or torch.load: a shard the index
+            // lists but that is not there raises what safetensors' load_file raises.
+            if (index.format == Format::Safetensors || index.format == Format::SafetensorsIndex ||
+                index.format == Format::TorchSave) {
+                o.message = e.reason;
+                for (const Problem &p : index.problems)
+                    if (p.key == key && p.effect == Problem::Effect::Unreadable &&
+                        p.message == "shard file is missing") {
+                        o.message = "FileNotFoundError: No such file or directory: " + p.file;
+                        break;
+                    }
+            }
             o.namedKeys = {key};
             o.keptAtInit.clear(); // the load does not finish
             o.optimizerKeptAtInit.clear();

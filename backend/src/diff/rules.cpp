@@ -23,7 +23,6 @@ const std::vector<RuleInfo> &allRules()
          "Gated DeltaNet in_proj / conv1d <-> .query/.key/.value/.z/.beta/.alpha, TP-local "
          "tensors included (wired by the Megatron-Bridge fix)",
          true},
-        {"experts_global", "EP-local expert indices <-> global expert indices", true},
         {"torch_dist_stacked",
          "torch_dist stacked layer axes (decoder.layers.x [L, …]) and expert axes "
          "(mlp.experts.experts.linear_fcN.weight [E, …])",
@@ -48,6 +47,14 @@ const std::vector<RuleInfo> &allRules()
         {"saved_prefix",
          "keys saved through a wrapper: DDP's module., torch.compile's _orig_mod., FSDP's "
          "_fsdp_wrapped_module., checkpoint_wrapper's _checkpoint_wrapped_module.",
+         false},
+        {"key_prefix",
+         "a prefix added or removed on every key (a base model's state dict in a model that "
+         "wraps it under model., or the reverse)",
+         false},
+        {"tied_output",
+         "an output layer saved tied to the embedding (stored once) for a model that unties them "
+         "(tie_word_embeddings: false, --untie-embeddings-and-output-weights)",
          false},
         {"fused_on_disk",
          "tensors stored fused (saved without a split handler) cut into the parameters a model "

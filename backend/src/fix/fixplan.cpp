@@ -2,6 +2,7 @@
 #include "fix/fixplan.h"
 
 #include "common/flatmap.h"
+#include "diff/namedcauses.h"
 
 #include <algorithm>
 #include <map>
@@ -76,11 +77,26 @@ public:
         for (const DiffEntry &e : m_asked.entries)
             if (!e.realLoadFills)
                 repair(e);
+        dropRecomputedBuffers();
         assemble();
         return std::move(m_plan);
     }
 
 private:
+    // Buffers a model recomputes at init (rotary inv_freq…) that an older version saved: a
+    // strict load_state_dict raises on them as unexpected keys, so a state dict's copy leaves
+    // them out. A DCP load ignores them: they stay.
+    void dropRecomputedBuffers()
+    {
+        const Format f = m_source.format;
+        if (f != Format::TorchSave && f != Format::Safetensors && f != Format::SafetensorsIndex)
+            return;
+        for (const UnconsumedKey &u : m_asked.unconsumed)
+            if (u.tensor && u.entry >= 0 && size_t(u.entry) < m_source.tensors.size() &&
+                !recomputedBufferNote(u.key).empty())
+                m_consumed.insert(m_source.tensors[size_t(u.entry)].key);
+    }
+
     void block(const DiffEntry &e, const std::string &why)
     {
         m_plan.blockers.push_back(e.name + ": " + why);

@@ -179,6 +179,12 @@ Status openFile(const fs::path &file, CheckpointIndex &index, const OpenOptions 
         index.format = Format::TorchSave;
         return readTorchSave(index.dataDir, name, "", index);
     }
+    if (looksLikeSafetensors((*mf)->bytes()) || name.ends_with(".safetensors")) {
+        index.format = Format::Safetensors;
+        return readSafetensors(index.dataDir, name, index);
+    }
+    // The legacy stream: a pickle (PROTO). After safetensors, whose header length can start
+    // with 0x80 as well.
     if (head.size() >= 2 && head[0] == 0x80) {
         index.format = Format::TorchSave;
         return readTorchSave(index.dataDir, name, "", index);
@@ -193,10 +199,6 @@ Status openFile(const fs::path &file, CheckpointIndex &index, const OpenOptions 
                    "with weights_only=False. Re-save it with a newer torch")
             .inFile(file.string())
             .atOffset(257);
-    if (looksLikeSafetensors((*mf)->bytes()) || name.ends_with(".safetensors")) {
-        index.format = Format::Safetensors;
-        return readSafetensors(index.dataDir, name, index);
-    }
     return makeError(Error::Code::Format,
                      "not a recognised checkpoint file (not a zip, pickle or safetensors)")
         .inFile(file.string())

@@ -181,18 +181,31 @@ Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index)
         if (std::find(shards.begin(), shards.end(), f) == shards.end())
             shards.push_back(f);
     }
+    // A shard that is missing or cannot be read breaks only the keys the index puts in it, as a
+    // missing DCP data file does: each is named unreadable, with the file and why.
+    auto breakShard = [&](const std::string &s, const std::string &why) {
+        for (const auto &[k, f] : expected)
+            if (f == s) {
+                Problem p{k, (fs::path(index.dataDir) / s).string(), {}, why};
+                p.effect = Problem::Effect::Unreadable;
+                index.problems.push_back(std::move(p));
+            }
+        internFile(index, s);
+    };
     for (const std::string &s : shards) {
         if (!fs::exists(fs::path(index.dataDir) / s)) {
-            for (const auto &[k, f] : expected)
-                if (f == s)
-                    index.problems.push_back(
-                        {k, (fs::path(index.dataDir) / s).string(), {}, "shard file is missing"});
-            internFile(index, s);
+            breakShard(s, "shard file is missing");
             continue;
         }
+        const size_t tensorsBefore = index.tensors.size(), problemsBefore = index.problems.size();
         Status st = readSafetensors(index.dataDir, s, index);
-        if (!st)
-            return st;
+        if (!st) {
+            index.tensors.resize(tensorsBefore);
+            index.problems.resize(problemsBefore);
+            Error e = st.error();
+            breakShard(s, "shard file cannot be read: " + e.message +
+                              (e.offset ? " (offset " + std::to_string(*e.offset) + ")" : ""));
+        }
     }
     for (const auto &[k, f] : expected)
         if (!index.findTensor(k) && fs::exists(fs::path(index.dataDir) / f))

@@ -7,6 +7,7 @@
 // the system info says (torch writes and reads them so).
 #include "read/torchsave.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <unordered_set>
@@ -163,8 +164,7 @@ Result<TorchSavePayload> TorchSavePayload::openLegacy(std::span<const uint8_t> f
         uint64_t count = 0;
         if (file.size() < at || file.size() - at < 8) {
             st = fail(Error::Code::Format,
-                      "storage '" + key + "': file ends before its element count",
-                      base + at);
+                      "storage '" + key + "': file ends before its element count", base + at);
             return;
         }
         std::memcpy(&count, file.data() + at, 8); // little-endian, as static_assert'ed elsewhere
@@ -201,8 +201,7 @@ Result<TorchSavePayload> TorchSavePayload::openLegacy(std::span<const uint8_t> f
             continue; // the tensors on it say so
         if (v.offset > r.nbytes || v.size > r.nbytes - v.offset)
             return fail(Error::Code::Format,
-                        "storage view '" + v.key + "' reaches past storage '" + v.root + "'",
-                        v.at);
+                        "storage view '" + v.key + "' reaches past storage '" + v.root + "'", v.at);
         p.m_records.try_emplace(v.key, StorageRecord{r.offset + v.offset, v.size});
     }
     return p;

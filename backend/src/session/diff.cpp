@@ -147,7 +147,8 @@ Result<DiffResult> runDiff(const DiffRequest &request, const JobControl &control
     if (request.options.previewRepair && !diff->passes()) {
         if (!control.report({"repair", 0, 0}))
             return cancelled();
-        detail::previewRepair(**checkpoint, *layout, *diff, request.checkpoint, request.layout);
+        detail::previewRepair(**checkpoint, *layout, *diff, request.checkpoint, request.layout,
+                              request.layoutCommand);
     }
     if (request.options.checkInit && !checkInitLikeness(**checkpoint, *layout, *diff, control))
         return cancelled();

@@ -120,7 +120,8 @@ DiffOptions everyRule(const DiffOptions &asked)
 namespace detail {
 
 void previewRepair(const CheckpointIndex &index, const Layout &layout, DiffResult &diff,
-                   const std::string &checkpoint, const std::string &layoutPath)
+                   const std::string &checkpoint, const std::string &layoutPath,
+                   const std::string &layoutCommand)
 {
     RepairPreview &r = diff.repair.emplace();
     if (!fixable(index.format)) {
@@ -135,7 +136,8 @@ void previewRepair(const CheckpointIndex &index, const Layout &layout, DiffResul
     std::string out = checkpoint;
     while (out.size() > 1 && out.back() == '/')
         out.pop_back();
-    r.command = "shardscope-cli fix " + shellQuote(checkpoint) + " --layout " +
+    r.command = (layoutCommand.empty() ? std::string() : layoutCommand + " && ") +
+                "shardscope-cli fix " + shellQuote(checkpoint) + " --layout " +
                 shellQuote(layoutPath) + diffArguments(diff.options) + " -o " +
                 shellQuote(out + "-fixed");
     for (const Problem &p : index.problems)

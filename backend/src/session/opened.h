@@ -14,6 +14,7 @@ Result<std::shared_ptr<const Layout>> layoutOrRead(const std::shared_ptr<const L
 
 /** Fills diff.repair: the fix command for this load and what it would repair and not. */
 void previewRepair(const CheckpointIndex &index, const Layout &layout, DiffResult &diff,
-                   const std::string &checkpoint, const std::string &layoutPath);
+                   const std::string &checkpoint, const std::string &layoutPath,
+                   const std::string &layoutCommand = {});
 
 } // namespace shardscope::detail
