@@ -144,13 +144,9 @@ def main() -> int:
     checked = 0
     buffers = 0
     for prm in layout["params"]:
-        if prm.get("optimizer_state") is False:
-            # Not in FSDP's sharded buffers: named as not checked, with why, never left out.
-            buffers += 1
-            x = by_name.get(prm["name"])
-            if x is None or x["outcome"] != "not_checked" or "a buffer" not in x["note"]:
-                failures.append(f"{prm['name']}: {x and x['outcome']}, want not_checked (a buffer)")
-            continue
+        # Buffers (a router's expert_bias) are loaded whole by every rank of their stage: checked
+        # like parameters, against torch's load of their key.
+        buffers += prm.get("optimizer_state") is False
         name = prm["name"]
         fusion = prm.get("fusion")
         if fusion and fusion["rule"] == "mla_down_proj" or prm.get("absorbs", "").endswith(
@@ -222,8 +218,8 @@ def main() -> int:
     if got.get("wrong_source") != len(elsewhere):
         failures.append(f"{got.get('wrong_source')} from the wrong key, torch's names say "
                         f"{len(elsewhere)}")
-    if got.get("not_checked") != buffers:
-        failures.append(f"{got.get('not_checked')} not checked, the layout has {buffers} buffers")
+    if got.get("not_checked") != 0 or (buffers and checked + len(missing) + len(unreadable) < buffers):
+        failures.append(f"{got.get('not_checked')} not checked ({buffers} buffers in the layout)")
     # What it did and did not prove is said plainly: chunks misplaced at save time round-trip.
     if not got.get("proves") or not any("2769" in line for line in got.get("does_not_prove", [])):
         failures.append(f"proves {got.get('proves')}, does not prove {got.get('does_not_prove')}")

@@ -25,7 +25,8 @@ std::optional<KeyPrefix> commonKeyPrefix(std::span<const std::string_view> store
     size_t missing = 0;
     for (std::string_view k : stored)
         if (!wantedSet.count(k))
-            for (size_t dot = k.find('.'); dot != std::string_view::npos; dot = k.find('.', dot + 1))
+            for (size_t dot = k.find('.'); dot != std::string_view::npos;
+                 dot = k.find('.', dot + 1))
                 if (wantedSet.count(k.substr(dot + 1)))
                     ++strip[k.substr(0, dot + 1)];
     for (std::string_view n : wanted) {

@@ -15,9 +15,9 @@ namespace shardscope::detail {
 /** A prefix that the checkpoint's keys carry and the model's names do not, or the reverse. */
 struct KeyPrefix
 {
-    std::string prefix;  ///< with its trailing dot: "model."
-    bool stored = true;  ///< true: on the stored keys (strip it); false: on the model's (add it)
-    size_t matches = 0;  ///< names it explains
+    std::string prefix; ///< with its trailing dot: "model."
+    bool stored = true; ///< true: on the stored keys (strip it); false: on the model's (add it)
+    size_t matches = 0; ///< names it explains
     /** The stored key the model's `name` is saved under. */
     std::string storedName(std::string_view name) const;
 };

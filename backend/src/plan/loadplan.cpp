@@ -226,17 +226,15 @@ Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
     }
     const bool torchDist = diff.format == formatName(Format::MegatronTorchDist);
 
-    // Parameters only (buffers are not in FSDP's buffers), grouped by (stage, unit, expert, EP
-    // rank) in order of first appearance, then ordered by TP-local row size, largest first.
+    // Parameters, grouped by (stage, unit, expert, EP rank) in order of first appearance, then
+    // ordered by TP-local row size, largest first.
     std::vector<ParamInfo> info(layout.params.size());
     std::vector<std::vector<Item>> groupItems;
     const int expertsPerRank = par.ep > 1 ? layout.numExperts / par.ep : 0;
-    for (uint32_t i = 0; i < layout.params.size(); ++i) {
-        const LayoutParam &p = layout.params[i];
-        if (!p.hasOptimizerState || p.name.ends_with("._extra_state"))
-            continue;
-        ParamInfo &q = info[i];
-        q.planned = true;
+    // Buffers (a router's expert_bias) are no FSDP buffer's: every rank of their stage loads
+    // them whole, so one rank a stage (TP and DP rank 0) reads and checks each.
+    std::vector<uint32_t> buffers;
+    auto placeOf = [&](const LayoutParam &p, ParamInfo &q) {
         q.expert = p.expert >= 0 || p.name.find(".mlp.experts.") != std::string::npos;
         q.unit = unitOf(p.name, layout, decoderLayers);
         if (q.unit >= 0 && q.unit < decoderLayers)
@@ -244,6 +242,23 @@ Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
         else if (p.name.starts_with("mtp.") || p.name.starts_with("output_layer.") ||
                  p.name.starts_with("decoder.final_layernorm."))
             q.stage = par.pp - 1;
+    };
+    for (uint32_t i = 0; i < layout.params.size(); ++i) {
+        const LayoutParam &p = layout.params[i];
+        if (p.name.ends_with("._extra_state"))
+            continue;
+        ParamInfo &q = info[i];
+        if (!p.hasOptimizerState) {
+            placeOf(p, q);
+            if (q.expert && par.ep > 1 && p.expert >= 0)
+                q.ep = p.expert / expertsPerRank;
+            q.numel = product(p.shape, 0);
+            q.row = p.shape.size() > 1 ? product(p.shape, 1) : 1;
+            buffers.push_back(i);
+            continue;
+        }
+        q.planned = true;
+        placeOf(p, q);
         if (q.expert && par.ep > 1) {
             if (p.expert < 0)
                 return planError("expert parameter without an expert index: " + p.name);
@@ -395,6 +410,39 @@ Result<LoadPlan> planLoad(const Layout &layout, const DiffResult &diff)
                             uint64_t(elementSize(dtypeFromName(s.dtype).value_or(DType::Unknown)));
                         rp.reads.push_back(std::move(*read));
                     }
+            }
+        }
+        for (uint32_t pi : buffers) {
+            const LayoutParam &p = layout.params[pi];
+            const ParamInfo &q = info[pi];
+            if (q.stage != c.pp || c.tp != 0 || c.dp != 0 ||
+                (q.expert && par.ep > 1 && q.ep != c.ep))
+                continue;
+            ParamShard sh;
+            sh.param = pi;
+            sh.flatEnd = q.numel;
+            sh.rowSize = q.row;
+            const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+            if (q.numel > 0)
+                sh.pieces.push_back({0, 0, rows});
+            rp.shards.push_back(sh);
+            if (q.numel == 0)
+                continue;
+            const DiffEntry *e = entryOf[pi];
+            if (!e || (!e->realLoadFills && !e->wrongSource)) {
+                rp.unloadable.push_back(pi);
+                continue;
+            }
+            for (const DiffSource &src : e->sources) {
+                auto read = sourceRead(src, rows, 0, rows);
+                if (!read)
+                    continue;
+                read->param = pi;
+                read->localRow = read->paramRow;
+                rp.bytes +=
+                    uint64_t(read->rows() * q.row) *
+                    uint64_t(elementSize(dtypeFromName(src.dtype).value_or(DType::Unknown)));
+                rp.reads.push_back(std::move(*read));
             }
         }
         plan.ranks.push_back(std::move(rp));
