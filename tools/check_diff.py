@@ -749,18 +749,15 @@ def case_pp_stage_local(env: Env) -> None:
     rc, out, err = run([env.cli, "verify", str(env.demo), "--layout", str(lay), "--pp", "2",
                         "--dp", "1", "--json", "--quiet"])
     v = json.loads(out) if out.strip() else {}
-    # Buffers (a router's expert_bias) are not FSDP parameters: verify plans parameters only.
+    # Buffers (a router's expert_bias) are read whole on one rank of their stage, so a buffer a
+    # wrong source fills comes out wrong_source like a parameter.
     buffers = {p["name"] for p in json.loads(lay.read_text())["params"]
                if p.get("optimizer_state") is False}
-    wrong_params = got_wrong - buffers
     got_v = {p["name"] for p in v.get("params", []) if p["outcome"] == "wrong_source"}
-    check(rc == 1 and got_v == wrong_params and v.get("wrong_source") == len(wrong_params),
-          f"verify: exit {rc}, wrong_source {sorted(got_v ^ wrong_params)[:4]} {err.strip()[:200]}")
-    # The buffers a wrong source fills are named too, with the diff's verdict.
-    named = {p["name"]: p for p in v.get("params", []) if p["outcome"] == "not_checked"}
-    check(all(b in named and "the diff says wrong_source" in named[b]["note"]
-              for b in got_wrong & buffers) and got_wrong & buffers,
-          f"buffers filled from the wrong key: {sorted(got_wrong & buffers)[:3]}")
+    check(rc == 1 and got_v == got_wrong and v.get("wrong_source") == len(got_wrong) and
+          v.get("not_checked") == 0,
+          f"verify: exit {rc}, wrong_source {sorted(got_v ^ got_wrong)[:4]} {err.strip()[:200]}")
+    check(got_wrong & buffers, "no buffer is filled from the wrong key: the case lost its point")
 
 
 def case_cast_loss(env: Env) -> None:

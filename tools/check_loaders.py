@@ -1342,13 +1342,131 @@ def case_named_causes(env: Env) -> None:
               f"shards {how}: safetensors raises {real}; the diff {d['outcome']}")
 
 
+def case_megatron_layers(env: Env) -> None:
+    """megatron-core's own torch_dist checkpoints (local spec, stacked layers, linears' extra
+    states) loaded into models that differ from the saving one, under every strictness:
+    - more or fewer layers than the checkpoint stacks: megatron-core raises its global shape
+      check ("Global shape mismatch for loaded … tensor for key …") whatever the strictness;
+    - no output layer in the checkpoint (saved tied, Megatron-Bridge PR 6032) for an untied
+      model: only output_layer.weight keeps its initial values (log_all, return_all …), the
+      extra states load; the raising modes raise megatron-core's words."""
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing.validation import StrictHandling
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    with megatron_model_parallel():
+        torch.manual_seed(5)
+
+        def build(layers: int, untied: bool = False) -> GPTModel:
+            cfg = TransformerConfig(num_layers=layers, hidden_size=16, num_attention_heads=4,
+                                    ffn_hidden_size=32, use_cpu_initialization=True)
+            return GPTModel(cfg, get_gpt_layer_local_spec(), vocab_size=32, max_sequence_length=64,
+                            share_embeddings_and_output_weights=not untied)
+
+        def layout(name: str, model: GPTModel) -> Path:
+            params = {n: (tuple(t.shape), t.dtype) for n, t in model.state_dict().items()
+                      if isinstance(t, torch.Tensor) and not n.endswith("._extra_state")}
+            tp_dims = {n: p.partition_dim for n, p in model.named_parameters()
+                       if getattr(p, "tensor_model_parallel", False)}
+            return env.layout(name, params, tp_dims=tp_dims, flags=EXTRA_STATE["local"][1])
+
+        def megatron(path: Path, model_of) -> tuple[str, str] | None:
+            m = model_of()
+
+            def load():
+                got = dist_checkpointing.load(m.sharded_state_dict(), str(path), strict=strict)
+                # return_* modes return (state dict, missing keys, unexpected keys)
+                m.load_state_dict(got[0] if isinstance(got, tuple) else got, strict=False)
+            return error_of(load)
+
+        two = env.tmp / "megatron-two-layers"
+        two.mkdir()
+        dist_checkpointing.save(build(2).sharded_state_dict(), str(two))
+        for layers in (3, 1):
+            lay = layout(f"megatron-{layers}-layers", build(layers))
+            for strict in StrictHandling:
+                real = megatron(two, lambda: build(layers))
+                d = env.diff(two, lay, "--strictness", strict.value)
+                text = real[1].strip().splitlines()[-1] if real else ""
+                want = text.removeprefix("megatron.core.dist_checkpointing.core.")
+                check(real is not None and "Global shape mismatch" in text and
+                      d["outcome"]["action"] == "raises" and d["outcome"]["message"] == want,
+                      f"{layers} layers {strict.value}: megatron-core {text!r}; "
+                      f"diff {d['outcome']['action']} {d['outcome']['message']!r}")
+
+        tied = env.tmp / "megatron-no-output-layer"
+        tied.mkdir()
+        dist_checkpointing.save({k: v for k, v in build(2, untied=True).sharded_state_dict().items()
+                                 if not k.startswith("output_layer.")}, str(tied))
+        lay = layout("megatron-untied", build(2, untied=True))
+        for strict in StrictHandling:
+            real = megatron(tied, lambda: build(2, untied=True))
+            d = env.diff(tied, lay, "--strictness", strict.value)
+            o = d["outcome"]
+            if real is not None:
+                text = real[1].strip().splitlines()[-1] if real[0] == "CheckpointException" \
+                    else f"{real[0]}: {real[1]}"
+                check(o["action"] == "raises" and (o["message"].strip() == text.strip() or
+                                                   set_of(o["message"]) == set_of(text)),
+                      f"no output layer {strict.value}: megatron-core {text!r}; diff {o}")
+                continue
+            check(o["action"] != "raises" and o["kept_at_init"] == ["output_layer.weight"],
+                  f"no output layer {strict.value}: megatron-core keeps output_layer.weight at "
+                  f"init; the diff {o['action']} keeps {o['kept_at_init']}")
+
+
+def case_legacy_stacked_experts(env: Env) -> None:
+    """MoE experts saved stacked in Megatron's legacy torch format (mlp.experts.mlp_fc1_weight
+    [E, 2F, H], NVIDIA/Megatron-LM#5844) for a model that asks for each expert's
+    local_experts.<e>.linear_fcN: the strict load fails, Megatron's retry with strict=False
+    fills every other parameter. The diff must count exactly those as loaded and keep exactly
+    the experts at their initial values (torch's own non-strict load says which)."""
+    import argparse as ap
+    h, f, experts, layers = 8, 16, 4, 3
+    want = {"embedding.word_embeddings.weight": ((32, h), torch.float32)}
+    for i in range(layers):
+        q = f"decoder.layers.{i}"
+        want |= {f"{q}.input_layernorm.weight": ((h,), torch.float32),
+                 f"{q}.self_attention.linear_qkv.weight": ((3 * h, h), torch.float32),
+                 f"{q}.self_attention.linear_proj.weight": ((h, h), torch.float32),
+                 f"{q}.pre_mlp_layernorm.weight": ((h,), torch.float32),
+                 f"{q}.mlp.router.weight": ((experts, h), torch.float32)}
+        for e in range(experts):
+            want |= {f"{q}.mlp.experts.local_experts.{e}.linear_fc1.weight": ((2 * f, h), torch.float32),
+                     f"{q}.mlp.experts.local_experts.{e}.linear_fc2.weight": ((h, f), torch.float32)}
+    want |= {"decoder.final_layernorm.weight": ((h,), torch.float32),
+             "output_layer.weight": ((32, h), torch.float32)}
+    stored = {k: v for k, v in want.items() if ".local_experts." not in k}
+    for i in range(layers):
+        stored[f"decoder.layers.{i}.mlp.experts.mlp_fc1_weight"] = ((experts, 2 * f, h), torch.float32)
+        stored[f"decoder.layers.{i}.mlp.experts.mlp_fc2_weight"] = ((experts, h, f), torch.float32)
+    root = env.tmp / "legacy-stacked-experts"
+    rank = root / "iter_0000001" / "mp_rank_00"
+    rank.mkdir(parents=True)
+    sd = tensors(stored)
+    torch.save({"checkpoint_version": 3.0, "iteration": 1, "model": sd,
+                "args": ap.Namespace(num_layers=layers, hidden_size=h, ckpt_format="torch")},
+               rank / "model_optim_rng.pt")
+    (root / "latest_checkpointed_iteration.txt").write_text("1")
+    real = module_from(want).load_state_dict(sd, strict=False)
+    d = env.diff(root, env.layout("legacy-stacked-experts", want))
+    kept = set(d["outcome"]["kept_at_init"])
+    loaded = {x["name"] for x in d.get("entries", []) if x["status"] == "ok"}
+    check(kept == set(real.missing_keys) and loaded == set(want) - set(real.missing_keys) and
+          d["outcome"]["action"] != "raises",
+          f"torch's retry fills {len(want) - len(real.missing_keys)} of {len(want)}; the diff loads "
+          f"{len(loaded)}, keeps {len(kept)} at init ({sorted(kept ^ set(real.missing_keys))[:3]})")
+
+
 CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
          "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
          "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes,
          "megatron_gpt": case_megatron_gpt, "megatron_moe": case_megatron_moe,
          "megatron_args": case_megatron_args, "param_groups": case_param_groups,
          "untrained_experts": case_untrained_experts, "mla_versions": case_mla_versions,
-         "named_causes": case_named_causes}
+         "named_causes": case_named_causes, "megatron_layers": case_megatron_layers,
+         "legacy_stacked_experts": case_legacy_stacked_experts}
 
 
 def main() -> int:

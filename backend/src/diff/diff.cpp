@@ -412,7 +412,8 @@ private:
                              : "optimizer state of a parameter the model does not have";
             r.unconsumed.push_back(std::move(u));
         }
-        detail::LoadContext context{{}, stackedRequest(), m_fsdpDtensorLoad};
+        detail::LoadContext context{{}, stackedRequest(), m_fsdpDtensorLoad, {}};
+        context.raisesFirst = globalShapeMismatch(r);
         std::vector<std::string> &unrequested = context.unrequested;
         std::vector<uint32_t> stored = m_disk.modelKeys;
         // Extra states stored as objects (legacy files; torch_dist ShardedObjects).
@@ -566,6 +567,38 @@ private:
     // Whether the load asks for the layers stacked (decoder.layers.<name> with a layer axis), as
     // Megatron does for a checkpoint saved so; a loader without the rule asks layer by layer.
     bool stackedRequest() const { return m_stackedLayers && enabled("torch_dist_stacked"); }
+
+    // torch_dist asks for a stacked key with the model's layer count as its global shape; a
+    // checkpoint stacked over another count fails megatron-core's check of global shapes before
+    // any strictness applies. The first such key in the model's order, as megatron-core names it.
+    std::string globalShapeMismatch(const DiffResult &r) const
+    {
+        if (!m_torchDist || !stackedRequest())
+            return {};
+        for (const DiffEntry &e : r.entries) {
+            if (e.section != Section::Model)
+                continue;
+            for (const DiffSource &s : e.sources) {
+                const size_t at = s.key.find("decoder.layers.");
+                if (s.index.size() != 1 || s.shape.empty() || at == std::string::npos ||
+                    std::isdigit(static_cast<unsigned char>(s.key[at + 15])) ||
+                    s.key.find(".experts.experts.") != std::string::npos ||
+                    s.shape[0] == m_decoderLayers)
+                    continue;
+                std::string loaded = "torch.Size([", expected = "(";
+                for (size_t d = 0; d < s.shape.size(); ++d) {
+                    loaded += (d ? ", " : "") + std::to_string(s.shape[d]);
+                    expected += (d ? ", " : "") +
+                                std::to_string(d == 0 ? int64_t(m_decoderLayers) : s.shape[d]);
+                }
+                loaded += "])";
+                expected += s.shape.size() == 1 ? ",)" : ")";
+                return "CheckpointingException: Global shape mismatch for loaded (" + loaded +
+                       ") and expected (" + expected + ") tensor for key " + s.key;
+            }
+        }
+        return {};
+    }
     static bool byLoader(const std::string &rule)
     {
         for (const RuleInfo &r : allRules())

@@ -508,6 +508,12 @@ LoadOutcome loadOutcome(const DiffResult &r, const CheckpointIndex &index,
                         const DiffOptions &options, const LoadContext &context)
 {
     LoadOutcome o = plannedOutcome(r, index, options, context);
+    if (!context.raisesFirst.empty()) { // megatron-core checks global shapes whatever the mode
+        o = {};
+        o.action = LoadOutcome::Action::Raises;
+        o.message = context.raisesFirst;
+        return o;
+    }
     if (o.action == LoadOutcome::Action::Raises)
         return o; // raised before reading anything
     size_t holes = 0;

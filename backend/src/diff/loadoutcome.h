@@ -20,6 +20,8 @@ struct LoadContext
     std::vector<std::string> unrequested;
     bool stackedLayers = false;   ///< keys with a layer axis (decoder.layers.<name>)
     bool fsdpDtensorLoad = false; ///< fsdpDtensorLoad(index)
+    /** What the load raises before any strictness applies (torch_dist's global shape check). */
+    std::string raisesFirst;
 };
 
 /**
