@@ -13,6 +13,7 @@ data) on each and reads the process's peak RSS (wait4). Each must end within two
   BASE + 3 x the metadata file;
 - planner_data nested 50,000 and 100,000 tuples deep: BASE;
 - a torch.save archive whose zip records claim 2**62-byte sizes and offsets: BASE;
+- a legacy (pre-1.6) torch.save stream whose storage claims 2**60 elements: BASE;
 - a zstd DCP item (torch's ZStandard extension) that inflates to 512 MiB behind a chunk of
   four floats: BASE.
 BASE is the process at rest with libtorch loaded (`inspect --stats --hash` of a four-float
@@ -131,6 +132,32 @@ def huge_zip(root: Path) -> Path:
     return p
 
 
+def huge_legacy(root: Path) -> Path:
+    """torch's legacy stream whose storage claims 2**60 float32 elements, in the object pickle
+    (numel) and in its record's count alike, over a record of four floats."""
+    import pickletools
+    buf = io.BytesIO()
+    torch.save({"w": torch.ones(4)}, buf, _use_new_zipfile_serialization=False)
+    data = bytearray(buf.getvalue())
+    f = io.BytesIO(bytes(data))
+    ends = []
+    for _ in range(5):  # magic, version, sys info, objects, storage keys
+        for _op in pickletools.genops(f):
+            pass
+        ends.append(f.tell())
+    # The object pickle's numel is BININT1 4 just before NONE (view_metadata) and TUPLE.
+    objects = data[ends[2]:ends[3]]
+    at = objects.rfind(b"K\x04Nt")
+    assert at >= 0
+    huge = b"\x8a\x08" + struct.pack("<q", 1 << 60)  # LONG1, 8 bytes
+    data[ends[2]:ends[3]] = objects[:at] + huge + objects[at + 2:]
+    shift = len(huge) - 2
+    struct.pack_into("<q", data, ends[4] + shift, 1 << 60)
+    p = root / "huge-legacy.pt"
+    p.write_bytes(bytes(data))
+    return p
+
+
 def small(root: Path) -> Path:
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint import state_dict_saver as saver
@@ -182,6 +209,7 @@ def main() -> int:
                  ("planner_data 50,000 deep", deep_planner(root, 50_000), lambda p: base),
                  ("planner_data 100,000 deep", deep_planner(root, 100_000), lambda p: base),
                  ("zip claiming 2**62-byte records", huge_zip(root), lambda p: base),
+                 ("legacy storage claiming 2**60 elements", huge_legacy(root), lambda p: base),
                  ("zstd item inflating to 512 MiB", zstd_bomb(root), lambda p: base)]
         for name, path, bound in cases:
             for extra in ([], ["--stats", "--hash"]):
