@@ -1189,7 +1189,8 @@ def case_named_causes(env: Env) -> None:
       and the reverse (an untied head for a tied model);
     - rotary inv_freq buffers an older model saved and today's recomputes: harmless, dropped;
     - an embedding whose extra rows are vocabulary padding;
-    - a sharded safetensors set whose index names a shard that is missing, or cut short."""
+    - a sharded safetensors or torch.save set whose index names a shard that is missing, or
+      cut short."""
     from safetensors.torch import load_file, save_file
     base = hf_model()
     full = tensors(base)
@@ -1310,36 +1311,40 @@ def case_named_causes(env: Env) -> None:
                   "tensor[:61]" in e[n]["fix"] for n in ("model.embed_tokens.weight", "lm_head.weight")),
               f"{fmt}/vocab: {[e.get(n, {}).get('fix') for n in ('lm_head.weight',)]}")
 
-    # 5. A sharded safetensors set whose index names a shard that is gone, or cut short.
+    # 5. A sharded set whose index names a shard that is gone, or cut short: safetensors (as
+    # transformers writes it) and torch.save (pytorch_model.bin.index.json).
     names = sorted(full)
-    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
-              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
-    for how in ("missing", "cut"):
-        d_ = env.tmp / f"shards-{how}"
-        d_.mkdir()
-        for f, keys in shards.items():
-            save_file({k: full[k] for k in keys}, str(d_ / f))
-        (d_ / "model.safetensors.index.json").write_text(json.dumps(
-            {"metadata": {}, "weight_map": {k: f for f, ks in shards.items() for k in ks}}))
-        victim = d_ / "model-00002-of-00002.safetensors"
-        if how == "missing":
-            victim.unlink()
-        else:
-            victim.write_bytes(victim.read_bytes()[:20])
+    for kind, index_name, suffix in (("safetensors", "model.safetensors.index.json", "safetensors"),
+                                     ("torch_save", "pytorch_model.bin.index.json", "bin")):
+        stem = "model" if kind == "safetensors" else "pytorch_model"
+        shards = {f"{stem}-00001-of-00002.{suffix}": names[: len(names) // 2],
+                  f"{stem}-00002-of-00002.{suffix}": names[len(names) // 2:]}
+        for how in ("missing", "cut"):
+            d_ = env.tmp / f"shards-{kind}-{how}"
+            d_.mkdir()
+            for f, keys in shards.items():
+                part = {k: full[k] for k in keys}
+                save_file(part, str(d_ / f)) if kind == "safetensors" else torch.save(part, d_ / f)
+            (d_ / index_name).write_text(json.dumps(
+                {"metadata": {}, "weight_map": {k: f for f, ks in shards.items() for k in ks}}))
+            victim = d_ / f"{stem}-00002-of-00002.{suffix}"
+            if how == "missing":
+                victim.unlink()
+            else:
+                victim.write_bytes(victim.read_bytes()[:20])
 
-        def load_set():  # what a sharded load does: each shard the index names, in turn
-            for f in shards:
-                load_file(str(d_ / f))
-        real = error_of(load_set)
-        d = env.diff(d_, env.layout(f"shards-{how}", base))
-        e = entries(d)
-        bad = sorted(n for n, x in e.items() if x["status"] == "unreadable")
-        check(bad == sorted(shards["model-00002-of-00002.safetensors"]) and
-              all(victim.name in e[n]["reason"] for n in bad),
-              f"shards {how}: unreadable {bad} {[e[n]['reason'] for n in bad][:1]}")
-        check(real is not None and d["outcome"]["action"] == "raises" and
-              (how != "missing" or d["outcome"]["message"] == f"{real[0]}: {real[1]}"),
-              f"shards {how}: safetensors raises {real}; the diff {d['outcome']}")
+            def load_set():  # what a sharded load does: each shard the index names, in turn
+                for f in shards:
+                    load_file(str(d_ / f)) if kind == "safetensors" else torch.load(d_ / f)
+            real = error_of(load_set)
+            d = env.diff(d_, env.layout(f"shards-{kind}-{how}", base))
+            e = entries(d)
+            bad = sorted(n for n, x in e.items() if x["status"] == "unreadable")
+            check(bad == sorted(shards[victim.name]) and all(victim.name in e[n]["reason"] for n in bad),
+                  f"shards {kind} {how}: unreadable {bad} {[e[n]['reason'] for n in bad][:1]}")
+            check(real is not None and d["outcome"]["action"] == "raises" and
+                  (how != "missing" or d["outcome"]["message"] == f"{real[0]}: {real[1]}"),
+                  f"shards {kind} {how}: the load raises {real}; the diff {d['outcome']}")
 
 
 def case_megatron_layers(env: Env) -> None:

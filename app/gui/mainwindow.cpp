@@ -76,6 +76,8 @@ QString formatDisplayName(Format f)
         return QStringLiteral("safetensors");
     case Format::SafetensorsIndex:
         return QStringLiteral("safetensors (sharded)");
+    case Format::TorchSaveIndex:
+        return QStringLiteral("torch.save (sharded)");
     }
     return QString::fromStdString(std::string(formatName(f)));
 }

@@ -24,6 +24,7 @@ enum class Format : uint8_t {
     TorchSave,           ///< one torch.save zip archive (.pt, .bin)
     Safetensors,         ///< one .safetensors file
     SafetensorsIndex,    ///< model.safetensors.index.json and its shards
+    TorchSaveIndex,      ///< pytorch_model.bin.index.json and its torch.save shards
 };
 std::string_view formatName(Format f);
 

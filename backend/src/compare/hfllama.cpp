@@ -16,7 +16,7 @@ namespace shardscope::detail {
 std::optional<HfLlama> hfLlamaOf(const CheckpointIndex &index)
 {
     if (index.format != Format::Safetensors && index.format != Format::SafetensorsIndex &&
-        index.format != Format::TorchSave)
+        index.format != Format::TorchSave && index.format != Format::TorchSaveIndex)
         return std::nullopt;
     if (!index.findTensor("model.layers.0.self_attn.q_proj.weight"))
         return std::nullopt;

@@ -207,7 +207,7 @@ std::optional<Pivot> describedBy(const CheckpointIndex &c)
 {
     LayoutOptions o;
     if (c.format != Format::Safetensors && c.format != Format::SafetensorsIndex &&
-        c.format != Format::TorchSave)
+        c.format != Format::TorchSave && c.format != Format::TorchSaveIndex)
         if (auto l = layoutFromConfig(c.inputPath, o))
             return Pivot{std::move(*l), c.inputPath + " (its saved Megatron arguments)"};
     const std::string config = configBeside(c);

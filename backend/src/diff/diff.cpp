@@ -197,7 +197,8 @@ public:
     bool stateDictLoad() const
     {
         return m_index.format == Format::TorchSave || m_index.format == Format::Safetensors ||
-               m_index.format == Format::SafetensorsIndex;
+               m_index.format == Format::SafetensorsIndex ||
+               m_index.format == Format::TorchSaveIndex;
     }
 
     // A stored output layer that the model does not ask for because it ties it to an embedding

@@ -50,7 +50,7 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d, bool li
     // beside `lm_head.weight`), not a wrapper. A torch.save of a training dict (`model`,
     // `optimizer`, `args`, …) nests the state dict under its entries.
     bool flat = literalNames || index.format == Format::Safetensors ||
-                index.format == Format::SafetensorsIndex;
+                index.format == Format::SafetensorsIndex || index.format == Format::TorchSaveIndex;
     if (index.format == Format::TorchSave) {
         flat = true;
         for (const DiskKey &k : d.keys)

@@ -479,6 +479,7 @@ LoadOutcome plannedOutcome(const DiffResult &r, const CheckpointIndex &index,
     case Format::TorchSave:
     case Format::Safetensors:
     case Format::SafetensorsIndex:
+    case Format::TorchSaveIndex:
         o = loadStateDict(f, options, unrequested);
         break;
     }
@@ -541,14 +542,18 @@ LoadOutcome loadOutcome(const DiffResult &r, const CheckpointIndex &index,
             o.action = LoadOutcome::Action::Raises;
             o.message = "CheckpointException: " + e.reason;
             // A state dict's files are opened by safetensors or torch.load: a shard the index
-            // lists but that is not there raises what safetensors' load_file raises.
+            // lists but that is not there raises what load_file (or torch.load) raises.
             if (index.format == Format::Safetensors || index.format == Format::SafetensorsIndex ||
-                index.format == Format::TorchSave) {
+                index.format == Format::TorchSaveIndex || index.format == Format::TorchSave) {
                 o.message = e.reason;
                 for (const Problem &p : index.problems)
                     if (p.key == key && p.effect == Problem::Effect::Unreadable &&
                         p.message == "shard file is missing") {
-                        o.message = "FileNotFoundError: No such file or directory: " + p.file;
+                        o.message = index.format == Format::TorchSaveIndex
+                                        ? "FileNotFoundError: [Errno 2] No such file or "
+                                          "directory: '" +
+                                              p.file + "'"
+                                        : "FileNotFoundError: No such file or directory: " + p.file;
                         break;
                     }
             }

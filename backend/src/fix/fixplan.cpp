@@ -89,7 +89,8 @@ private:
     void dropRecomputedBuffers()
     {
         const Format f = m_source.format;
-        if (f != Format::TorchSave && f != Format::Safetensors && f != Format::SafetensorsIndex)
+        if (f != Format::TorchSave && f != Format::Safetensors && f != Format::SafetensorsIndex &&
+            f != Format::TorchSaveIndex)
             return;
         for (const UnconsumedKey &u : m_asked.unconsumed)
             if (u.tensor && u.entry >= 0 && size_t(u.entry) < m_source.tensors.size() &&

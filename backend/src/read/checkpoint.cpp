@@ -23,6 +23,8 @@ std::string_view formatName(Format f)
         return "safetensors";
     case Format::SafetensorsIndex:
         return "safetensors_index";
+    case Format::TorchSaveIndex:
+        return "torch_save_index";
     }
     return "unknown";
 }

@@ -128,13 +128,14 @@ Status openDirectory(const fs::path &dir, CheckpointIndex &index, const OpenOpti
                 .inFile(tracker.string());
         return openDirectory(iterDir, index, options);
     }
-    bool hasMpRank = false, hasMeta = false, hasStIndex = false;
+    bool hasMpRank = false, hasMeta = false, hasStIndex = false, hasPtIndex = false;
     std::vector<std::string> safetensorFiles;
     for (const auto &e : fs::directory_iterator(dir)) {
         const std::string n = e.path().filename().string();
         hasMpRank = hasMpRank || n.starts_with("mp_rank_0");
         hasMeta = hasMeta || n == ".metadata" || (n.starts_with("__") && n.ends_with(".metadata"));
         hasStIndex = hasStIndex || n == "model.safetensors.index.json";
+        hasPtIndex = hasPtIndex || n == "pytorch_model.bin.index.json";
         if (n.ends_with(".safetensors"))
             safetensorFiles.push_back(n);
     }
@@ -142,10 +143,13 @@ Status openDirectory(const fs::path &dir, CheckpointIndex &index, const OpenOpti
         return openDcpLike(dir, index, options);
     if (hasMpRank)
         return openLegacy(dir, index);
-    if (hasStIndex) {
+    if (hasStIndex || hasPtIndex) {
         index.format = Format::SafetensorsIndex;
         index.dataDir = dir.string();
-        return readSafetensorsIndex((dir / "model.safetensors.index.json").string(), index);
+        return readSafetensorsIndex(
+            (dir / (hasStIndex ? "model.safetensors.index.json" : "pytorch_model.bin.index.json"))
+                .string(),
+            index);
     }
     if (safetensorFiles.size() == 1) {
         index.format = Format::Safetensors;

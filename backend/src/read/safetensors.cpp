@@ -192,13 +192,19 @@ Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index)
             }
         internFile(index, s);
     };
+    index.format = std::all_of(shards.begin(), shards.end(),
+                               [](const std::string &s) { return s.ends_with(".safetensors"); })
+                       ? Format::SafetensorsIndex
+                       : Format::TorchSaveIndex;
     for (const std::string &s : shards) {
         if (!fs::exists(fs::path(index.dataDir) / s)) {
             breakShard(s, "shard file is missing");
             continue;
         }
         const size_t tensorsBefore = index.tensors.size(), problemsBefore = index.problems.size();
-        Status st = readSafetensors(index.dataDir, s, index);
+        // transformers' pytorch_model.bin.index.json names torch.save shards the same way.
+        Status st = s.ends_with(".safetensors") ? readSafetensors(index.dataDir, s, index)
+                                                : readTorchSave(index.dataDir, s, "", index);
         if (!st) {
             index.tensors.resize(tensorsBefore);
             index.problems.resize(problemsBefore);
