@@ -183,7 +183,9 @@ Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index)
     }
     // A shard that is missing or cannot be read breaks only the keys the index puts in it, as a
     // missing DCP data file does: each is named unreadable, with the file and why.
+    std::vector<std::string> broken;
     auto breakShard = [&](const std::string &s, const std::string &why) {
+        broken.push_back(s);
         for (const auto &[k, f] : expected)
             if (f == s) {
                 Problem p{k, (fs::path(index.dataDir) / s).string(), {}, why};
@@ -214,7 +216,8 @@ Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index)
         }
     }
     for (const auto &[k, f] : expected)
-        if (!index.findTensor(k) && fs::exists(fs::path(index.dataDir) / f))
+        if (!index.findTensor(k) && std::find(broken.begin(), broken.end(), f) == broken.end() &&
+            fs::exists(fs::path(index.dataDir) / f))
             index.problems.push_back({k,
                                       (fs::path(index.dataDir) / f).string(),
                                       {},
