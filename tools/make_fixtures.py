@@ -746,6 +746,7 @@ def write_torchsave_legacy(out: Path) -> None:
         for k in keys:  # element count then bytes, little-endian as torch wrote them
             f.write(struct.pack("<q", base[k].numel()))
             f.write(base[k].view(torch.uint8).numpy().tobytes())
+    write_torchsave_tar(out / "tar.pt", base)
     loaded = torch.load(out / "views.pt", weights_only=True)
     flat = base["f32"]
     assert torch.equal(loaded["view_rows"], flat[6:18].view(2, 6))
@@ -791,6 +792,59 @@ def write_safetensors(out: Path, sharded_out: Path) -> None:
             total += layers[k].numel() * layers[k].element_size()
     (sharded_out / "model.safetensors.index.json").write_text(
         json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
+
+
+def write_torchsave_tar(path: Path, base: dict[str, torch.Tensor]) -> None:
+    """The tar format of torch < 0.4, laid out as torch.serialization's legacy_load reads it
+    (members storages, tensors, pickle, sys_info), checked here to load in torch."""
+    import tarfile
+    keys = {name: 100 + i for i, name in enumerate(base)}  # storage keys
+    storage_types = {torch.float32: torch.FloatStorage, torch.int64: torch.LongStorage,
+                     torch.bfloat16: torch.BFloat16Storage}
+    tensor_types = {torch.float32: torch.FloatTensor, torch.int64: torch.LongTensor,
+                    torch.bfloat16: torch.BFloat16Tensor}
+    storages = io.BytesIO()
+    pickle.dump(len(base), storages, protocol=2)
+    for name, t in base.items():
+        pickle.dump((keys[name], "cpu", storage_types[t.dtype]), storages, protocol=2)
+        storages.write(struct.pack("<q", t.numel()) + t.view(torch.uint8).numpy().tobytes())
+    pickle.dump([(200, keys["f32"], 6, 12)], storages, protocol=2)  # a view of f32's rows 1-2
+    tensors = io.BytesIO()
+    # (key, storage, size, stride, offset)
+    views = [(1, keys["f32"], (4, 6), (6, 1), 0), (2, 200, (2, 3), (1, 2), 1),
+             (3, keys["i64"], (3,), (2,), 0), (4, keys["bf16"], (8,), (1,), 0)]
+    pickle.dump(len(views), tensors, protocol=2)
+    dtype_of = {keys[n]: t.dtype for n, t in base.items()} | {200: torch.float32}
+    for key, storage, size, stride, offset in views:
+        pickle.dump((key, storage, tensor_types[dtype_of[storage]]), tensors, protocol=2)
+        tensors.write(struct.pack("<ii", len(size), 0) + struct.pack(f"<{len(size)}q", *size) +
+                      struct.pack(f"<{len(size)}q", *stride) + struct.pack("<q", offset))
+
+    class Ref:  # a tensor in the object pickle: its key, as a persistent id
+        def __init__(self, key):
+            self.key = key
+
+    class Writer(pickle.Pickler):
+        def persistent_id(self, obj):
+            return str(obj.key) if isinstance(obj, Ref) else None
+
+    objects = io.BytesIO()
+    Writer(objects, protocol=2).dump({"whole": Ref(1), "view_t": Ref(2), "longs": Ref(3),
+                                      "bf16": Ref(4), "epoch": 7})
+    sys_info = pickle.dumps({"protocol_version": 1001, "little_endian": True,
+                             "type_sizes": {"short": 2, "int": 4, "long": 8}}, protocol=2)
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in (("sys_info", sys_info), ("pickle", objects.getvalue()),
+                           ("tensors", tensors.getvalue()), ("storages", storages.getvalue())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    loaded = torch.load(path, weights_only=False)  # our own file: torch reads tars only so
+    flat = base["f32"]
+    assert torch.equal(loaded["whole"], flat.view(4, 6))
+    assert torch.equal(loaded["view_t"], flat[6:18].clone().as_strided((2, 3), (1, 2), 1))
+    assert torch.equal(loaded["longs"], base["i64"].as_strided((3,), (2,)))
+    assert torch.equal(loaded["bf16"], base["bf16"])
 
 
 def write_megatron_legacy(root: Path, tp: int = 2, layers: int = 2, zip_format: bool = True) -> None:
@@ -972,15 +1026,16 @@ def write_bad(bad: Path, src_dcp: Path, good_pt: Path, legacy_pt: Path) -> None:
     struct.pack_into("<q", wrong, f.tell(), struct.unpack_from("<q", raw, f.tell())[0] + 1)
     (bad / "legacy_wrong_size.pt").write_bytes(bytes(wrong))
     case("legacy_wrong_size", "legacy_wrong_size.pt", 2, ["legacy_wrong_size.pt", "wrong byte size", "offset"])
-    # torch < 0.4's tar (sys_info, pickle, storages, tensors members): refused in one line.
+    # torch < 0.4's tar without its tensors member.
     import tarfile
     with tarfile.open(bad / "legacy_tar.pt", "w", format=tarfile.PAX_FORMAT) as tar:
-        for member in ("sys_info", "pickle", "storages", "tensors"):
-            data = pickle.dumps({"protocol_version": 1001}, protocol=2)
+        for member in ("sys_info", "pickle", "storages"):
+            data = (pickle.dumps(0, protocol=2) + pickle.dumps([], protocol=2)  # no storages
+                    if member == "storages" else pickle.dumps({"protocol_version": 1001}, protocol=2))
             info = tarfile.TarInfo(member)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    case("legacy_tar", "legacy_tar.pt", 2, ["legacy_tar.pt", "tar format", "weights_only=False"])
+    case("legacy_tar", "legacy_tar.pt", 2, ["legacy_tar.pt", "'tensors' member"])
     (bad / "legacy_bad_magic.pt").write_bytes(raw[:4] + bytes([raw[4] ^ 1]) + raw[5:])
     case("legacy_bad_magic", "legacy_bad_magic.pt", 2, ["legacy_bad_magic.pt", "magic number"])
 

@@ -169,7 +169,9 @@ def resolve(path: Path) -> tuple[str, Path]:
         return "st_index", path
     with open(path, "rb") as f:
         head = f.read(9)
-    if head[:4] == b"PK\x03\x04" or head[:3] == b"\x80\x02\x8a":  # zip, or legacy (magic long)
+        f.seek(257)
+        tar = f.read(5) == b"ustar"
+    if head[:4] == b"PK\x03\x04" or head[:3] == b"\x80\x02\x8a" or tar:  # zip, legacy, tar
         return "torchsave", path
     if len(head) == 9 and head[8:9] == b"{":
         return "safetensors", path

@@ -193,16 +193,13 @@ Status openFile(const fs::path &file, CheckpointIndex &index, const OpenOptions 
         index.format = Format::TorchSave;
         return readTorchSave(index.dataDir, name, "", index);
     }
-    // torch < 0.4 saved a tar of sys_info, pickle, storages and tensors; torch.load still reads
-    // one, but only with weights_only=False (it unpickles with the full pickle module).
+    // torch < 0.4 saved a tar of sys_info, pickle, storages and tensors (torch.load still reads
+    // it, with weights_only=False).
     if (auto all = (*mf)->bytes();
-        all.size() >= 263 && std::memcmp(all.data() + 257, "ustar", 5) == 0)
-        return makeError(
-                   Error::Code::Unsupported,
-                   "torch.save tar format (torch < 0.4): not read; torch itself loads it only "
-                   "with weights_only=False. Re-save it with a newer torch")
-            .inFile(file.string())
-            .atOffset(257);
+        all.size() >= 263 && std::memcmp(all.data() + 257, "ustar", 5) == 0) {
+        index.format = Format::TorchSave;
+        return readTorchSave(index.dataDir, name, "", index);
+    }
     return makeError(Error::Code::Format,
                      "not a recognised checkpoint file (not a zip, pickle or safetensors)")
         .inFile(file.string())

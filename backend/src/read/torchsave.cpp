@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "read/torchsave.h"
 
+#include <cstring>
+
 namespace shardscope::detail {
 
 namespace {
@@ -37,6 +39,8 @@ Result<TorchSavePayload> TorchSavePayload::open(std::span<const uint8_t> file, u
     // The legacy format starts with a pickle's PROTO opcode; a zip archive with "PK".
     if (!file.empty() && file[0] == 0x80 && !looksLikeZip(file))
         return openLegacy(file, base);
+    if (file.size() >= 263 && std::memcmp(file.data() + 257, "ustar", 5) == 0)
+        return openTar(file, base);
     return openZip(file, base);
 }
 
@@ -105,12 +109,14 @@ NodeId TorchSavePayload::unwrapTensor(NodeId n, int depth) const
 
 bool TorchSavePayload::isTensor(NodeId n) const
 {
-    return unwrapTensor(n) != kNil;
+    return unwrapTensor(n) != kNil || tarTensor(n) != nullptr;
 }
 
 Result<TensorSpec> TorchSavePayload::tensorSpec(NodeId node) const
 {
     const PickleArena &a = m_arena;
+    if (const TensorSpec *t = tarTensor(node))
+        return *t;
     NodeId n = unwrapTensor(node);
     auto bad = [&](std::string msg) {
         return makeError(Error::Code::Format, "tensor rebuild: " + std::move(msg))

@@ -42,7 +42,7 @@ struct StorageRecord
 class TorchSavePayload
 {
 public:
-    /** Either format, told apart by its first bytes. */
+    /** Any of the three formats (zip, legacy stream, tar of torch < 0.4), by its first bytes. */
     static Result<TorchSavePayload> open(std::span<const uint8_t> file, uint64_t base = 0);
 
     bool isLegacy() const { return m_legacy; }
@@ -65,6 +65,9 @@ public:
 private:
     static Result<TorchSavePayload> openZip(std::span<const uint8_t> archive, uint64_t base);
     static Result<TorchSavePayload> openLegacy(std::span<const uint8_t> file, uint64_t base);
+    static Result<TorchSavePayload> openTar(std::span<const uint8_t> file, uint64_t base);
+    /** The tar format's tensors: persistent ids (their keys) resolved by the `tensors` member. */
+    const TensorSpec *tarTensor(NodeId n) const;
     std::optional<StorageRecord> storageRecord(const std::string &key) const;
     NodeId unwrapTensor(NodeId n, int depth = 0) const;
     bool holdsTensorOrDict(NodeId n, int depth = 0) const;
@@ -77,6 +80,7 @@ private:
     bool m_legacy = false;
     uint64_t m_base = 0;
     std::unordered_map<std::string, StorageRecord> m_records; // legacy: by storage (or view) key
+    std::unordered_map<std::string, TensorSpec> m_tarTensors; // tar format: by tensor key
     // Per node: 0 unknown, 1 in progress, 2 no, 3 yes. Memoised so shared or cyclic
     // containers cost one visit.
     mutable std::vector<uint8_t> m_holds;
