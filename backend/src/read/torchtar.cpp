@@ -32,7 +32,10 @@ Result<std::map<std::string, Member>> tarMembers(std::span<const uint8_t> file, 
         if (std::all_of(h, h + 512, [](uint8_t b) { return b == 0; }))
             break;
         uint64_t size = 0;
-        for (int i = 124; i < 136 && h[i] >= '0' && h[i] <= '7'; ++i) {
+        int i = 124;
+        while (i < 136 && h[i] == ' ') // some writers pad the octal digits with spaces
+            ++i;
+        for (; i < 136 && h[i] >= '0' && h[i] <= '7'; ++i) {
             if (size >> 60)
                 return makeError(Error::Code::Format, "tar: member size overflows")
                     .atOffset(base + at + 124);
