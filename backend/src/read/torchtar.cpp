@@ -203,8 +203,11 @@ Result<TorchSavePayload> TorchSavePayload::openTar(std::span<const uint8_t> file
         spec.dtypeName = std::string(dtypeName(spec.dtype));
         spec.shape.resize(size_t(ndim));
         spec.strides.resize(size_t(ndim));
-        std::memcpy(spec.shape.data(), file.data() + at, size_t(ndim) * 8);
-        std::memcpy(spec.strides.data(), file.data() + at + uint64_t(ndim) * 8, size_t(ndim) * 8);
+        if (ndim > 0) { // a 0-d tensor: no sizes or strides (and no memcpy of a null vector)
+            std::memcpy(spec.shape.data(), file.data() + at, size_t(ndim) * 8);
+            std::memcpy(spec.strides.data(), file.data() + at + uint64_t(ndim) * 8,
+                        size_t(ndim) * 8);
+        }
         std::memcpy(&spec.storageOffset, file.data() + at + uint64_t(ndim) * 16, 8);
         at += uint64_t(ndim) * 16 + 8;
         spec.storageKey = keyOf(a, a.item(t, 1));
@@ -223,15 +226,15 @@ Result<TorchSavePayload> TorchSavePayload::openTar(std::span<const uint8_t> file
         }
         if (spec.storageOffset < 0 ||
             (!empty && (last + 1) * unsigned(elementSize(spec.dtype)) > spec.recordSize))
-            return fail("tensor '" + keyOf(a, a.item(t, 0)) + "' reaches past its storage",
-                        argsAt);
+            return fail("tensor '" + keyOf(a, a.item(t, 0)) + "' reaches past its storage", argsAt);
         p.m_tarTensors[keyOf(a, a.item(t, 0))] = std::move(spec);
     }
 
     auto pm = member("pickle");
     if (!pm)
         return pm.error();
-    auto objects = parsePickle(file.subspan(size_t(pm->offset), size_t(pm->size)), base + pm->offset);
+    auto objects =
+        parsePickle(file.subspan(size_t(pm->offset), size_t(pm->size)), base + pm->offset);
     if (!objects)
         return objects.error();
     p.m_arena = std::move(*objects);
