@@ -95,6 +95,16 @@ Result<TorchSavePayload> TorchSavePayload::openTar(std::span<const uint8_t> file
             at += a->length();
         return a;
     };
+    // A member's leading pickled count (of storages, of tensors).
+    auto countAt = [&](const Member &m, uint64_t &at, const char *what) -> Result<int64_t> {
+        const uint64_t from = at;
+        auto count = next(m, at);
+        if (!count)
+            return count.error();
+        if (!count->isInt(count->root()) || count->integer(count->root()) < 0)
+            return fail(std::string(what) + " count is not a count", from);
+        return count->integer(count->root());
+    };
     auto int64At = [&](const Member &m, uint64_t at, int64_t &v) {
         if (at + 8 > m.offset + m.size)
             return false;
@@ -113,12 +123,10 @@ Result<TorchSavePayload> TorchSavePayload::openTar(std::span<const uint8_t> file
     if (!sm)
         return sm.error();
     uint64_t at = sm->offset;
-    auto count = next(*sm, at);
-    if (!count)
-        return count.error();
-    if (!count->isInt(count->root()) || count->integer(count->root()) < 0)
-        return fail("storage count is not a count", sm->offset);
-    for (int64_t i = 0; i < count->integer(count->root()); ++i) {
+    auto storageCount = countAt(*sm, at, "storage");
+    if (!storageCount)
+        return storageCount.error();
+    for (int64_t i = 0; i < *storageCount; ++i) {
         const uint64_t argsAt = at;
         auto args = next(*sm, at);
         if (!args)
@@ -175,12 +183,10 @@ Result<TorchSavePayload> TorchSavePayload::openTar(std::span<const uint8_t> file
     if (!tm)
         return tm.error();
     at = tm->offset;
-    count = next(*tm, at);
-    if (!count)
-        return count.error();
-    if (!count->isInt(count->root()) || count->integer(count->root()) < 0)
-        return fail("tensor count is not a count", tm->offset);
-    for (int64_t i = 0; i < count->integer(count->root()); ++i) {
+    auto tensorCount = countAt(*tm, at, "tensor");
+    if (!tensorCount)
+        return tensorCount.error();
+    for (int64_t i = 0; i < *tensorCount; ++i) {
         const uint64_t argsAt = at;
         auto args = next(*tm, at);
         if (!args)
