@@ -177,10 +177,14 @@ public:
         if (m_legacy)
             setUpLegacy();
         // Keys a shard index lists whose file is missing or unreadable: no tensor to find.
+        // One pass over the tensors, not a search per problem (a missing DCP data file names
+        // thousands of keys, all of them tensors).
         for (const Problem &pr : index.problems)
-            if (pr.effect == Problem::Effect::Unreadable && !pr.key.empty() &&
-                !index.findTensor(pr.key))
+            if (pr.effect == Problem::Effect::Unreadable && !pr.key.empty())
                 m_keyProblems.emplace(pr.key, &pr);
+        if (!m_keyProblems.empty())
+            for (const TensorEntry &t : index.tensors)
+                m_keyProblems.erase(t.key);
         // Megatron-FSDP names decoder layers per pipeline stage (NVIDIA/Megatron-LM#7452): a
         // model split over pp stages asks for decoder.layers.0… on every stage.
         if (!m_legacy && layout.parallel.pp > 1 &&
