@@ -2,6 +2,7 @@
 // The persistent index: where its files live, when one may be used, and LRU eviction.
 #include "read/indexcache.h"
 
+#include "common/backgroundworker.h"
 #include "common/regularfile.h"
 #include "read/indexcodec.h"
 #include "read/mappedfile.h"
@@ -12,15 +13,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <fcntl.h>
 #include <filesystem>
-#include <mutex>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -187,64 +184,13 @@ std::string store(const std::string &dir, const std::string &entry, const std::s
     return {};
 }
 
-// One thread that writes entries in the order they were made; the process waits for it when it
-// exits (a function-local static's destructor), so a short CLI run still leaves its entry.
-class EntryWriter
+// Entries are written in the order they were made, after the open returns; a short CLI run
+// still leaves its entry (the worker is joined at exit).
+BackgroundWorker &entryWriter()
 {
-public:
-    static EntryWriter &instance()
-    {
-        static EntryWriter writer;
-        return writer;
-    }
-    void submit(std::function<void()> job)
-    {
-        std::lock_guard lock(m_mutex);
-        if (!m_thread.joinable())
-            m_thread = std::thread([this] { loop(); });
-        m_jobs.push_back(std::move(job));
-        m_wake.notify_all();
-    }
-    void drain()
-    {
-        std::unique_lock lock(m_mutex);
-        m_idle.wait(lock, [this] { return m_jobs.empty() && !m_busy; });
-    }
-    ~EntryWriter()
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            m_stop = true;
-            m_wake.notify_all();
-        }
-        if (m_thread.joinable())
-            m_thread.join();
-    }
-
-private:
-    void loop()
-    {
-        std::unique_lock lock(m_mutex);
-        for (;;) {
-            m_wake.wait(lock, [this] { return m_stop || !m_jobs.empty(); });
-            if (m_jobs.empty())
-                return; // stopping, and nothing left to write
-            std::function<void()> job = std::move(m_jobs.front());
-            m_jobs.pop_front();
-            m_busy = true;
-            lock.unlock();
-            job();
-            lock.lock();
-            m_busy = false;
-            m_idle.notify_all();
-        }
-    }
-    std::mutex m_mutex;
-    std::condition_variable m_wake, m_idle;
-    std::deque<std::function<void()>> m_jobs;
-    bool m_busy = false, m_stop = false;
-    std::thread m_thread;
-};
+    static BackgroundWorker writer;
+    return writer;
+}
 
 } // namespace
 
@@ -333,7 +279,7 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
         return note("not written: " + std::to_string(bytes->size() >> 20) +
                     " MiB, more than the cache's SHARDSCOPE_CACHE_MAX_MB");
     // Written after the open returns: the caller goes on while the kernel copies the bytes.
-    EntryWriter::instance().submit([bytes, settings, entry] {
+    entryWriter().submit([bytes, settings, entry] {
         if (store(settings.dir, entry, *bytes).empty())
             evict(settings.dir, settings.maxBytes);
     });
@@ -342,7 +288,7 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
 
 void waitForIndexWrites()
 {
-    EntryWriter::instance().drain();
+    entryWriter().drain();
 }
 
 } // namespace shardscope::detail
