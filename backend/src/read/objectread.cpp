@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
+#include "common/sha256.h"
 #include "read/itemloader.h"
 #include "read/torchsave.h"
 #include "read/ziparchive.h"
 #include "shardscope/tensor.h"
-#include "tensor/sha256.h"
 
 namespace shardscope {
 

@@ -123,6 +123,10 @@ enum class NodeKind : uint8_t {
     PersId,
 };
 
+namespace pickleimpl {
+class PickleMachine; // picklemachine.h
+} // namespace pickleimpl
+
 /**
  * The decoded pickle. Strings point into the stream (zero copy), so the arena must not outlive
  * the bytes it was parsed from. Nothing is executed while decoding; a handful of well-known
@@ -278,7 +282,7 @@ public:
                             kEmptyTupleWord = (3 << 3) | 4;
 
 private:
-    friend class PickleMachine;
+    friend class pickleimpl::PickleMachine;
     static constexpr uint32_t kNoSegment = UINT32_MAX;
     // Node::flags
     static constexpr uint8_t kOwned = 1;   // Str/Bytes: bytes live in m_owned, not the stream

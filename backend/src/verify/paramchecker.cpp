@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "verify/paramchecker.h"
+#include "common/sha256.h"
 #include "common/shapes.h"
 #include "health/healthstream.h"
-#include "tensor/sha256.h"
 
 #include "shardscope/devices.h"
 

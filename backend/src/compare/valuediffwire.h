@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+// One tensor's value difference as JSON: what ranks send each other, and the entries of
+// shardscope.value-diff/1 (report/valuediffjson.cpp writes the rest).
 #pragma once
 
 #include "shardscope/valuediff.h"
