@@ -6,30 +6,22 @@
 namespace shardscope::model {
 
 ChangeListModel::ChangeListModel(QObject *parent)
-    : QAbstractTableModel(parent)
+    : FlatTableModel({tr("Change"), tr("This checkpoint"), tr("Compared with"), tr("Detail")},
+                     parent)
 {}
 
 void ChangeListModel::setComparison(CompareSnapshot diff)
 {
-    beginResetModel();
-    m_diff = std::move(diff);
-    endResetModel();
+    resetContents([&] { m_diff = std::move(diff); });
 }
 
-int ChangeListModel::rowCount(const QModelIndex &parent) const
+int ChangeListModel::rows() const
 {
-    return parent.isValid() || !m_diff ? 0 : int(m_diff->changes.size());
+    return m_diff ? int(m_diff->changes.size()) : 0;
 }
 
-int ChangeListModel::columnCount(const QModelIndex &parent) const
+QVariant ChangeListModel::cellData(const QModelIndex &index, int role) const
 {
-    return parent.isValid() ? 0 : ColumnCount;
-}
-
-QVariant ChangeListModel::data(const QModelIndex &index, int role) const
-{
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-        return {};
     const KeyChange &c = m_diff->changes[size_t(index.row())];
     const bool added = c.kind == KeyChange::Kind::Added;
     switch (role) {
@@ -59,24 +51,6 @@ QVariant ChangeListModel::data(const QModelIndex &index, int role) const
         default:
             return {};
         }
-    default:
-        return {};
-    }
-}
-
-QVariant ChangeListModel::headerData(int section, Qt::Orientation orientation, int role) const
-{
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case KindColumn:
-        return tr("Change");
-    case FirstColumn:
-        return tr("This checkpoint");
-    case SecondColumn:
-        return tr("Compared with");
-    case DetailColumn:
-        return tr("Detail");
     default:
         return {};
     }

@@ -3,7 +3,7 @@
 
 #include "backendrunner.h"
 
-#include <QAbstractTableModel>
+#include "flattablemodel.h"
 
 namespace shardscope::model {
 
@@ -13,7 +13,7 @@ namespace shardscope::model {
  * order. ChangeKindRole carries the kind's name; ChangedRole is false for a rename a rule maps
  * (the same tensor under the name the other side uses).
  */
-class ChangeListModel : public QAbstractTableModel
+class ChangeListModel : public FlatTableModel
 {
     Q_OBJECT
 
@@ -30,13 +30,10 @@ public:
     void setComparison(CompareSnapshot diff);
     const CompareSnapshot &comparison() const { return m_diff; }
 
-    int rowCount(const QModelIndex &parent = {}) const override;
-    int columnCount(const QModelIndex &parent = {}) const override;
-    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override;
+    QVariant cellData(const QModelIndex &index, int role) const override;
+
     CompareSnapshot m_diff;
 };
 

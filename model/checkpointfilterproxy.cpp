@@ -31,11 +31,16 @@ void CheckpointFilterProxy::setSourceModel(QAbstractItemModel *source)
     // before it rebuilds its mapping on a reset.
     if (source) {
         connect(source, &QAbstractItemModel::modelReset, this, [this] { computeMatches(); });
-        // New load marks change which leaves "problems only" keeps, at every depth.
+        // New load marks change which leaves "problems only" keeps, at every depth, and what a
+        // group's matches count.
         connect(source, &QAbstractItemModel::dataChanged, this,
                 [this](const QModelIndex &, const QModelIndex &, const QList<int> &roles) {
-                    if (m_problemsOnly && roles.contains(LoadMarkRole))
+                    if (!roles.contains(LoadMarkRole) || !isFiltering())
+                        return;
+                    if (m_problemsOnly)
                         refilter();
+                    else
+                        computeMatches();
                 });
     }
     QSortFilterProxyModel::setSourceModel(source);
@@ -72,6 +77,12 @@ void CheckpointFilterProxy::computeMatches()
             ++m.entries;
             m.chunks += leaf.chunks;
             m.bytes += leaf.bytes;
+            if (leaf.mark > m.mark) {
+                m.mark = leaf.mark;
+                m.markCount = 1;
+            } else if (leaf.mark == m.mark && leaf.mark != LoadMark::None) {
+                ++m.markCount;
+            }
         }
     });
 }
@@ -120,7 +131,13 @@ QVariant CheckpointFilterProxy::data(const QModelIndex &index, int role) const
             return m.chunks ? formatCount(m.chunks) : QVariant();
         if (index.column() == SizeColumn)
             return formatBytes(m.bytes);
+        if (index.column() == LoadColumn)
+            return groupLoadText(m.mark, m.markCount);
         break;
+    case LoadMarkRole:
+        return int(m.mark);
+    case LoadMarkCountRole:
+        return qulonglong(m.markCount);
     case LeafCountRole:
         return qulonglong(m.entries);
     case ChunkCountRole:

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "keymatcher.h"
+#include "loadmarks.h"
 
 #include <QSortFilterProxyModel>
 #include <vector>
@@ -49,6 +50,8 @@ private:
     struct Matched
     {
         quint64 entries = 0, chunks = 0, bytes = 0;
+        LoadMark mark = LoadMark::None; ///< the worst mark of the matches
+        quint64 markCount = 0;          ///< matches with that mark
     };
     /** The matching entries below a group of this proxy. */
     Matched matched(const QModelIndex &group) const;

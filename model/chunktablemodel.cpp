@@ -5,11 +5,16 @@
 #include "roles.h"
 
 #include <shardscope/checkpoint.h>
+#include <shardscope/dtype.h>
+
+#include <algorithm>
 
 namespace shardscope::model {
 
 ChunkTableModel::ChunkTableModel(QObject *parent)
-    : QAbstractTableModel(parent)
+    : FlatTableModel({tr("#"), tr("Offsets"), tr("Sizes"), tr("File"), tr("Byte offset"),
+                      tr("Length"), tr("Data")},
+                     parent)
 {}
 
 ChunkTableModel::~ChunkTableModel() = default;
@@ -28,23 +33,44 @@ const TensorEntry *ChunkTableModel::tensor() const
     return m_index ? &m_index->tensors[size_t(m_tensor)] : nullptr;
 }
 
-int ChunkTableModel::rowCount(const QModelIndex &parent) const
+int ChunkTableModel::rows() const
 {
     const TensorEntry *t = tensor();
-    return parent.isValid() || !t ? 0 : int(t->chunks.size());
+    return t ? int(t->chunks.size()) : 0;
 }
 
-int ChunkTableModel::columnCount(const QModelIndex &parent) const
+uint64_t ChunkTableModel::dataBytes(const TensorEntry &t, size_t row)
 {
-    return parent.isValid() ? 0 : ColumnCount;
+    uint64_t n = uint64_t(elementSize(t.dtype));
+    for (const int64_t s : t.chunkSizes(row))
+        n *= uint64_t(std::max<int64_t>(s, 0));
+    return n;
 }
 
-QVariant ChunkTableModel::data(const QModelIndex &index, int role) const
+QString ChunkTableModel::lengthToolTip(const TensorEntry &t, size_t row) const
+{
+    const Location &loc = t.chunks[row];
+    QString tip = tr("%1 bytes stored").arg(formatCount(loc.length));
+    const bool haveDims = t.chunkDims.size() >= 2 * t.ndim() * (row + 1);
+    if (!haveDims)
+        return tip;
+    const uint64_t data = dataBytes(t, row);
+    // DCP writes each chunk as a torch.save archive of its own: the ZIP records, the pickle and
+    // the padding that torch aligns data to are stored around the elements.
+    if (loc.encoding == Encoding::TorchSaveArchive && loc.length > data)
+        tip += tr(": the chunk's %1 bytes of data inside a torch.save archive of its own (DCP "
+                  "saves each chunk with torch.save; its ZIP records, pickle and alignment "
+                  "padding take the other %2 bytes)")
+                   .arg(formatCount(data), formatCount(loc.length - data));
+    else if (loc.length > data)
+        tip += tr(": %1 bytes of data, the rest belongs to the storage this chunk is a view of")
+                   .arg(formatCount(data));
+    return tip;
+}
+
+QVariant ChunkTableModel::cellData(const QModelIndex &index, int role) const
 {
     const TensorEntry *t = tensor();
-    if (!t ||
-        !checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-        return {};
     const size_t row = size_t(index.row());
     const Location &loc = t->chunks[row];
     // chunkDims holds offsets and sizes for every chunk; guard against a short vector.
@@ -65,8 +91,9 @@ QVariant ChunkTableModel::data(const QModelIndex &index, int role) const
         case ByteOffsetColumn:
             return formatCount(loc.offset);
         case LengthColumn:
-            return role == Qt::ToolTipRole ? tr("%1 bytes").arg(formatCount(loc.length))
-                                           : formatBytes(loc.length);
+            return role == Qt::ToolTipRole ? lengthToolTip(*t, row) : formatBytes(loc.length);
+        case DataColumn:
+            return haveDims ? formatBytes(dataBytes(*t, row)) : QString();
         default:
             return {};
         }
@@ -79,6 +106,8 @@ QVariant ChunkTableModel::data(const QModelIndex &index, int role) const
             return qulonglong(loc.offset);
         case LengthColumn:
             return qulonglong(loc.length);
+        case DataColumn:
+            return qulonglong(haveDims ? dataBytes(*t, row) : 0);
         default:
             return data(index, Qt::DisplayRole);
         }
@@ -93,6 +122,7 @@ Qt::Alignment ChunkTableModel::alignment(int column)
         return Qt::AlignCenter;
     case ByteOffsetColumn:
     case LengthColumn:
+    case DataColumn:
         return Qt::AlignRight | Qt::AlignVCenter;
     default:
         return Qt::AlignLeft | Qt::AlignVCenter;
@@ -103,24 +133,7 @@ QVariant ChunkTableModel::headerData(int section, Qt::Orientation orientation, i
 {
     if (orientation == Qt::Horizontal && role == Qt::TextAlignmentRole)
         return QVariant::fromValue(alignment(section));
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case IndexColumn:
-        return tr("#");
-    case OffsetsColumn:
-        return tr("Offsets");
-    case SizesColumn:
-        return tr("Sizes");
-    case FileColumn:
-        return tr("File");
-    case ByteOffsetColumn:
-        return tr("Byte offset");
-    case LengthColumn:
-        return tr("Length");
-    default:
-        return {};
-    }
+    return FlatTableModel::headerData(section, orientation, role);
 }
 
 } // namespace shardscope::model

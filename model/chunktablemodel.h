@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include <QAbstractTableModel>
+#include "flattablemodel.h"
 
 #include <memory>
 
@@ -17,7 +17,7 @@ namespace shardscope::model {
  * sizes) and where its bytes live (file, byte offset, length). Reads the shared snapshot; a
  * tensor with many chunks costs nothing until rows are shown.
  */
-class ChunkTableModel : public QAbstractTableModel
+class ChunkTableModel : public FlatTableModel
 {
     Q_OBJECT
 
@@ -29,6 +29,7 @@ public:
         FileColumn,
         ByteOffsetColumn,
         LengthColumn,
+        DataColumn, ///< the chunk's elements × their size; Length adds the format's framing
         ColumnCount,
     };
 
@@ -40,14 +41,18 @@ public:
     void clear() { setTensor(nullptr, -1); }
     const TensorEntry *tensor() const;
 
-    int rowCount(const QModelIndex &parent = {}) const override;
-    int columnCount(const QModelIndex &parent = {}) const override;
-    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
     QVariant headerData(int section, Qt::Orientation orientation,
                         int role = Qt::DisplayRole) const override;
 
 private:
+    int rows() const override;
+    QVariant cellData(const QModelIndex &index, int role) const override;
+
     static Qt::Alignment alignment(int column);
+    /** The bytes of row's elements (its sizes × the element size). */
+    static uint64_t dataBytes(const TensorEntry &t, size_t row);
+    /** Why the stored length is what it is, when it is more than the data. */
+    QString lengthToolTip(const TensorEntry &t, size_t row) const;
 
     std::shared_ptr<const CheckpointIndex> m_index;
     int m_tensor = -1;

@@ -35,37 +35,30 @@ QString sourcesText(const DiffEntry &e)
 } // namespace
 
 DiffListModel::DiffListModel(QObject *parent)
-    : QAbstractTableModel(parent)
+    : FlatTableModel(
+          {tr("Parameter / key"), tr("Status"), tr("Real load"), tr("Stored as"), tr("Reason")},
+          parent)
 {}
 
 void DiffListModel::setDiff(DiffSnapshot diff)
 {
-    beginResetModel();
-    m_diff = std::move(diff);
-    m_keptAtInit.clear();
-    if (m_diff)
-        for (const std::string &k : m_diff->outcome.keptAtInit)
-            m_keptAtInit.push_back(k);
-    std::sort(m_keptAtInit.begin(), m_keptAtInit.end());
-    endResetModel();
+    resetContents([&] {
+        m_diff = std::move(diff);
+        m_keptAtInit.clear();
+        if (m_diff)
+            for (const std::string &k : m_diff->outcome.keptAtInit)
+                m_keptAtInit.push_back(k);
+        std::sort(m_keptAtInit.begin(), m_keptAtInit.end());
+    });
 }
 
-int DiffListModel::rowCount(const QModelIndex &parent) const
+int DiffListModel::rows() const
 {
-    if (parent.isValid() || !m_diff)
-        return 0;
-    return int(m_diff->entries.size() + m_diff->unconsumed.size());
+    return m_diff ? int(m_diff->entries.size() + m_diff->unconsumed.size()) : 0;
 }
 
-int DiffListModel::columnCount(const QModelIndex &parent) const
+QVariant DiffListModel::cellData(const QModelIndex &index, int role) const
 {
-    return parent.isValid() ? 0 : ColumnCount;
-}
-
-QVariant DiffListModel::data(const QModelIndex &index, int role) const
-{
-    if (!index.isValid() || !m_diff || index.row() >= rowCount())
-        return {};
     const size_t row = size_t(index.row());
     if (row >= m_diff->entries.size()) { // a stored key nothing reads
         const UnconsumedKey &u = m_diff->unconsumed[row - m_diff->entries.size()];
@@ -139,26 +132,6 @@ QVariant DiffListModel::data(const QModelIndex &index, int role) const
         return kept;
     case StoredKeyRole:
         return e.sources.empty() ? QString() : QString::fromStdString(e.sources.front().key);
-    default:
-        return {};
-    }
-}
-
-QVariant DiffListModel::headerData(int section, Qt::Orientation orientation, int role) const
-{
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case NameColumn:
-        return tr("Parameter / key");
-    case StatusColumn:
-        return tr("Status");
-    case LoadColumn:
-        return tr("Real load");
-    case StoredColumn:
-        return tr("Stored as");
-    case ReasonColumn:
-        return tr("Reason");
     default:
         return {};
     }

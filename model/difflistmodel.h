@@ -3,7 +3,7 @@
 
 #include "backendrunner.h"
 
-#include <QAbstractTableModel>
+#include "flattablemodel.h"
 
 namespace shardscope::model {
 
@@ -14,7 +14,7 @@ namespace shardscope::model {
  * DiffStatusRole carries the status name, FillsRole whether the real load fills it, so that a
  * view colours and marks them (not by colour alone) and a proxy filters by status.
  */
-class DiffListModel : public QAbstractTableModel
+class DiffListModel : public FlatTableModel
 {
     Q_OBJECT
 
@@ -43,13 +43,10 @@ public:
     void setDiff(DiffSnapshot diff);
     const DiffSnapshot &diff() const { return m_diff; }
 
-    int rowCount(const QModelIndex &parent = {}) const override;
-    int columnCount(const QModelIndex &parent = {}) const override;
-    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override;
+    QVariant cellData(const QModelIndex &index, int role) const override;
+
     DiffSnapshot m_diff;
     std::vector<std::string_view> m_keptAtInit; ///< sorted, views into the snapshot
 };

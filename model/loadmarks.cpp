@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "loadmarks.h"
 
+#include "formatting.h"
+
+#include <QCoreApplication>
 #include <shardscope/checkpoint.h>
 #include <shardscope/session.h>
 
@@ -30,6 +33,20 @@ QString loadMarkName(LoadMark mark)
         return QStringLiteral("kept at init");
     }
     return {};
+}
+
+QString groupLoadText(LoadMark worst, quint64 count)
+{
+    if (worst == LoadMark::None)
+        return {};
+    QString what = loadMarkName(worst);
+    if (worst == LoadMark::Loaded)
+        what = QCoreApplication::translate("shardscope", "loaded");
+    else if (worst == LoadMark::Mismatch)
+        what = QCoreApplication::translate("shardscope", "mismatched");
+    else if (worst == LoadMark::Problem && count > 1)
+        what = QCoreApplication::translate("shardscope", "problems");
+    return QStringLiteral("%1 %2").arg(formatCount(count), what);
 }
 
 namespace {

@@ -38,6 +38,8 @@ enum class LoadMark : uint8_t {
 
 /** A short name for the Load column ("kept at init"). */
 QString loadMarkName(LoadMark mark);
+/** A group's Load column: how many leaves below carry its worst mark ("12 kept at init"). */
+QString groupLoadText(LoadMark worst, quint64 count);
 /** Marks at or above this one call for attention. */
 constexpr LoadMark FirstAttentionMark = LoadMark::Unconsumed;
 

@@ -48,7 +48,10 @@ QString valueTensorName(const TensorValueDiff &t)
 }
 
 ValueDiffModel::ValueDiffModel(QObject *parent)
-    : QAbstractTableModel(parent)
+    : FlatTableModel({tr("Tensor"), tr("Verdict"), tr("Differing"), tr("Max |a−b|"), tr("Max rel"),
+                      tr("Rel. L2"), tr("Cosine"), tr("Max ULP"), tr("First difference"),
+                      tr("DType")},
+                     parent)
 {}
 
 void ValueDiffModel::setValues(ValuesSnapshot values)
@@ -77,20 +80,13 @@ int ValueDiffModel::rowOfTensor(int tensor) const
     return it == m_order.end() ? -1 : int(it - m_order.begin());
 }
 
-int ValueDiffModel::rowCount(const QModelIndex &parent) const
+int ValueDiffModel::rows() const
 {
-    return parent.isValid() ? 0 : int(m_order.size());
+    return int(m_order.size());
 }
 
-int ValueDiffModel::columnCount(const QModelIndex &parent) const
+QVariant ValueDiffModel::cellData(const QModelIndex &index, int role) const
 {
-    return parent.isValid() ? 0 : ColumnCount;
-}
-
-QVariant ValueDiffModel::data(const QModelIndex &index, int role) const
-{
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-        return {};
     const uint32_t at = m_order[size_t(index.row())];
     const TensorValueDiff &t = m_values->tensors[at];
     const bool compared = t.verdict != Verdict::NotCompared;
@@ -174,36 +170,6 @@ QVariant ValueDiffModel::data(const QModelIndex &index, int role) const
         default:
             return {};
         }
-    default:
-        return {};
-    }
-}
-
-QVariant ValueDiffModel::headerData(int section, Qt::Orientation orientation, int role) const
-{
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case NameColumn:
-        return tr("Tensor");
-    case VerdictColumn:
-        return tr("Verdict");
-    case DifferingColumn:
-        return tr("Differing");
-    case MaxAbsColumn:
-        return tr("Max |a−b|");
-    case MaxRelColumn:
-        return tr("Max rel");
-    case RelL2Column:
-        return tr("Rel. L2");
-    case CosineColumn:
-        return tr("Cosine");
-    case UlpColumn:
-        return tr("Max ULP");
-    case FirstDiffColumn:
-        return tr("First difference");
-    case DTypeColumn:
-        return tr("DType");
     default:
         return {};
     }

@@ -3,7 +3,7 @@
 
 #include "backendrunner.h"
 
-#include <QAbstractTableModel>
+#include "flattablemodel.h"
 
 namespace shardscope::model {
 
@@ -14,7 +14,7 @@ namespace shardscope::model {
  * TensorRole the row's position in ValueDiffResult::tensors (for the histogram and the
  * per-layer plot), SortRole numbers as numbers.
  */
-class ValueDiffModel : public QAbstractTableModel
+class ValueDiffModel : public FlatTableModel
 {
     Q_OBJECT
 
@@ -47,13 +47,10 @@ public:
     /** The row showing tensor `tensor` (an index into the result's tensors); -1 for none. */
     int rowOfTensor(int tensor) const;
 
-    int rowCount(const QModelIndex &parent = {}) const override;
-    int columnCount(const QModelIndex &parent = {}) const override;
-    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override;
+    QVariant cellData(const QModelIndex &index, int role) const override;
+
     ValuesSnapshot m_values;
     std::vector<uint32_t> m_order; ///< rows → tensors
 };

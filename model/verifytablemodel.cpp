@@ -22,7 +22,10 @@ QString number(double v)
 } // namespace
 
 VerifyTableModel::VerifyTableModel(QObject *parent)
-    : QAbstractTableModel(parent)
+    : FlatTableModel({tr("Parameter"), tr("Outcome"), tr("Mismatches"), tr("Round trip"),
+                      tr("Ranks"), tr("Fingerprint"), tr("Mean"), tr("Std"), tr("Min"), tr("Max"),
+                      tr("Note")},
+                     parent)
 {}
 
 void VerifyTableModel::setReport(VerifySnapshot report, DiffSnapshot diff)
@@ -63,20 +66,13 @@ int VerifyTableModel::rowOf(const QString &name) const
     return -1;
 }
 
-int VerifyTableModel::rowCount(const QModelIndex &parent) const
+int VerifyTableModel::rows() const
 {
-    return parent.isValid() ? 0 : int(m_order.size());
+    return int(m_order.size());
 }
 
-int VerifyTableModel::columnCount(const QModelIndex &parent) const
+QVariant VerifyTableModel::cellData(const QModelIndex &index, int role) const
 {
-    return parent.isValid() ? 0 : ColumnCount;
-}
-
-QVariant VerifyTableModel::data(const QModelIndex &index, int role) const
-{
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-        return {};
     const uint32_t at = m_order[size_t(index.row())];
     const ParamCheck &p = m_report->result.params[at];
     const bool mismatched = p.mismatches > 0;
@@ -152,38 +148,6 @@ QVariant VerifyTableModel::data(const QModelIndex &index, int role) const
         default:
             return {};
         }
-    default:
-        return {};
-    }
-}
-
-QVariant VerifyTableModel::headerData(int section, Qt::Orientation orientation, int role) const
-{
-    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case NameColumn:
-        return tr("Parameter");
-    case OutcomeColumn:
-        return tr("Outcome");
-    case MismatchColumn:
-        return tr("Mismatches");
-    case RoundTripColumn:
-        return tr("Round trip");
-    case RanksColumn:
-        return tr("Ranks");
-    case FingerprintColumn:
-        return tr("Fingerprint");
-    case MeanColumn:
-        return tr("Mean");
-    case StdColumn:
-        return tr("Std");
-    case MinColumn:
-        return tr("Min");
-    case MaxColumn:
-        return tr("Max");
-    case NoteColumn:
-        return tr("Note");
     default:
         return {};
     }

@@ -4,7 +4,7 @@
 #include "backendrunner.h"
 #include "loadmarks.h"
 
-#include <QAbstractTableModel>
+#include "flattablemodel.h"
 
 #include <unordered_map>
 
@@ -17,7 +17,7 @@ namespace shardscope::model {
  * LoadMarkRole carries the row's mark (as the tree shows it), NameRole the parameter's name,
  * SourceKeyRole its first stored key (the tree's row for it); SortRole sorts numbers as numbers.
  */
-class VerifyTableModel : public QAbstractTableModel
+class VerifyTableModel : public FlatTableModel
 {
     Q_OBJECT
 
@@ -51,13 +51,10 @@ public:
     /** The row of a parameter; -1 when it has none. */
     int rowOf(const QString &name) const;
 
-    int rowCount(const QModelIndex &parent = {}) const override;
-    int columnCount(const QModelIndex &parent = {}) const override;
-    QVariant data(const QModelIndex &index, int role = Qt::DisplayRole) const override;
-    QVariant headerData(int section, Qt::Orientation orientation,
-                        int role = Qt::DisplayRole) const override;
-
 private:
+    int rows() const override;
+    QVariant cellData(const QModelIndex &index, int role) const override;
+
     VerifySnapshot m_report;
     DiffSnapshot m_diff;
     std::vector<uint32_t> m_order; ///< rows → params, worst first

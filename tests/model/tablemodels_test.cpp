@@ -2,10 +2,13 @@
 #include "testutil.h"
 
 #include "model/chunktablemodel.h"
+#include "model/formatting.h"
 #include "model/problemlistmodel.h"
 #include "model/roles.h"
 
 #include <QAbstractItemModelTester>
+
+#include <shardscope/dtype.h>
 
 #include <gtest/gtest.h>
 
@@ -32,6 +35,17 @@ TEST(ChunkTableModel, ShowsOneRowPerChunk)
     EXPECT_EQ(cell(1, ChunkTableModel::LengthColumn), QStringLiteral("4.00 KiB"));
     EXPECT_EQ(model.index(1, ChunkTableModel::ByteOffsetColumn).data(SortRole).toULongLong(),
               4096u);
+    // What the chunk's elements take, beside what is stored; the tooltip says why they differ.
+    const TensorEntry &t = index->tensors[0];
+    const uint64_t data = 8 * 8 * uint64_t(elementSize(t.dtype));
+    EXPECT_EQ(cell(1, ChunkTableModel::DataColumn), formatBytes(data));
+    EXPECT_EQ(model.index(1, ChunkTableModel::DataColumn).data(SortRole).toULongLong(), data);
+    const QString tip =
+        model.index(1, ChunkTableModel::LengthColumn).data(Qt::ToolTipRole).toString();
+    EXPECT_TRUE(tip.contains(formatCount(t.chunks[1].length))) << tip.toStdString();
+    if (t.chunks[1].encoding == Encoding::TorchSaveArchive && t.chunks[1].length > data) {
+        EXPECT_TRUE(tip.contains(QStringLiteral("torch.save archive"))) << tip.toStdString();
+    }
 
     model.setTensor(index, 7); // scale: a scalar, one chunk
     ASSERT_EQ(model.rowCount(), 1);
