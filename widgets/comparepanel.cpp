@@ -2,6 +2,7 @@
 #include "comparepanel.h"
 #include "plaintooltips.h"
 
+#include "columnfit.h"
 #include "model/changelistmodel.h"
 #include "model/formatting.h"
 #include "model/layerfamily.h"
@@ -100,7 +101,7 @@ QTreeView *tableView(QWidget *parent)
     view->setUniformRowHeights(true);
     view->setAlternatingRowColors(true);
     view->setSelectionBehavior(QAbstractItemView::SelectRows);
-    view->setTextElideMode(Qt::ElideMiddle);
+    view->setTextElideMode(Qt::ElideLeft); // names differ at their end: the layer, the parameter
     return view;
 }
 
@@ -165,10 +166,7 @@ ComparePanel::ComparePanel(QWidget *parent)
     m_valueView->setSortingEnabled(true);
     m_valueView->sortByColumn(-1, Qt::AscendingOrder); // the model's: worst first
     m_valueView->setItemDelegate(new VerdictDelegate(m_valueView));
-    const int digit = fontMetrics().horizontalAdvance(QLatin1Char('0'));
-    m_valueView->header()->resizeSection(ValueDiffModel::NameColumn, digit * 48);
-    m_valueView->header()->resizeSection(ValueDiffModel::VerdictColumn, digit * 14);
-    m_valueView->header()->resizeSection(ValueDiffModel::DifferingColumn, digit * 18);
+    fitColumnsToContents(m_valueView, 0.35);
     connect(m_valueView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex &current) {
                 if (!current.isValid())
@@ -179,9 +177,7 @@ ComparePanel::ComparePanel(QWidget *parent)
     m_changeView->setModel(m_changes);
     installPlainToolTips(m_changeView);
     m_changeView->setItemDelegate(new ChangeDelegate(m_changeView));
-    m_changeView->header()->resizeSection(ChangeListModel::KindColumn, digit * 16);
-    m_changeView->header()->resizeSection(ChangeListModel::FirstColumn, digit * 50);
-    m_changeView->header()->resizeSection(ChangeListModel::SecondColumn, digit * 50);
+    fitColumnsToContents(m_changeView, 0.4);
     connect(m_changeView->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex &current) {
                 const QString first = current.data(ChangeListModel::FirstKeyRole).toString();

@@ -2,6 +2,7 @@
 #include "diffpanel.h"
 #include "plaintooltips.h"
 
+#include "columnfit.h"
 #include "model/diffchoices.h"
 #include "model/difffilterproxy.h"
 #include "model/difflistmodel.h"
@@ -43,6 +44,10 @@ protected:
     void initStyleOption(QStyleOptionViewItem *option, const QModelIndex &index) const override
     {
         QStyledItemDelegate::initStyleOption(option, index);
+        // Keys differ at their end (the layer, then the parameter's name): cut at the start.
+        if (index.column() == DiffListModel::NameColumn ||
+            index.column() == DiffListModel::StoredColumn)
+            option->textElideMode = Qt::ElideLeft;
         if (index.column() != DiffListModel::StatusColumn &&
             index.column() != DiffListModel::LoadColumn)
             return;
@@ -84,6 +89,10 @@ DiffPanel::DiffPanel(QWidget *parent)
     m_view->setObjectName(QStringLiteral("entries"));
     m_banner->setWordWrap(true);
     m_banner->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    // Room for what the banner says once there is a diff (the load, its message, what is kept
+    // at init), so that the controls below do not move when it comes.
+    m_banner->setMinimumHeight(3 * fontMetrics().lineSpacing() + 4);
+    m_banner->setAlignment(Qt::AlignLeft | Qt::AlignTop);
     m_banner->setText(tr("No layout: File ▸ Check Against Layout… or Model Config…"));
 
     m_status->addItem(tr("All entries"), QString());
@@ -125,14 +134,24 @@ DiffPanel::DiffPanel(QWidget *parent)
     m_view->setSelectionMode(QAbstractItemView::SingleSelection);
     m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_view->setItemDelegate(new StatusDelegate(m_view));
-    m_view->setTextElideMode(Qt::ElideMiddle);
-    const int digit = fontMetrics().horizontalAdvance(QLatin1Char('0'));
-    m_view->header()->resizeSection(DiffListModel::NameColumn, digit * 52);
-    m_view->header()->resizeSection(DiffListModel::StatusColumn, digit * 16);
-    m_view->header()->resizeSection(DiffListModel::LoadColumn, digit * 34);
-    m_view->header()->resizeSection(DiffListModel::StoredColumn, digit * 40);
+    m_view->setTextElideMode(Qt::ElideRight);
+    // What the tab is for comes first: the reason beside the status, where the key was
+    // stored after it (the details pane has all of it, wrapped).
+    m_view->header()->moveSection(m_view->header()->visualIndex(DiffListModel::ReasonColumn),
+                                  m_view->header()->visualIndex(DiffListModel::StoredColumn));
+    fitColumnsToContents(m_view, 0.4);
     connect(m_view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
-            [this](const QModelIndex &current) { showDetails(current); });
+            [this](const QModelIndex &current) {
+                showDetails(current);
+                if (current.isValid()) {
+                    const QModelIndex i = current.siblingAtColumn(DiffListModel::NameColumn);
+                    Q_EMIT entrySelected(i.data().toString(),
+                                         i.data(DiffListModel::StoredKeyRole).toString());
+                }
+            });
+    m_details->setObjectName(QStringLiteral("entryDetails"));
+    m_details->setPlaceholderText(tr("The selected entry: its full key, where it is stored, "
+                                     "why, and the fix."));
 
     auto *controls = new QHBoxLayout;
     controls->addWidget(m_status);
@@ -140,19 +159,20 @@ DiffPanel::DiffPanel(QWidget *parent)
     controls->addWidget(new QLabel(tr("Strictness"), this));
     controls->addWidget(m_strictness);
     controls->addWidget(m_partial);
+    controls->addSpacing(12);
+    controls->addWidget(attentionLegend(this));
     controls->addStretch(1);
 
     auto *split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(m_view);
     split->addWidget(m_details);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 1);
+    split->setStretchFactor(0, 5);
+    split->setStretchFactor(1, 2);
 
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addWidget(m_banner);
     layout->addLayout(controls);
-    layout->addWidget(attentionLegend(this));
     layout->addWidget(split, 1);
     // F8 / Shift+F8 are the window's (Tools ▸ Next Problem), so they work from any view.
 }
@@ -162,6 +182,16 @@ void DiffPanel::setDiff(const model::DiffSnapshot &diff)
     m_model->setDiff(diff);
     updateBanner();
     m_details->clear();
+    // The first problem is explained at once, before anything is selected (F8 still goes to
+    // it first).
+    for (int r = 0; r < m_proxy->rowCount(); ++r) {
+        const QModelIndex i = m_proxy->index(r, 0);
+        if (i.data(DiffListModel::ProblemRole).toBool() ||
+            i.data(DiffListModel::KeptAtInitRole).toBool()) {
+            showDetails(i, tr("The first problem (F8 for the next):"));
+            break;
+        }
+    }
 }
 
 shardscope::DiffOptions DiffPanel::options() const
@@ -239,18 +269,21 @@ void DiffPanel::updateBanner()
     m_banner->setText(html);
 }
 
-void DiffPanel::showDetails(const QModelIndex &proxyIndex)
+void DiffPanel::showDetails(const QModelIndex &proxyIndex, const QString &caption)
 {
     if (!proxyIndex.isValid()) {
         m_details->clear();
         return;
     }
     const QModelIndex i = proxyIndex.siblingAtColumn(DiffListModel::NameColumn);
-    const QString name = i.data().toString();
+    const QString name = i.data(Qt::ToolTipRole).toString();
     auto cell = [&](int column) {
         return proxyIndex.siblingAtColumn(column).data().toString().toHtmlEscaped();
     };
-    QString html = QStringLiteral("<p><b>%1</b></p>").arg(name.toHtmlEscaped());
+    QString html = caption.isEmpty()
+                       ? QString()
+                       : QStringLiteral("<p><i>%1</i></p>").arg(caption.toHtmlEscaped());
+    html += QStringLiteral("<p><b>%1</b></p>").arg(name.toHtmlEscaped());
     html += tr("<p>Status: %1 · real load: %2</p>")
                 .arg(cell(DiffListModel::StatusColumn), cell(DiffListModel::LoadColumn));
     const QString sources = i.data(DiffListModel::SourcesRole).toString();
@@ -262,7 +295,6 @@ void DiffPanel::showDetails(const QModelIndex &proxyIndex)
     if (!fix.isEmpty())
         html += tr("<p><b>Fix:</b> %1</p>").arg(fix.toHtmlEscaped());
     m_details->setHtml(html);
-    Q_EMIT entrySelected(name, i.data(DiffListModel::StoredKeyRole).toString());
 }
 
 } // namespace shardscope::widgets

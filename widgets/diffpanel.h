@@ -54,7 +54,8 @@ Q_SIGNALS:
     void entrySelected(const QString &name, const QString &storedKey);
 
 private:
-    void showDetails(const QModelIndex &proxyIndex);
+    /** The entry at `proxyIndex` in the details pane, under `caption` if any. */
+    void showDetails(const QModelIndex &proxyIndex, const QString &caption = {});
     void updateBanner();
 
     model::DiffListModel *m_model;

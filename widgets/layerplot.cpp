@@ -58,6 +58,11 @@ LayerPlot::LayerPlot(QWidget *parent)
     setKey({});
 }
 
+QString LayerPlot::caption() const
+{
+    return m_family->text();
+}
+
 model::LayerStatistic LayerPlot::statistic() const
 {
     return model::LayerStatistic(m_statistic->currentIndex());
@@ -66,17 +71,31 @@ model::LayerStatistic LayerPlot::statistic() const
 void LayerPlot::setKey(const QString &key)
 {
     m_key = key;
-    m_currentFamily = model::layerKey(key).family;
+    const QString family = model::layerKey(key).family;
+    const bool changed = family != m_currentFamily;
+    m_currentFamily = family;
     m_plot->setEnabled(!m_currentFamily.isEmpty());
+    // The plot shows the family the caption names, never the one before.
+    if (changed && m_stats && m_stats->family != m_currentFamily)
+        m_stats.reset();
     if (m_currentFamily.isEmpty())
         m_family->setText(tr("Select a tensor of a layer (…layers.N…) to plot its family."));
-    else if (!m_stats || m_stats->family != m_currentFamily)
-        m_family->setText(tr("Family: %1").arg(m_currentFamily));
+    else if (!m_stats)
+        m_family->setText(
+            tr("Family: %1 (Plot reads its tensor in every layer)").arg(m_currentFamily));
     redraw();
+}
+
+QString LayerPlot::plottedFamily() const
+{
+    return m_stats ? m_stats->family : QString();
 }
 
 void LayerPlot::setStats(const model::LayerStatsSnapshot &stats)
 {
+    // A family's statistics that arrive after another tensor was selected are not shown.
+    if (stats && stats->family != m_currentFamily)
+        return;
     m_stats = stats;
     if (stats)
         m_family->setText(tr("%1: %2 layers").arg(stats->family).arg(stats->layers.size()));
@@ -100,6 +119,8 @@ void LayerPlot::redraw()
                 p->graph(1)->addData(m_stats->layers[i], v);
         }
         p->xAxis->setLabel(tr("layer of %1").arg(m_stats->family));
+    } else {
+        p->xAxis->setLabel(tr("layer"));
     }
     m_frame->resetZoom();
     p->xAxis->scaleRange(1.1);

@@ -30,6 +30,10 @@ public:
     void setKey(const QString &key);
     void setStats(const model::LayerStatsSnapshot &stats);
     PlotFrame *frame() const { return m_frame; }
+    /** The family the plot shows; empty when it shows none. */
+    QString plottedFamily() const;
+    /** The caption above the plot. */
+    QString caption() const;
     model::LayerStatistic statistic() const;
 
 Q_SIGNALS:

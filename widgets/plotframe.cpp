@@ -130,6 +130,11 @@ void PlotFrame::addLayerSeries()
     const QColor mark(0xd3, 0x54, 0x00);
     selected->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(mark, 2), mark, 8));
     m_plot->xAxis->setLabel(tr("layer"));
+    // Layers are whole numbers: ticks at 0, 1, 2 (or every 2nd, 5th, 10th…), never at 0.5.
+    QSharedPointer<QCPAxisTickerFixed> ticker(new QCPAxisTickerFixed);
+    ticker->setTickStep(1.0);
+    ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    m_plot->xAxis->setTicker(ticker);
     m_plot->yAxis->setNumberFormat(QStringLiteral("gb"));
 }
 

@@ -162,11 +162,12 @@ TensorDetailsPanel::TensorDetailsPanel(QWidget *parent)
     {
         const int digit = m_chunks->fontMetrics().horizontalAdvance(QLatin1Char('0'));
         QHeaderView *h = m_chunks->horizontalHeader();
-        h->resizeSection(ChunkTableModel::IndexColumn, digit * 5);
-        h->resizeSection(ChunkTableModel::OffsetsColumn, digit * 13);
-        h->resizeSection(ChunkTableModel::SizesColumn, digit * 13);
-        h->resizeSection(ChunkTableModel::FileColumn, digit * 20);
-        h->resizeSection(ChunkTableModel::ByteOffsetColumn, digit * 13);
+        h->resizeSection(ChunkTableModel::IndexColumn, digit * 4);
+        h->resizeSection(ChunkTableModel::OffsetsColumn, digit * 11);
+        h->resizeSection(ChunkTableModel::SizesColumn, digit * 11);
+        h->resizeSection(ChunkTableModel::FileColumn, digit * 15);
+        h->resizeSection(ChunkTableModel::ByteOffsetColumn, digit * 12);
+        h->resizeSection(ChunkTableModel::LengthColumn, digit * 10);
     }
     cl->addWidget(m_chunks);
     tl->addWidget(m_chunksBox, 2);

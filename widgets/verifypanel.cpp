@@ -2,6 +2,7 @@
 #include "verifypanel.h"
 #include "plaintooltips.h"
 
+#include "columnfit.h"
 #include "model/formatting.h"
 #include "model/verifytablemodel.h"
 #include "statusstyle.h"
@@ -122,6 +123,7 @@ VerifyPanel::VerifyPanel(QWidget *parent)
     m_hash->setToolTip(tr("Also hash every gathered parameter"));
     m_hash->setObjectName(QStringLiteral("hash"));
     m_run->setObjectName(QStringLiteral("run"));
+    m_summary->setObjectName(QStringLiteral("summary"));
 
     auto *sizes = new QHBoxLayout;
     const std::pair<const char *, QSpinBox *> boxes[] = {
@@ -175,12 +177,12 @@ VerifyPanel::VerifyPanel(QWidget *parent)
     m_view->sortByColumn(-1, Qt::AscendingOrder); // the model's order: worst first
     m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_view->setItemDelegate(new OutcomeDelegate(m_view));
-    m_view->setTextElideMode(Qt::ElideMiddle);
-    const int digit = fontMetrics().horizontalAdvance(QLatin1Char('0'));
-    m_view->header()->resizeSection(VerifyTableModel::NameColumn, digit * 50);
-    m_view->header()->resizeSection(VerifyTableModel::OutcomeColumn, digit * 24);
-    m_view->header()->resizeSection(VerifyTableModel::MismatchColumn, digit * 20);
-    m_view->header()->resizeSection(VerifyTableModel::FingerprintColumn, digit * 18);
+    m_view->setTextElideMode(Qt::ElideRight);
+    // The note says why an outcome is what it is: beside it, not past the statistics.
+    m_view->header()->moveSection(m_view->header()->visualIndex(VerifyTableModel::NoteColumn),
+                                  m_view->header()->visualIndex(VerifyTableModel::OutcomeColumn) +
+                                      1);
+    fitColumnsToContents(m_view, 0.35);
     connect(m_view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this](const QModelIndex &current) {
                 if (current.isValid())
@@ -248,8 +250,8 @@ void VerifyPanel::updateSummary()
     for (const auto &[n, what] : bad)
         if (n)
             text += QStringLiteral(" · <b>%1 %2</b>").arg(model::formatCount(n), what);
-    text += tr(" · %1 ranks · %2 in %3 s")
-                .arg(v.world)
+    text += tr(" · %1 · %2 in %3 s")
+                .arg(v.world == 1 ? tr("1 rank") : tr("%1 ranks").arg(v.world))
                 .arg(model::formatBytes(v.bytesRead))
                 .arg(v.seconds, 0, 'f', 2);
     m_summary->setText(text);

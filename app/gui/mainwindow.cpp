@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "mainwindow.h"
+#include "panelbinders.h"
 #include "steptimer.h"
 
 #include "model/checkpointfilterproxy.h"
@@ -10,7 +11,6 @@
 #include "model/layerfamily.h"
 #include "model/loadmarks.h"
 #include "model/problemlistmodel.h"
-#include "model/reprocommand.h"
 #include "model/roles.h"
 #include "model/shardmap.h"
 #include "widgets/checkpointtreeview.h"
@@ -18,71 +18,36 @@
 #include "widgets/diffpanel.h"
 #include "widgets/filterbar.h"
 #include "widgets/layerplot.h"
-#include "widgets/layoutoptionsdialog.h"
 #include "widgets/problemspanel.h"
 #include "widgets/shardmapplot.h"
 #include "widgets/statusstyle.h"
 #include "widgets/tensordetailspanel.h"
 #include "widgets/verifypanel.h"
 
-#include <shardscope/checkpoint.h>
-#include <shardscope/writefile.h>
-
-#include <QApplication>
-#include <QClipboard>
 #include <QCloseEvent>
 #include <QDragEnterEvent>
-#include <QElapsedTimer>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QHeaderView>
 #include <QLabel>
-#include <QLineEdit>
-#include <QMenuBar>
+#include <QMenu>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 
-#include <cstdio>
 #include <utility>
 
 using namespace shardscope::model;
 using namespace shardscope::widgets;
 
 namespace shardscope::gui {
-
-namespace {
-
-QString formatDisplayName(Format f)
-{
-    switch (f) {
-    case Format::Dcp:
-        return QStringLiteral("PyTorch DCP");
-    case Format::MegatronTorchDist:
-        return QStringLiteral("Megatron torch_dist");
-    case Format::MegatronFsdpDtensor:
-        return QStringLiteral("Megatron-FSDP fsdp_dtensor");
-    case Format::MegatronLegacy:
-        return QStringLiteral("Megatron legacy (mp_rank)");
-    case Format::TorchSave:
-        return QStringLiteral("torch.save");
-    case Format::Safetensors:
-        return QStringLiteral("safetensors");
-    case Format::SafetensorsIndex:
-        return QStringLiteral("safetensors (sharded)");
-    case Format::TorchSaveIndex:
-        return QStringLiteral("torch.save (sharded)");
-    }
-    return QString::fromStdString(std::string(formatName(f)));
-}
-
-} // namespace
 
 MainWindow::MainWindow(QWidget *parent)
     : QMainWindow(parent)
@@ -115,7 +80,13 @@ MainWindow::MainWindow(QWidget *parent)
     m_layerPlot = new LayerPlot(this);
     m_rightTabs = new QTabWidget(this);
     m_rightTabs->setDocumentMode(true);
-    m_rightTabs->addTab(m_details, tr("Details"));
+    // The details scroll when the panel below takes the height: the tree and its details never
+    // hold the load diff to a few rows.
+    auto *detailsScroll = new QScrollArea(this);
+    detailsScroll->setWidget(m_details);
+    detailsScroll->setWidgetResizable(true);
+    detailsScroll->setFrameShape(QFrame::NoFrame);
+    m_rightTabs->addTab(detailsScroll, tr("Details"));
     m_rightTabs->addTab(m_shardMap, tr("Shard map"));
     m_rightTabs->addTab(m_layerPlot, tr("Layers"));
 
@@ -146,6 +117,7 @@ MainWindow::MainWindow(QWidget *parent)
     setCentralWidget(m_vsplit);
     m_hsplit->setSizes({820, 620});
     m_vsplit->setSizes({740, 130});
+    connect(m_bottomTabs, &QTabWidget::currentChanged, this, &MainWindow::makeRoomForPanel);
 
     // Status bar: messages on the left; format, counts, problems and progress on the right.
     m_formatLabel = new QLabel(this);
@@ -209,50 +181,7 @@ MainWindow::MainWindow(QWidget *parent)
         runDiffWhenReady();
     });
     connect(m_session, &CheckpointSession::diffChanged, this, &MainWindow::onDiffChanged);
-    connect(m_diffPanel, &DiffPanel::optionsChanged, m_session, [this](const DiffOptions &options) {
-        if (m_session->index() && !m_session->layoutPath().isEmpty())
-            m_session->runDiff(options);
-    });
     connect(m_filterBar, &FilterBar::textChanged, m_diffPanel, &DiffPanel::setFilterText);
-    // A selected parameter shows in the tree where it is stored (its first stored key).
-    connect(m_diffPanel, &DiffPanel::entrySelected, this,
-            [this](const QString &, const QString &storedKey) { selectStoredKey(storedKey); });
-    connect(m_verifyPanel, &VerifyPanel::parameterSelected, this,
-            [this](const QString &, const QString &storedKey) { selectStoredKey(storedKey); });
-    // The verification loads with the rules the diff shows (a rule switched off stays off).
-    connect(m_verifyPanel, &VerifyPanel::runRequested, this, [this](VerifyRequest request) {
-        request.disabledRules = m_diffPanel->options().disabledRules;
-        m_session->runVerify(std::move(request));
-    });
-    connect(m_verifyPanel, &VerifyPanel::cancelRequested, m_session, &CheckpointSession::cancel);
-    // Compare: the structure as soon as the second checkpoint is open; values when asked.
-    connect(m_comparePanel, &ComparePanel::chooseRequested, this, [this] {
-        const QString dir = QFileDialog::getExistingDirectory(
-            this, tr("Checkpoint to compare with"), QFileInfo(m_session->path()).absolutePath());
-        if (!dir.isEmpty())
-            setComparePath(dir);
-    });
-    connect(m_comparePanel, &ComparePanel::valuesRequested, this, [this] { compareValues(); });
-    connect(m_comparePanel, &ComparePanel::keySelected, this, &MainWindow::selectStoredKey);
-    connect(m_session, &CheckpointSession::compareOpened, this, [this] {
-        m_comparePanel->setComparePath(m_session->comparePath());
-        if (m_session->index())
-            m_session->runCompare(m_diffPanel->options());
-        showPanel(QStringLiteral("compare"));
-    });
-    connect(m_layerPlot, &LayerPlot::plotRequested, m_session, &CheckpointSession::runLayerStats);
-    connect(m_session, &CheckpointSession::layerStatsChanged, m_layerPlot, &LayerPlot::setStats);
-    connect(m_layerPlot, &LayerPlot::keyActivated, this, &MainWindow::selectStoredKey);
-    connect(m_session, &CheckpointSession::comparisonChanged, m_comparePanel,
-            &ComparePanel::setComparison);
-    connect(m_session, &CheckpointSession::valuesChanged, m_comparePanel, &ComparePanel::setValues);
-    connect(m_session, &CheckpointSession::verificationChanged, this,
-            [this](const VerifySnapshot &report) {
-                m_verifyPanel->setReport(report, m_session->diff());
-                updateLoadMarks();
-                if (report && !report->result.clean())
-                    showPanel(QStringLiteral("verify"));
-            });
     connect(m_session, &CheckpointSession::openFailed, this, &MainWindow::onOpenFailed);
     connect(m_session, &CheckpointSession::reloaded, this,
             [this](const QString &summary) { statusBar()->showMessage(summary, 30000); });
@@ -263,26 +192,11 @@ MainWindow::MainWindow(QWidget *parent)
     connect(m_session, &CheckpointSession::jobStarted, this, [this](const QString &title) {
         m_jobLabel->setText(title);
         onJobProgress({}, -1, -1);
-        if (m_session->jobKind() == CheckpointSession::JobKind::Verify)
-            m_verifyPanel->jobStarted();
-        if (m_session->jobKind() == CheckpointSession::JobKind::Values)
-            m_comparePanel->jobStarted();
     });
     connect(m_session, &CheckpointSession::jobProgress, this, &MainWindow::onJobProgress);
-    connect(m_session, &CheckpointSession::jobProgress, this,
-            [this](const QString &stage, int permille, double eta) {
-                if (m_session->jobKind() == CheckpointSession::JobKind::Verify)
-                    m_verifyPanel->jobProgress(stage, permille, eta);
-            });
     connect(m_session, &CheckpointSession::jobEnded, this, &MainWindow::onJobEnded);
     connect(m_session, &CheckpointSession::jobEnded, this, [this](bool ok, const QString &message) {
         switch (m_session->jobKind()) {
-        case CheckpointSession::JobKind::Verify:
-            m_verifyPanel->jobEnded(ok, message);
-            break;
-        case CheckpointSession::JobKind::Values:
-            m_comparePanel->jobEnded(ok, message);
-            break;
         case CheckpointSession::JobKind::Layout:
         case CheckpointSession::JobKind::Export:
         case CheckpointSession::JobKind::Repair:
@@ -310,6 +224,12 @@ MainWindow::MainWindow(QWidget *parent)
             [this](const QString &, const ObjectDetails &details) {
                 m_details->setObjectDetails(details);
             });
+    // Each panel's own wiring to the session (panelbinders.h), after the window's: the status
+    // bar hears of a job before the panel running it does.
+    bindDiffPanel(m_diffPanel, m_session, *this);
+    bindVerifyPanel(m_verifyPanel, m_session, *this);
+    bindComparePanel(m_comparePanel, m_session, *this);
+    bindLayerPlot(m_layerPlot, m_session, *this);
 
     updateStatusBar();
 }
@@ -319,197 +239,6 @@ MainWindow::~MainWindow() = default;
 void MainWindow::setFlatList(bool on)
 {
     m_flatAction->setChecked(on);
-}
-
-void MainWindow::createActions()
-{
-    QMenu *file = menuBar()->addMenu(tr("&File"));
-    QAction *openDir = file->addAction(tr("Open &Directory…"));
-    openDir->setShortcut(QKeySequence::Open);
-    connect(openDir, &QAction::triggered, this, &MainWindow::openDirectoryDialog);
-    QAction *openFile = file->addAction(tr("Open &File…"));
-    openFile->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
-    connect(openFile, &QAction::triggered, this, &MainWindow::openFileDialog);
-    QAction *reloadAction = file->addAction(tr("&Reload"));
-    reloadAction->setShortcut(QKeySequence::Refresh);
-    connect(reloadAction, &QAction::triggered, this, &MainWindow::reload);
-    m_recentMenu = file->addMenu(tr("Open &Recent"));
-    connect(m_recentMenu, &QMenu::aboutToShow, this, &MainWindow::rebuildRecentMenu);
-    file->addSeparator();
-    QAction *layout = file->addAction(tr("Check Against &Layout…"));
-    connect(layout, &QAction::triggered, this, [this] {
-        const QString path = QFileDialog::getOpenFileName(
-            this, tr("Layout"), QFileInfo(m_session->path()).absolutePath(),
-            tr("Layouts (*.json);;All files (*)"));
-        if (!path.isEmpty())
-            setLayoutPath(path);
-    });
-    QAction *config = file->addAction(tr("Check Against Model &Config…"));
-    connect(config, &QAction::triggered, this, [this] {
-        const QString path = QFileDialog::getOpenFileName(
-            this, tr("Model config: config.json, Megatron arguments"),
-            QFileInfo(m_session->path()).absolutePath(), tr("All files (*)"));
-        if (path.isEmpty())
-            return;
-        // The options `layout --from-config` takes, starting from the last ones used.
-        LayoutOptionsDialog dialog(path, this);
-        dialog.setOptions(m_session->layoutOptions());
-        if (dialog.exec() == QDialog::Accepted)
-            setConfigPath(path, dialog.options());
-    });
-    QAction *compare = file->addAction(tr("Compare &With…"));
-    compare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
-    connect(compare, &QAction::triggered, this, [this] {
-        const QString dir = QFileDialog::getExistingDirectory(
-            this, tr("Checkpoint to compare with"), QFileInfo(m_session->path()).absolutePath());
-        if (!dir.isEmpty())
-            setComparePath(dir);
-    });
-    file->addSeparator();
-    QAction *exportAction = file->addAction(tr("&Export Report…"));
-    exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
-    connect(exportAction, &QAction::triggered, this, [this] {
-        const QString path = QFileDialog::getSaveFileName(
-            this, tr("Export Report"),
-            QFileInfo(m_session->path()).absolutePath() + QStringLiteral("/shardscope-report.md"),
-            tr("Markdown (*.md);;HTML (*.html);;JSON (*.json)"));
-        if (!path.isEmpty())
-            exportReport(path);
-    });
-    QAction *repair = file->addAction(tr("Save &Repaired Checkpoint…"));
-    connect(repair, &QAction::triggered, this, [this] {
-        if (m_session->path().isEmpty() || m_session->layoutPath().isEmpty()) {
-            showError(tr("Save repaired checkpoint"),
-                      tr("Check the checkpoint against a layout or a model config first: the "
-                         "repair writes what that load asks for."));
-            return;
-        }
-        QString suggested = m_session->path();
-        while (suggested.endsWith(QLatin1Char('/')))
-            suggested.chop(1);
-        const QString out = QFileDialog::getSaveFileName(
-            this, tr("Save Repaired Checkpoint (a new directory)"),
-            suggested + QStringLiteral("-fixed"), QString(), nullptr, QFileDialog::ShowDirsOnly);
-        if (!out.isEmpty())
-            saveRepaired(out);
-    });
-    file->addSeparator();
-    QAction *quit = file->addAction(tr("&Quit"));
-    quit->setShortcut(QKeySequence::Quit);
-    connect(quit, &QAction::triggered, this, &QWidget::close);
-
-    QMenu *edit = menuBar()->addMenu(tr("&Edit"));
-    QAction *copyKey = edit->addAction(tr("Copy &Key"));
-    copyKey->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K));
-    connect(copyKey, &QAction::triggered, this, [this] {
-        const QString key = m_tree->currentIndex().data(KeyRole).toString();
-        if (!key.isEmpty())
-            QApplication::clipboard()->setText(key);
-    });
-    QAction *copyFix = edit->addAction(tr("Copy &Fix"));
-    copyFix->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F));
-    connect(copyFix, &QAction::triggered, this, [this] {
-        const QString fix = m_diffPanel->currentFix();
-        if (fix.isEmpty())
-            statusBar()->showMessage(tr("Select a parameter with a fix in the load diff"), 4000);
-        else
-            QApplication::clipboard()->setText(fix);
-    });
-    QAction *copyRepro = edit->addAction(tr("Copy &Reproduce Command"));
-    copyRepro->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
-    connect(copyRepro, &QAction::triggered, this, [this] {
-        const QString command = reproCommand();
-        if (command.isEmpty()) {
-            statusBar()->showMessage(tr("Nothing to reproduce yet"), 4000);
-            return;
-        }
-        QApplication::clipboard()->setText(command);
-        statusBar()->showMessage(tr("Copied: %1").arg(command), 6000);
-    });
-
-    QMenu *tools = menuBar()->addMenu(tr("&Tools"));
-    QAction *runDiff = tools->addAction(tr("Run Load &Diff"));
-    runDiff->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
-    connect(runDiff, &QAction::triggered, this, [this] {
-        m_diffWanted = true;
-        runDiffWhenReady();
-        showPanel(QStringLiteral("diff"));
-    });
-    QAction *verify = tools->addAction(tr("&Verify Load"));
-    verify->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
-    connect(verify, &QAction::triggered, this, &MainWindow::verifyLoad);
-    QAction *values = tools->addAction(tr("Compare &Values"));
-    values->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_V));
-    connect(values, &QAction::triggered, this, &MainWindow::compareValues);
-    QAction *layers = tools->addAction(tr("Plot &Family Across Layers"));
-    layers->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
-    connect(layers, &QAction::triggered, this, &MainWindow::plotLayers);
-    QAction *cancel = tools->addAction(tr("&Cancel Job"));
-    cancel->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_Escape));
-    connect(cancel, &QAction::triggered, m_session, &CheckpointSession::cancel);
-    tools->addSeparator();
-    QAction *next = tools->addAction(tr("&Next Problem"));
-    next->setShortcut(QKeySequence(Qt::Key_F8));
-    connect(next, &QAction::triggered, this, [this] {
-        showPanel(QStringLiteral("diff"));
-        m_diffPanel->gotoProblem(true);
-    });
-    QAction *previous = tools->addAction(tr("&Previous Problem"));
-    previous->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F8));
-    connect(previous, &QAction::triggered, this, [this] {
-        showPanel(QStringLiteral("diff"));
-        m_diffPanel->gotoProblem(false);
-    });
-
-    QMenu *view = menuBar()->addMenu(tr("&View"));
-    const std::pair<const char *, const char *> panels[] = {{"problems", "Show &Problems"},
-                                                            {"diff", "Show Load &Diff"},
-                                                            {"verify", "Show &Verification"},
-                                                            {"compare", "Show &Comparison"}};
-    int digit = 1;
-    for (const auto &[name, title] : panels) {
-        QAction *show = view->addAction(tr(title));
-        show->setShortcut(QKeySequence(Qt::ALT | Qt::Key(Qt::Key_0 + digit++)));
-        const QString panel = QString::fromLatin1(name);
-        connect(show, &QAction::triggered, this, [this, panel] { showPanel(panel); });
-    }
-    view->addSeparator();
-    QAction *find = view->addAction(tr("&Filter Keys"));
-    find->setShortcut(QKeySequence::Find);
-    connect(find, &QAction::triggered, this, [this] {
-        m_filterBar->lineEdit()->setFocus();
-        m_filterBar->lineEdit()->selectAll();
-    });
-    QAction *clearFilter = view->addAction(tr("&Clear Filters"));
-    connect(clearFilter, &QAction::triggered, m_filterBar, &FilterBar::reset);
-    view->addSeparator();
-    // Full keys as a flat list: a match deep in Megatron's nesting reads in full.
-    QAction *flat = m_flatAction = view->addAction(tr("&Flat List of Full Keys"));
-    flat->setCheckable(true);
-    flat->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
-    connect(flat, &QAction::toggled, this, [this](bool on) {
-        const QString key = detailsKey();
-        m_treeModel->setFlat(on);
-        if (const QModelIndex at = m_proxy->mapFromSource(m_treeModel->indexForKey(key));
-            at.isValid())
-            m_tree->selectIndex(at);
-        if (!on && m_proxy->isFiltering())
-            refilter([] {});
-    });
-    QAction *expand = view->addAction(tr("&Expand All"));
-    connect(expand, &QAction::triggered, m_tree, &QTreeView::expandAll);
-    QAction *collapse = view->addAction(tr("C&ollapse All"));
-    connect(collapse, &QAction::triggered, m_tree, &QTreeView::collapseAll);
-
-    QMenu *help = menuBar()->addMenu(tr("&Help"));
-    QAction *about = help->addAction(tr("&About ShardScope"));
-    connect(about, &QAction::triggered, this, [this] {
-        QMessageBox::about(
-            this, tr("About ShardScope"),
-            tr("<b>ShardScope %1</b><p>Inspector for large-model training checkpoints: "
-               "PyTorch DCP, Megatron, torch.save and safetensors.</p>")
-                .arg(QApplication::applicationVersion()));
-    });
 }
 
 void MainWindow::openDirectoryDialog()
@@ -680,7 +409,7 @@ void MainWindow::onDiffChanged(const DiffSnapshot &diff)
 void MainWindow::showPanel(const QString &name)
 {
     const std::pair<const char *, QWidget *> right[] = {
-        {"details", m_details}, {"shards", m_shardMap}, {"layers", m_layerPlot}};
+        {"details", m_rightTabs->widget(0)}, {"shards", m_shardMap}, {"layers", m_layerPlot}};
     for (const auto &[n, w] : right)
         if (name == QLatin1String(n)) {
             m_rightTabs->setCurrentWidget(w);
@@ -694,11 +423,25 @@ void MainWindow::showPanel(const QString &name)
     else if (name == QStringLiteral("compare"))
         panel = m_comparePanel;
     m_bottomTabs->setCurrentWidget(panel);
-    // A panel with tables needs room: at least two fifths of the height.
+    makeRoomForPanel();
+}
+
+void MainWindow::makeRoomForPanel()
+{
+    // A panel of tables needs room: three fifths of the height (a dozen rows of the load diff
+    // and more at 900 pixels, with the tree still showing fifteen), whichever way it was chosen.
+    if (m_bottomTabs->currentWidget() == m_problems)
+        return;
+    // Before the window is shown its final size is not known: a resize would hand the room
+    // back to the tree (the splitter gives it five parts of every change in height).
+    if (!isVisible()) {
+        m_roomOnShow = true;
+        return;
+    }
     const QList<int> sizes = m_vsplit->sizes();
     const int total = sizes.value(0) + sizes.value(1);
-    if (panel != m_problems && sizes.value(1) < total * 2 / 5)
-        m_vsplit->setSizes({total * 3 / 5, total * 2 / 5});
+    if (total > 0 && sizes.value(1) < total * 11 / 20)
+        m_vsplit->setSizes({total * 2 / 5, total - total * 2 / 5});
 }
 
 void MainWindow::showError(const QString &title, const QString &message)
@@ -751,128 +494,20 @@ void MainWindow::compareValues()
     m_session->runValues(std::move(request));
 }
 
+DiffOptions MainWindow::diffOptions() const
+{
+    return m_diffPanel->options();
+}
+
+QWidget *MainWindow::dialogParent()
+{
+    return this;
+}
+
 bool MainWindow::comparing() const
 {
     return !m_session->comparePath().isEmpty() &&
            (m_bottomTabs->currentWidget() == m_comparePanel || m_session->layoutPath().isEmpty());
-}
-
-// A generated layout lives in the session's temporary folder: a report names it beside itself.
-QString MainWindow::reportLayoutPath(const QString &reportPath) const
-{
-    if (m_session->layoutIsGenerated())
-        return reportPath + QStringLiteral(".layout.json");
-    return m_session->layoutPath();
-}
-
-QStringList MainWindow::reportArguments(const QString &path) const
-{
-    const QString layout = reportLayoutPath(path);
-    if (comparing()) {
-        const ValueDiffRequest values = m_comparePanel->valueRequest();
-        return repro::compare(QStringLiteral("report"), m_session->path(), m_session->comparePath(),
-                              m_diffPanel->options(), m_session->values() ? &values : nullptr,
-                              layout, path);
-    }
-    return repro::diff(QStringLiteral("report"), m_session->path(), layout, m_diffPanel->options(),
-                       path);
-}
-
-void MainWindow::exportReport(const QString &path)
-{
-    if (!reportFormatForPath(path.toStdString())) {
-        showError(tr("Export report"), tr("%1: a report ends in .md, .html or .json").arg(path));
-        return;
-    }
-    if (!m_session->index() || (!comparing() && m_session->layoutPath().isEmpty())) {
-        showError(tr("Export report"),
-                  tr("Check the checkpoint against a layout or model config, or compare it "
-                     "with another checkpoint, first."));
-        return;
-    }
-    const QString layout = reportLayoutPath(path);
-    if (m_session->layoutIsGenerated()) {
-        QFile generated(m_session->layoutPath());
-        const std::optional<Error> error =
-            generated.open(QIODevice::ReadOnly)
-                ? writeFileAtomically(QFile::encodeName(layout).toStdString(),
-                                      generated.readAll().toStdString())
-                : makeError(Error::Code::Io, "cannot read the generated layout")
-                      .inFile(QFile::encodeName(m_session->layoutPath()).toStdString());
-        if (error) {
-            showError(tr("Export report"), QString::fromStdString(error->toString()));
-            return;
-        }
-    }
-    const DiffOptions options = m_diffPanel->options();
-    const std::string checkpoint = QFile::encodeName(m_session->path()).toStdString();
-    const std::string layoutFile = QFile::encodeName(layout).toStdString();
-    ReportRequest request;
-    request.format = *reportFormatForPath(path.toStdString());
-    request.context.command = repro::commandLine(reportArguments(path)).toStdString();
-    if (comparing()) {
-        const std::string second = QFile::encodeName(m_session->comparePath()).toStdString();
-        request.against = CheckpointDiffRequest{checkpoint, second, options, nullptr, nullptr};
-        if (m_session->values()) {
-            ValueDiffRequest values = m_comparePanel->valueRequest();
-            values.first = checkpoint;
-            values.second = second;
-            values.layout = layout.isEmpty() ? std::string() : layoutFile;
-            values.disabledRules = options.disabledRules;
-            request.values = values;
-        }
-    } else {
-        // The report says what `fix` would repair, as the CLI's does.
-        DiffOptions withRepair = options;
-        withRepair.previewRepair = true;
-        request.diff = DiffRequest{checkpoint, layoutFile, withRepair, nullptr};
-    }
-    m_session->exportReport(std::move(request), path);
-}
-
-void MainWindow::saveRepaired(const QString &output)
-{
-    FixRequest request;
-    request.output = QFile::encodeName(output).toStdString();
-    request.options = m_diffPanel->options();
-    request.commandLine = repro::commandLine(repro::fix(m_session->path(), m_session->layoutPath(),
-                                                        m_diffPanel->options(), output))
-                              .toStdString();
-    m_session->saveRepaired(std::move(request));
-}
-
-QString MainWindow::reproCommand() const
-{
-    if (m_session->path().isEmpty())
-        return {};
-    QString prefix;
-    QString layout = m_session->layoutPath();
-    if (m_session->layoutIsGenerated()) {
-        layout = QStringLiteral("layout.json");
-        prefix = repro::commandLine(
-                     repro::layout(m_session->configPath(), m_session->layoutOptions(), layout)) +
-                 QStringLiteral(" && ");
-    }
-    QStringList args;
-    if (m_bottomTabs->currentWidget() == m_comparePanel && !m_session->comparePath().isEmpty()) {
-        const ValueDiffRequest values = m_comparePanel->valueRequest();
-        if (!m_session->values())
-            prefix.clear(); // the structure needs no layout
-        args = repro::compare(QStringLiteral("diff"), m_session->path(), m_session->comparePath(),
-                              m_diffPanel->options(), m_session->values() ? &values : nullptr,
-                              m_session->values() ? layout : QString());
-    } else if (layout.isEmpty()) {
-        return repro::commandLine(
-            {QStringLiteral("shardscope-cli"), QStringLiteral("inspect"), m_session->path()});
-    } else if (m_bottomTabs->currentWidget() == m_verifyPanel) {
-        VerifyRequest request = m_verifyPanel->request();
-        request.disabledRules = m_diffPanel->options().disabledRules;
-        args = repro::verify(m_session->path(), layout, request);
-    } else {
-        args =
-            repro::diff(QStringLiteral("diff"), m_session->path(), layout, m_diffPanel->options());
-    }
-    return prefix + repro::commandLine(args);
 }
 
 void MainWindow::restoreSettings()
@@ -881,6 +516,13 @@ void MainWindow::restoreSettings()
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
     m_hsplit->restoreState(settings.value(QStringLiteral("window/hsplit")).toByteArray());
     m_vsplit->restoreState(settings.value(QStringLiteral("window/vsplit")).toByteArray());
+}
+
+void MainWindow::showEvent(QShowEvent *event)
+{
+    QMainWindow::showEvent(event);
+    if (std::exchange(m_roomOnShow, false))
+        QTimer::singleShot(0, this, &MainWindow::makeRoomForPanel);
 }
 
 void MainWindow::closeEvent(QCloseEvent *event)
@@ -972,23 +614,6 @@ void MainWindow::onOpenFailed(const QString &error)
     showError(tr("Cannot open checkpoint"), error);
 }
 
-void MainWindow::onProgress(int permille, const QString &message)
-{
-    if (permille >= 1000) {
-        m_progress->hide();
-        statusBar()->showMessage(message, 4000);
-        return;
-    }
-    if (permille < 0) {
-        m_progress->setRange(0, 0);
-    } else {
-        m_progress->setRange(0, 1000);
-        m_progress->setValue(permille);
-    }
-    m_progress->show();
-    statusBar()->showMessage(message);
-}
-
 void MainWindow::onCurrentItemChanged(const QModelIndex &current)
 {
     if (!current.isValid()) {
@@ -1034,26 +659,6 @@ void MainWindow::onTensorDetails(const QString &, const TensorDetails &details)
     m_details->setTensorDetails(details);
 }
 
-void MainWindow::onJobProgress(const QString &stage, int permille, double etaSeconds)
-{
-    m_jobProgress->setToolTip(showJobProgress(m_jobProgress, stage, permille, etaSeconds));
-    for (QWidget *w : {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
-                       static_cast<QWidget *>(m_cancelJob)})
-        w->show();
-}
-
-void MainWindow::onJobEnded(bool ok, const QString &message)
-{
-    if (!m_session->isJobRunning()) // another job still runs: its progress stays in sight
-        for (QWidget *w :
-             {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
-              static_cast<QWidget *>(m_cancelJob)})
-            w->hide();
-    statusBar()->showMessage(ok ? tr("%1: done").arg(m_jobLabel->text())
-                                : tr("%1: %2").arg(m_jobLabel->text(), message),
-                             6000);
-}
-
 void MainWindow::onProblemActivated(const QString &key)
 {
     const QModelIndex source = m_treeModel->indexForKey(key);
@@ -1066,32 +671,6 @@ void MainWindow::onProblemActivated(const QString &key)
     }
     m_tree->selectIndex(proxied);
     m_tree->setFocus();
-}
-
-void MainWindow::updateStatusBar()
-{
-    const IndexSnapshot &index = m_treeModel->checkpointIndex();
-    if (!index) {
-        m_formatLabel->setText(tr("No checkpoint open"));
-        m_countsLabel->clear();
-        m_problemsLabel->clear();
-        return;
-    }
-    uint64_t bytes = 0;
-    for (const TensorEntry &t : index->tensors)
-        bytes += t.nbytes();
-    m_formatLabel->setText(tr("Format: %1").arg(formatDisplayName(index->format)));
-    m_countsLabel->setText(tr("%1 tensors  ·  %2 objects  ·  %3 chunks  ·  %4 in %5 files")
-                               .arg(formatCount(index->tensors.size()),
-                                    formatCount(index->objects.size()),
-                                    formatCount(index->chunkCount()), formatBytes(bytes),
-                                    formatCount(index->files.size())));
-    const size_t n = index->problems.size();
-    m_problemsLabel->setText(n == 0 ? tr("No problems") : tr("%1 problems").arg(n));
-    m_problemsLabel->setStyleSheet(
-        n == 0 ? QString()
-               : QStringLiteral("color: %1;")
-                     .arg(widgets::attentionColor(widgets::Attention::Bad, palette()).name()));
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent *event)

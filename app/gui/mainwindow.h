@@ -3,6 +3,7 @@
 
 #include "model/backendrunner.h"
 #include "model/tensordetails.h"
+#include "windowservices.h"
 
 #include <QMainWindow>
 
@@ -41,7 +42,7 @@ namespace shardscope::gui {
  * the widgets, and wires the views to the session's staged signals. All loading happens on the
  * runner's threads; this window only reacts.
  */
-class MainWindow : public QMainWindow
+class MainWindow : public QMainWindow, public WindowServices
 {
     Q_OBJECT
 
@@ -59,7 +60,7 @@ public:
     /** The diff's rules, strictness and partial load (the diff panel's controls). */
     void setDiffOptions(const shardscope::DiffOptions &options);
     /** A second checkpoint to compare the open one with. */
-    void setComparePath(const QString &path);
+    void setComparePath(const QString &path) override;
     /** Window geometry, splitters and the tree's columns from the last run (QSettings). */
     void restoreSettings();
     /** A layout or config was given: a diff is coming for the open checkpoint. */
@@ -84,7 +85,7 @@ public:
     /** Plots the selected tensor's family across layers (the Layers tab). */
     void plotLayers();
     /** Compares the two checkpoints value by value with the Compare panel's tolerances. */
-    void compareValues();
+    void compareValues() override;
     /**
      * Writes the current view's report to `path` (.md, .html or .json): a checkpoint compared
      * with another while the Compare panel is shown (its values once compared), else the load
@@ -106,7 +107,12 @@ public:
     QString reproCommand() const;
     /** Shows a panel: "problems", "diff", "verify" or "compare" below the tree; "details",
      *  "shards" or "layers" beside it. */
-    void showPanel(const QString &name);
+    void showPanel(const QString &name) override;
+    /** Gives the bottom panel three fifths of the height when it is one of tables. */
+    void makeRoomForPanel();
+    /** The diff panel's options (WindowServices). */
+    shardscope::DiffOptions diffOptions() const override;
+    QWidget *dialogParent() override;
     widgets::ShardMapPlot *shardMap() const { return m_shardMap; }
     widgets::LayerPlot *layerPlot() const { return m_layerPlot; }
     widgets::DiffPanel *diffPanel() const { return m_diffPanel; }
@@ -116,6 +122,7 @@ public:
 
 protected:
     void closeEvent(QCloseEvent *event) override;
+    void showEvent(QShowEvent *event) override;
     void dragEnterEvent(QDragEnterEvent *event) override;
     void dropEvent(QDropEvent *event) override;
 
@@ -136,16 +143,16 @@ private:
     void updateStatusBar();
     void runDiffWhenReady();
     void onDiffChanged(const model::DiffSnapshot &diff);
-    void updateLoadMarks();
+    void updateLoadMarks() override;
     void updateShardMap();
     void refilter(const std::function<void()> &apply);
     /** Matches a filter expands in full; more open the first levels only. */
     static constexpr quint64 MaxExpandedMatches = 5000;
-    void selectStoredKey(const QString &key);
+    void selectStoredKey(const QString &key) override;
     void rebuildRecentMenu();
     bool comparing() const;
     QString reportLayoutPath(const QString &reportPath) const;
-    void showError(const QString &title, const QString &message);
+    void showError(const QString &title, const QString &message) override;
 
     model::CheckpointSession *m_session = nullptr;
     model::CheckpointTreeModel *m_treeModel = nullptr;
@@ -177,6 +184,7 @@ private:
     QLabel *m_diffLabel = nullptr;
     QMenu *m_recentMenu = nullptr;
     bool m_diffWanted = false;    ///< a layout is set: diff each checkpoint opened
+    bool m_roomOnShow = false;    ///< makeRoomForPanel() asked before the window was shown
     bool m_configPending = false; ///< a layout is being generated from a config
     QString m_initialKey;
     QString m_initialFilter;

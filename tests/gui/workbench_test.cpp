@@ -22,6 +22,7 @@
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
 #include <QMenu>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -165,6 +166,12 @@ TEST(WorkbenchTest, DebuggingAFailedLoad)
         if (p.outcome == ParamCheck::Outcome::KeptInitial)
             keptByVerify.insert(p.name);
     EXPECT_EQ(keptByVerify, kept);
+    auto *summary = w.verifyPanel()->findChild<QLabel *>(QStringLiteral("summary"));
+    ASSERT_NE(summary, nullptr);
+    const int world = s->verification()->result.world;
+    EXPECT_TRUE(summary->text().contains(world == 1 ? QStringLiteral(" · 1 rank · ")
+                                                    : QStringLiteral(" · %1 ranks · ").arg(world)))
+        << summary->text().toStdString();
     VerifyTableModel *table = w.verifyPanel()->tableModel();
     QAbstractItemModelTester tableTester(table,
                                          QAbstractItemModelTester::FailureReportingMode::Fatal);
