@@ -134,10 +134,14 @@ QVariant CheckpointFilterProxy::data(const QModelIndex &index, int role) const
         if (index.column() == LoadColumn)
             return groupLoadText(m.mark, m.markCount);
         break;
+    case SortRole: // by what the column shows: the matches' worst mark
+        if (index.column() == LoadColumn)
+            return uint(m.mark);
+        break;
     case LoadMarkRole:
         return int(m.mark);
     case LoadMarkCountRole:
-        return qulonglong(m.markCount);
+        return int(m.markCount);
     case LeafCountRole:
         return qulonglong(m.entries);
     case ChunkCountRole:

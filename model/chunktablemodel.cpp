@@ -52,7 +52,7 @@ QString ChunkTableModel::lengthToolTip(const TensorEntry &t, size_t row) const
     const Location &loc = t.chunks[row];
     QString tip = tr("%1 bytes stored").arg(formatCount(loc.length));
     const bool haveDims = t.chunkDims.size() >= 2 * t.ndim() * (row + 1);
-    if (!haveDims)
+    if (!haveDims || elementSize(t.dtype) <= 0) // no element size: the data's bytes unknown
         return tip;
     const uint64_t data = dataBytes(t, row);
     // DCP writes each chunk as a torch.save archive of its own: the ZIP records, the pickle and
@@ -93,7 +93,8 @@ QVariant ChunkTableModel::cellData(const QModelIndex &index, int role) const
         case LengthColumn:
             return role == Qt::ToolTipRole ? lengthToolTip(*t, row) : formatBytes(loc.length);
         case DataColumn:
-            return haveDims ? formatBytes(dataBytes(*t, row)) : QString();
+            return haveDims && elementSize(t->dtype) > 0 ? formatBytes(dataBytes(*t, row))
+                                                         : QString();
         default:
             return {};
         }
@@ -107,7 +108,7 @@ QVariant ChunkTableModel::cellData(const QModelIndex &index, int role) const
         case LengthColumn:
             return qulonglong(loc.length);
         case DataColumn:
-            return qulonglong(haveDims ? dataBytes(*t, row) : 0);
+            return qulonglong(haveDims && elementSize(t->dtype) > 0 ? dataBytes(*t, row) : 0);
         default:
             return data(index, Qt::DisplayRole);
         }

@@ -46,7 +46,8 @@ QString groupLoadText(LoadMark worst, quint64 count)
         what = QCoreApplication::translate("shardscope", "mismatched");
     else if (worst == LoadMark::Problem && count > 1)
         what = QCoreApplication::translate("shardscope", "problems");
-    return QStringLiteral("%1 %2").arg(formatCount(count), what);
+    return QCoreApplication::translate("shardscope", "%1 %2", "count, mark")
+        .arg(formatCount(count), what);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #   tools/check_commit_subjects.sh --msg FILE one message about to be committed
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export LC_ALL=C.UTF-8 # lengths in characters: "—" and "▸" are one each
 MAX=72
 BASELINE=e62b760ebcf45b1963edb33ed5697558042aa813 # older subjects are history, not rewritten
 
@@ -21,7 +22,10 @@ fi
 # A shallow clone without the baseline: its newest commit alone.
 range=(-1 HEAD)
 git cat-file -e "$BASELINE^{commit}" 2>/dev/null && range=("$BASELINE..HEAD")
-bad=$(git log --format='%h %s' "${range[@]}" | awk -v max="$MAX" 'length($0) - index($0, " ") > max')
+bad=$(git log --format='%h %s' "${range[@]}" | while IFS= read -r line; do
+    subject=${line#* }
+    [ "${#subject}" -le "$MAX" ] || printf '%s\n' "$line"
+done)
 if [ -n "$bad" ]; then
     echo "commit subjects longer than $MAX characters (details go in the body):" >&2
     printf '  %s\n' "$bad" >&2

@@ -229,6 +229,8 @@ TEST(FilteredGroupsTest, LoadColumnCountsTheMatches)
             EXPECT_EQ(quint64(mark), worst) << i.data(KeyRole).toString().toStdString();
             EXPECT_EQ(marked, counted) << i.data(KeyRole).toString().toStdString();
             EXPECT_EQ(i.siblingAtColumn(LoadColumn).data().toString(), groupLoadText(mark, marked));
+            // Sorting by the Load column sorts by what it shows.
+            EXPECT_EQ(i.siblingAtColumn(LoadColumn).data(SortRole).toUInt(), uint(mark));
             walk(i);
         }
     };
