@@ -65,6 +65,13 @@ protected:
     }
 };
 
+// What F8 stops at, and what the details pane explains first.
+bool isProblemRow(const QModelIndex &i)
+{
+    return i.data(DiffListModel::ProblemRole).toBool() ||
+           i.data(DiffListModel::KeptAtInitRole).toBool();
+}
+
 } // namespace
 
 DiffPanel::DiffPanel(QWidget *parent)
@@ -186,8 +193,7 @@ void DiffPanel::setDiff(const model::DiffSnapshot &diff)
     // it first).
     for (int r = 0; r < m_proxy->rowCount(); ++r) {
         const QModelIndex i = m_proxy->index(r, 0);
-        if (i.data(DiffListModel::ProblemRole).toBool() ||
-            i.data(DiffListModel::KeptAtInitRole).toBool()) {
+        if (isProblemRow(i)) {
             showDetails(i, tr("The first problem (F8 for the next):"));
             break;
         }
@@ -230,8 +236,7 @@ bool DiffPanel::gotoProblem(bool forward)
                                                       : rows;
     for (int r = from + (forward ? 1 : -1); r >= 0 && r < rows; r += forward ? 1 : -1) {
         const QModelIndex i = m_proxy->index(r, 0);
-        if (i.data(DiffListModel::ProblemRole).toBool() ||
-            i.data(DiffListModel::KeptAtInitRole).toBool()) {
+        if (isProblemRow(i)) {
             m_view->setCurrentIndex(i);
             m_view->scrollTo(i);
             return true;

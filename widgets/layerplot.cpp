@@ -71,12 +71,10 @@ model::LayerStatistic LayerPlot::statistic() const
 void LayerPlot::setKey(const QString &key)
 {
     m_key = key;
-    const QString family = model::layerKey(key).family;
-    const bool changed = family != m_currentFamily;
-    m_currentFamily = family;
+    m_currentFamily = model::layerKey(key).family;
     m_plot->setEnabled(!m_currentFamily.isEmpty());
     // The plot shows the family the caption names, never the one before.
-    if (changed && m_stats && m_stats->family != m_currentFamily)
+    if (m_stats && m_stats->family != m_currentFamily)
         m_stats.reset();
     if (m_currentFamily.isEmpty())
         m_family->setText(tr("Select a tensor of a layer (…layers.N…) to plot its family."));
