@@ -1016,12 +1016,16 @@ def write_bad(bad: Path, src_dcp: Path, good_pt: Path, legacy_pt: Path) -> None:
 
     # torch.save legacy streams: cut in the storages, a count that disagrees, a wrong magic number.
     raw = legacy_pt.read_bytes()
-    (bad / "legacy_truncated.pt").write_bytes(raw[: len(raw) - 40])
-    case("legacy_truncated", "legacy_truncated.pt", 2, ["legacy_truncated.pt", "unexpected end of file"])
     f = io.BytesIO(raw)
     for _ in range(5):  # past the magic, version, sys info, objects and storage keys
         for _op in pickletools.genops(f):
             pass
+    # Cut inside a storage's bytes. One storage only: the storages' order follows their keys (ids),
+    # so in the many-storage file a cut could land in an empty storage's count instead.
+    one = io.BytesIO()
+    torch.save({"w": torch.arange(64.0)}, one, _use_new_zipfile_serialization=False)
+    (bad / "legacy_truncated.pt").write_bytes(one.getvalue()[:-40])
+    case("legacy_truncated", "legacy_truncated.pt", 2, ["legacy_truncated.pt", "unexpected end of file"])
     wrong = bytearray(raw)
     struct.pack_into("<q", wrong, f.tell(), struct.unpack_from("<q", raw, f.tell())[0] + 1)
     (bad / "legacy_wrong_size.pt").write_bytes(bytes(wrong))
