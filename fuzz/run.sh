@@ -44,9 +44,13 @@ if [ ! -d "$OUT/seeds" ]; then
         --cli "$BUILD/app/cli/shardscope-cli" >/dev/null
 fi
 
-if [ ! -f "$OUT/build.ninja" ]; then
+# SHARDSCOPE_LAUNCHER: the compiler launcher flags ./dev passes (ccache).
+launcher=${SHARDSCOPE_LAUNCHER:-}
+if [ ! -f "$OUT/build.ninja" ] || [ "$(cat "$OUT/.dev-config" 2>/dev/null)" != "$launcher" ]; then
     log "configuring $OUT (clang, ASan + UBSan, libFuzzer)"
-    cmake -S fuzz -B "$OUT" -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+    # shellcheck disable=SC2086 # the launcher flags are words
+    cmake -S fuzz -B "$OUT" -G Ninja -DCMAKE_CXX_COMPILER=clang++ $launcher >/dev/null
+    echo "$launcher" >"$OUT/.dev-config"
 fi
 log "building the harnesses"
 if ! cmake --build "$OUT" -j"$(nproc)" >"$OUT/build.log" 2>&1; then
