@@ -59,6 +59,12 @@ struct ShardRead
 std::optional<ShardRead> sourceRead(const DiffSource &source, int64_t paramRows, int64_t fromRow,
                                     int64_t toRow);
 
+/**
+ * The tensor of `index` that `source` names: by its item number when the diff read this index
+ * (DiffSource::entry, no search), else by key; nullptr when the index has none.
+ */
+const TensorEntry *sourceTensor(const CheckpointIndex &index, const DiffSource &source);
+
 /** The Box to pass readTensor() for a read: stacked indices become size-1 leading dims. */
 Box readBox(const ShardRead &read);
 

@@ -70,7 +70,7 @@ Status fillRows(const CheckpointIndex &c, const SideValues &v, int64_t rows, int
         const auto read = sourceRead(s, rows, r0, r1);
         if (!read)
             continue;
-        const TensorEntry *t = c.findTensor(read->key);
+        const TensorEntry *t = sourceTensor(c, s);
         if (!t)
             return makeError(Error::Code::NotFound, "no such tensor")
                 .inFile(c.inputPath)

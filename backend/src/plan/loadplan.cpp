@@ -112,6 +112,14 @@ void layoutGroup(std::vector<Item> &items, BufferGroup &g, int world)
 
 } // namespace
 
+const TensorEntry *sourceTensor(const CheckpointIndex &index, const DiffSource &s)
+{
+    if (s.entry >= 0 && size_t(s.entry) < index.tensors.size() &&
+        index.tensors[size_t(s.entry)].key == s.key)
+        return &index.tensors[size_t(s.entry)];
+    return index.findTensor(s.key);
+}
+
 std::optional<ShardRead> sourceRead(const DiffSource &s, int64_t paramRows, int64_t fromRow,
                                     int64_t toRow)
 {

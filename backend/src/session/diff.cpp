@@ -29,7 +29,7 @@ bool measureCasts(const CheckpointIndex &index, DiffResult &diff, const JobContr
     for (const DiffEntry &e : diff.entries)
         if (e.narrowing)
             for (const DiffSource &s : e.sources)
-                if (const TensorEntry *t = index.findTensor(s.key); t && !byKey.count(s.key)) {
+                if (const TensorEntry *t = sourceTensor(index, s); t && !byKey.count(s.key)) {
                     byKey[s.key];
                     total += t->nbytes();
                 }
@@ -39,7 +39,7 @@ bool measureCasts(const CheckpointIndex &index, DiffResult &diff, const JobContr
         const auto to = dtypeFromName(e.dtype);
         for (const DiffSource &s : e.sources) {
             auto &slot = byKey[s.key];
-            const TensorEntry *t = index.findTensor(s.key);
+            const TensorEntry *t = sourceTensor(index, s);
             if (!slot && t && to) {
                 if (!control.report({"casts", done, total}))
                     return false;
@@ -84,7 +84,7 @@ bool checkInitLikeness(const CheckpointIndex &index, const Layout &layout, DiffR
             continue;
         std::string why;
         for (const DiffSource &s : e.sources) {
-            const TensorEntry *t = index.findTensor(s.key);
+            const TensorEntry *t = sourceTensor(index, s);
             const int64_t rows = size_t(s.dim) < e.shape.size() ? e.shape[size_t(s.dim)] : 1;
             const auto read = t ? sourceRead(s, rows, 0, rows) : std::nullopt;
             std::optional<TensorHealth> health;
