@@ -1319,7 +1319,7 @@ def case_named_causes(env: Env) -> None:
         stem = "model" if kind == "safetensors" else "pytorch_model"
         shards = {f"{stem}-00001-of-00002.{suffix}": names[: len(names) // 2],
                   f"{stem}-00002-of-00002.{suffix}": names[len(names) // 2:]}
-        for how in ("missing", "cut"):
+        for how in ("missing", "cut", "listed"):
             d_ = env.tmp / f"shards-{kind}-{how}"
             d_.mkdir()
             for f, keys in shards.items():
@@ -1328,17 +1328,34 @@ def case_named_causes(env: Env) -> None:
             (d_ / index_name).write_text(json.dumps(
                 {"metadata": {}, "weight_map": {k: f for f, ks in shards.items() for k in ks}}))
             victim = d_ / f"{stem}-00002-of-00002.{suffix}"
+            gone = shards[victim.name][0]
             if how == "missing":
                 victim.unlink()
-            else:
+            elif how == "cut":
                 victim.write_bytes(victim.read_bytes()[:20])
+            else:  # the shard rewritten without one of its keys; the index still names it
+                part = {k: full[k] for k in shards[victim.name] if k != gone}
+                save_file(part, str(victim)) if kind == "safetensors" else torch.save(part, victim)
 
             def load_set():  # what a sharded load does: each shard the index names, in turn
+                got = {}
                 for f in shards:
-                    load_file(str(d_ / f)) if kind == "safetensors" else torch.load(d_ / f)
+                    got |= load_file(str(d_ / f)) if kind == "safetensors" else torch.load(d_ / f)
+                return got
             real = error_of(load_set)
             d = env.diff(d_, env.layout(f"shards-{kind}-{how}", base))
             e = entries(d)
+            if how == "listed":  # every shard reads; the strict load of what they hold raises
+                listed = subprocess.run([env.cli, "inspect", str(d_), "--json"], capture_output=True,
+                                        text=True, timeout=300)
+                problems = json.loads(listed.stdout).get("problems", []) if listed.stdout else []
+                check(real is None and e.get(gone, {}).get("status") == "unloadable" and
+                      "does not hold it" in e[gone]["reason"] and victim.name in e[gone]["reason"] and
+                      any(p.get("key") == gone and "absent from its shard" in p.get("message", "")
+                          for p in problems),
+                      f"shards {kind} listed: {gone} {e.get(gone, {}).get('status')}; {problems[:2]}")
+                same_outcome(f"shards {kind} listed", d, strict(module_from(base), load_set()))
+                continue
             bad = sorted(n for n, x in e.items() if x["status"] == "unreadable")
             check(bad == sorted(shards[victim.name]) and all(victim.name in e[n]["reason"] for n in bad),
                   f"shards {kind} {how}: unreadable {bad} {[e[n]['reason'] for n in bad][:1]}")

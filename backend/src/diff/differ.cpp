@@ -59,15 +59,18 @@ Differ::Differ(const CheckpointIndex &index, const Layout &layout, const DiffOpt
     m_legacy = index.format == Format::MegatronLegacy;
     if (m_legacy)
         setUpLegacy();
-    // Keys a shard index lists whose file is missing or unreadable: no tensor to find.
-    // One pass over the tensors, not a search per problem (a missing DCP data file names
-    // thousands of keys, all of them tensors).
+    // Keys a shard index lists that no shard gave: its file is missing or unreadable, or the
+    // file does not hold the key. One pass over the items, not a search per problem (a
+    // missing DCP data file names thousands of keys, all of them tensors).
     for (const Problem &pr : index.problems)
-        if (pr.effect == Problem::Effect::Unreadable && !pr.key.empty())
+        if (pr.effect != Problem::Effect::Holes && !pr.key.empty())
             m_keyProblems.emplace(pr.key, &pr);
-    if (!m_keyProblems.empty())
+    if (!m_keyProblems.empty()) {
         for (const TensorEntry &t : index.tensors)
             m_keyProblems.erase(t.key);
+        for (const ObjectEntry &o : index.objects)
+            m_keyProblems.erase(o.key);
+    }
     // Megatron-FSDP names decoder layers per pipeline stage (NVIDIA/Megatron-LM#7452): a
     // model split over pp stages asks for decoder.layers.0… on every stage.
     if (!m_legacy && layout.parallel.pp > 1 &&

@@ -219,7 +219,8 @@ private:
     // unties them: the embedding's bytes are the output layer's values.
     bool tiedOutput(DiffEntry &e, const LayoutParam &p, const Request &q, const std::string &state);
 
-    // A key a shard index lists whose shard is missing or unreadable: the load raises on it.
+    // A key a shard index lists that its shard did not give: the shard is missing or
+    // unreadable (the load raises on it), or it does not hold the key (the key is missing).
     bool listedButUnreadable(DiffEntry &e, const LayoutParam &p, const Request &q,
                              const std::string &state);
 

@@ -383,8 +383,17 @@ bool Differ::listedButUnreadable(DiffEntry &e, const LayoutParam &, const Reques
     const Problem &pr = *it->second;
     const auto slash = pr.file.find_last_of('/');
     const std::string file = pr.file.substr(slash == std::string::npos ? 0 : slash + 1);
-    e.status = LoadStatus::Unreadable;
     e.realLoadFills = false;
+    if (pr.effect != Problem::Effect::Unreadable) { // the shard reads, without this key
+        e.status = LoadStatus::Unloadable;
+        e.reason = q.pieces.front().name + ": the index lists it in " + file +
+                   ", which does not hold it (" + pr.file + ")";
+        e.fix = "The shard is not the one the index was written with (another save's, or "
+                "rewritten without this key): restore that shard, or write the index anew "
+                "from what the shards hold (shardscope-cli inspect lists it).";
+        return true;
+    }
+    e.status = LoadStatus::Unreadable;
     e.reason = q.pieces.front().name + ": the index lists it in " + file + ": " + pr.message +
                "; the load raises opening it (" + pr.file + ")";
     e.fix = "Restore " + file +
