@@ -75,25 +75,21 @@ summary=$OUT/summary.md
     echo "| harness | seconds | executions | exec/s | coverage (edges) | features | corpus | peak RSS | found |"
     echo "|---|---|---|---|---|---|---|---|---|"
 } >"$summary"
-failed=0
-for h in "${harnesses[@]}"; do
-    bin=$OUT/${h}_fuzzer
-    [ -x "$bin" ] || { log "no harness $h"; exit 2; }
-    corpus=$OUT/corpus/$h
-    mkdir -p "$corpus" "$OUT/seeds/$h" "fuzz/regressions/$h"
+# One harness: its summary row in $OUT/rows/HARNESS, its status in $OUT/rows/HARNESS.failed.
+runHarness() {
+    local h=$1 bin=$OUT/${1}_fuzzer corpus=$OUT/corpus/$1 rc line cov ft corp runs eps rss found
+    mkdir -p "$corpus" "$OUT/seeds/$h" "fuzz/regressions/$h" "$OUT/artifacts/$h"
     dictOf "$h" >"$OUT/dict/$h.dict"
     log "$h: ${time}s"
-    before=$(ls "$OUT/artifacts" | wc -l)
     # The scratch files each harness writes stay in /dev/shm; -rss_limit_mb bounds what any
     # input may make the readers allocate (their own limits are far below it).
     set +e
     ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
         "$bin" -max_total_time="$time" -timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=2048 \
-        -dict="$OUT/dict/$h.dict" -artifact_prefix="$OUT/artifacts/$h-" -print_final_stats=1 \
+        -dict="$OUT/dict/$h.dict" -artifact_prefix="$OUT/artifacts/$h/" -print_final_stats=1 \
         "$corpus" "$OUT/seeds/$h" "fuzz/regressions/$h" >"$OUT/logs/$h.log" 2>&1
     rc=$?
     set -e
-    after=$(ls "$OUT/artifacts" | wc -l)
     line=$(grep -aE '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$OUT/logs/$h.log" | tail -1 || true)
     cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$line")
     ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$line")
@@ -102,17 +98,34 @@ for h in "${harnesses[@]}"; do
     eps=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+)/\1/p' "$OUT/logs/$h.log")
     rss=$(sed -nE 's/^stat::peak_rss_mb: *([0-9]+)/\1/p' "$OUT/logs/$h.log")
     found=nothing
-    if [ "$rc" -ne 0 ] || [ "$after" -gt "$before" ]; then
+    if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$OUT/artifacts/$h")" ]; then
         found="**exit $rc; see build-fuzz/logs/$h.log**"
-        failed=1
+        touch "$OUT/rows/$h.failed"
         grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|SUMMARY' \
             "$OUT/logs/$h.log" | head -5 >&2 || true
     fi
-    echo "| $h | $time | ${runs:-?} | ${eps:-?} | ${cov:-?} | ${ft:-?} | ${corp:-?} | ${rss:-?} MB | $found |" >>"$summary"
+    echo "| $h | $time | ${runs:-?} | ${eps:-?} | ${cov:-?} | ${ft:-?} | ${corp:-?} | ${rss:-?} MB | $found |" >"$OUT/rows/$h"
+}
+
+# One harness per core at a time: each still runs its seeds, its regressions and its full time.
+rm -rf "$OUT/rows"
+mkdir -p "$OUT/rows"
+for h in "${harnesses[@]}"; do
+    [ -x "$OUT/${h}_fuzzer" ] || { log "no harness $h"; exit 2; }
+done
+for h in "${harnesses[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+    runHarness "$h" &
+done
+wait
+failed=0
+for h in "${harnesses[@]}"; do
+    cat "$OUT/rows/$h" >>"$summary"
+    [ -e "$OUT/rows/$h.failed" ] && failed=1
 done
 cat "$summary"
 if [ "$failed" -ne 0 ]; then
-    log "a harness failed: its input is in $OUT/artifacts (keep it in fuzz/regressions/HARNESS/)"
+    log "a harness failed: its input is in $OUT/artifacts/HARNESS/ (keep it in fuzz/regressions/HARNESS/)"
     exit 1
 fi
 [ "$ci" -eq 1 ] && log "every harness ran its seeds and regressions and fuzzed ${time}s each"
