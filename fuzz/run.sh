@@ -78,9 +78,11 @@ summary=$OUT/summary.md
 # One harness: its summary row in $OUT/rows/HARNESS, its status in $OUT/rows/HARNESS.failed.
 runHarness() {
     local h=$1 bin=$OUT/${1}_fuzzer corpus=$OUT/corpus/$1 rc line cov ft corp runs eps rss found
+    local before after
     mkdir -p "$corpus" "$OUT/seeds/$h" "fuzz/regressions/$h" "$OUT/artifacts/$h"
     dictOf "$h" >"$OUT/dict/$h.dict"
     log "$h: ${time}s"
+    before=$(ls "$OUT/artifacts/$h" | wc -l)
     # The scratch files each harness writes stay in /dev/shm; -rss_limit_mb bounds what any
     # input may make the readers allocate (their own limits are far below it).
     set +e
@@ -90,6 +92,7 @@ runHarness() {
         "$corpus" "$OUT/seeds/$h" "fuzz/regressions/$h" >"$OUT/logs/$h.log" 2>&1
     rc=$?
     set -e
+    after=$(ls "$OUT/artifacts/$h" | wc -l)
     line=$(grep -aE '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$OUT/logs/$h.log" | tail -1 || true)
     cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$line")
     ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$line")
@@ -98,7 +101,7 @@ runHarness() {
     eps=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+)/\1/p' "$OUT/logs/$h.log")
     rss=$(sed -nE 's/^stat::peak_rss_mb: *([0-9]+)/\1/p' "$OUT/logs/$h.log")
     found=nothing
-    if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$OUT/artifacts/$h")" ]; then
+    if [ "$rc" -ne 0 ] || [ "$after" -gt "$before" ]; then
         found="**exit $rc; see build-fuzz/logs/$h.log**"
         touch "$OUT/rows/$h.failed"
         grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|SUMMARY' \
@@ -110,6 +113,7 @@ runHarness() {
 # One harness per core at a time: each still runs its seeds, its regressions and its full time.
 rm -rf "$OUT/rows"
 mkdir -p "$OUT/rows"
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT # no harness outlives an interrupted run
 for h in "${harnesses[@]}"; do
     [ -x "$OUT/${h}_fuzzer" ] || { log "no harness $h"; exit 2; }
 done
@@ -120,6 +124,11 @@ done
 wait
 failed=0
 for h in "${harnesses[@]}"; do
+    if [ ! -f "$OUT/rows/$h" ]; then # its run itself failed before it could say anything
+        echo "| $h | $time | ? | ? | ? | ? | ? | ? | **no result; see build-fuzz/logs/$h.log** |" >>"$summary"
+        failed=1
+        continue
+    fi
     cat "$OUT/rows/$h" >>"$summary"
     [ -e "$OUT/rows/$h.failed" ] && failed=1
 done

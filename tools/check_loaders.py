@@ -23,6 +23,7 @@ import io
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -1362,6 +1363,25 @@ def case_named_causes(env: Env) -> None:
             check(real is not None and d["outcome"]["action"] == "raises" and
                   (how != "missing" or d["outcome"]["message"] == f"{real[0]}: {real[1]}"),
                   f"shards {kind} {how}: the load raises {real}; the diff {d['outcome']}")
+
+    # 6. One safetensors file (no index) whose entry's shape disagrees with its bytes: the
+    # reader skips the entry with a note, and the diff says nothing of an index or a shard.
+    single = env.tmp / "single-size-note"
+    single.mkdir()
+    f = single / "model.safetensors"
+    save_file({k: full[k] for k in names}, str(f))
+    raw = f.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    lying = next(k for k in names if ".layers." in k)  # no other rule maps a layer's weight
+    header[lying]["shape"] = [s + 1 for s in header[lying]["shape"]]
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    f.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+    e = entries(env.diff(f, env.layout("single-size-note", base)))
+    got = e.get(lying, {})
+    check(got.get("status") == "unloadable" and "index" not in got.get("reason", "") and
+          "shard" not in got.get("fix", ""), f"single file, size note: {got.get('reason')!r}")
 
 
 def case_megatron_layers(env: Env) -> None:

@@ -3,6 +3,7 @@
 // parameter is evaluated.
 #include "diff/differ.h"
 
+#include "common/problemtext.h"
 #include "diff/loadoutcome.h"
 
 #include <algorithm>
@@ -60,10 +61,13 @@ Differ::Differ(const CheckpointIndex &index, const Layout &layout, const DiffOpt
     if (m_legacy)
         setUpLegacy();
     // Keys a shard index lists that no shard gave: its file is missing or unreadable, or the
-    // file does not hold the key. One pass over the items, not a search per problem (a
-    // missing DCP data file names thousands of keys, all of them tensors).
+    // file does not hold the key (other notes on a key, e.g. a safetensors entry whose size
+    // disagrees, leave it to the generic reason). One pass over the items, not a search per
+    // problem (a missing DCP data file names thousands of keys, all of them tensors).
     for (const Problem &pr : index.problems)
-        if (pr.effect != Problem::Effect::Holes && !pr.key.empty())
+        if (!pr.key.empty() &&
+            (pr.effect == Problem::Effect::Unreadable ||
+             (pr.effect == Problem::Effect::Note && pr.message == kAbsentFromShard)))
             m_keyProblems.emplace(pr.key, &pr);
     if (!m_keyProblems.empty()) {
         for (const TensorEntry &t : index.tensors)

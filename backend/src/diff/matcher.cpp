@@ -393,12 +393,15 @@ bool Differ::listedButUnreadable(DiffEntry &e, const LayoutParam &, const Reques
                 "from what the shards hold (shardscope-cli inspect lists it).";
         return true;
     }
+    // A shard index's key, or the entry of one file whose bytes cannot be read.
+    const bool sharded =
+        m_index.format == Format::SafetensorsIndex || m_index.format == Format::TorchSaveIndex;
     e.status = LoadStatus::Unreadable;
-    e.reason = q.pieces.front().name + ": the index lists it in " + file + ": " + pr.message +
-               "; the load raises opening it (" + pr.file + ")";
-    e.fix = "Restore " + file +
-            " (a download or copy that stopped early: fetch the shard again), or load "
-            "another copy of the checkpoint.";
+    e.reason = q.pieces.front().name + ": " +
+               (sharded ? "the index lists it in " + file : file + " lists it") + ": " +
+               pr.message + "; the load raises opening it (" + pr.file + ")";
+    e.fix = "Restore " + file + " (a download or copy that stopped early: fetch " +
+            (sharded ? "the shard" : "it") + " again), or load another copy of the checkpoint.";
     return true;
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // safetensors files and their index.json sets.
+#include "common/problemtext.h"
 #include "read/mappedfile.h"
 #include "read/readers.h"
 
@@ -225,10 +226,8 @@ Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index)
     for (const auto &[k, f] : expected)
         if (!read.contains(k) && std::find(broken.begin(), broken.end(), f) == broken.end() &&
             fs::exists(fs::path(index.dataDir) / f))
-            index.problems.push_back({k,
-                                      (fs::path(index.dataDir) / f).string(),
-                                      {},
-                                      "listed in the index but absent from its shard"});
+            index.problems.push_back(
+                {k, (fs::path(index.dataDir) / f).string(), {}, std::string(kAbsentFromShard)});
     return Ok{};
 }
 
