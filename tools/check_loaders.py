@@ -1375,6 +1375,9 @@ def case_named_causes(env: Env) -> None:
     header = json.loads(raw[8:8 + n])
     lying = next(k for k in names if ".layers." in k)  # no other rule maps a layer's weight
     header[lying]["shape"] = [s + 1 for s in header[lying]["shape"]]
+    # ... and another entry whose bytes run past the buffer: unreadable, in the file's words.
+    past = [k for k in names if ".layers." in k and k != lying][0]
+    header[past]["data_offsets"][1] = len(raw) * 2
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     f.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
@@ -1382,6 +1385,10 @@ def case_named_causes(env: Env) -> None:
     got = e.get(lying, {})
     check(got.get("status") == "unloadable" and "index" not in got.get("reason", "") and
           "shard" not in got.get("fix", ""), f"single file, size note: {got.get('reason')!r}")
+    got = e.get(past, {})
+    check(got.get("status") == "unreadable" and "model.safetensors lists it" in got.get("reason", "")
+          and "index" not in got.get("reason", "") and "shard" not in got.get("fix", ""),
+          f"single file, bytes past the buffer: {got.get('reason')!r}")
 
 
 def case_megatron_layers(env: Env) -> None:
