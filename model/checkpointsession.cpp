@@ -355,7 +355,8 @@ void CheckpointSession::runLayerStats(const QString &family)
             std::vector<std::pair<int, size_t>> found; // (layer, tensor)
             for (size_t i = 0; i < result->tensors.size(); ++i) {
                 const InspectedTensor &t = result->tensors[i];
-                const LayerKey k = layerKey(QString::fromStdString(t.entry->key));
+                const LayerKey k = layerKey(
+                    QString::fromUtf8(t.entry->key.data(), qsizetype(t.entry->key.size())));
                 if (k.family == family && t.health)
                     found.emplace_back(k.layer, i);
             }
@@ -364,7 +365,9 @@ void CheckpointSession::runLayerStats(const QString &family)
             stats->family = family;
             for (const auto &[layer, i] : found) {
                 stats->layers.push_back(layer);
-                stats->keys.push_back(QString::fromStdString(result->tensors[i].entry->key));
+                stats->keys.push_back(
+                    QString::fromUtf8(result->tensors[i].entry->key.data(),
+                                      qsizetype(result->tensors[i].entry->key.size())));
                 stats->health.push_back(*result->tensors[i].health);
             }
             return {QVariant::fromValue(LayerStatsSnapshot(std::move(stats))), {}, false};

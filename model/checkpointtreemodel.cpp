@@ -164,9 +164,11 @@ QString CheckpointTreeModel::nodeKey(uint32_t node) const
 {
     const Node &n = m_tree->nodes[node];
     if (n.kind == NodeKind::Tensor)
-        return QString::fromStdString(m_index->tensors[size_t(n.entry)].key);
+        return QString::fromUtf8(m_index->tensors[size_t(n.entry)].key.data(),
+                                 qsizetype(m_index->tensors[size_t(n.entry)].key.size()));
     if (n.kind == NodeKind::Object)
-        return QString::fromStdString(m_index->objects[size_t(n.entry)].key);
+        return QString::fromUtf8(m_index->objects[size_t(n.entry)].key.data(),
+                                 qsizetype(m_index->objects[size_t(n.entry)].key.size()));
     std::vector<uint32_t> chain;
     for (uint32_t p = node; p != RootNode && p != NoNode; p = m_tree->nodes[p].parent)
         chain.push_back(p);

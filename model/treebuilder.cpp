@@ -144,7 +144,7 @@ private:
     // Groups by dotted prefix. A recorded nesting (DCP planner data, torch.save dicts) is
     // split at its own boundaries first: its elements are often module FQNs themselves
     // ("model" / "module.decoder.layers.0...").
-    void segmentsOf(const std::string &key, const KeyPath &path, std::vector<std::string_view> &out)
+    void segmentsOf(std::string_view key, const KeyPath &path, std::vector<std::string_view> &out)
     {
         out.clear();
         // Components that join to the key, each split at its dots: the key split at every dot.
@@ -354,8 +354,8 @@ void CheckpointTreeModel::bindKeys(Tree &tree, const CheckpointIndex *entries)
     const std::vector<Node> *all = &tree.nodes;
     tree.leafByKey.rebind([entries, all](uint32_t n) -> std::string_view {
         const Node &node = (*all)[n];
-        return node.kind == NodeKind::Tensor ? entries->tensors[size_t(node.entry)].key
-                                             : entries->objects[size_t(node.entry)].key;
+        return node.kind == NodeKind::Tensor ? entries->tensors[size_t(node.entry)].key.view()
+                                             : entries->objects[size_t(node.entry)].key.view();
     });
 }
 

@@ -275,7 +275,7 @@ void TensorDetailsPanel::showTensor(IndexSnapshot index, int tensorIndex,
         return;
     }
     const TensorEntry &t = index->tensors[size_t(tensorIndex)];
-    m_key = QString::fromStdString(t.key);
+    m_key = QString::fromUtf8(t.key.data(), qsizetype(t.key.size()));
     m_waiting = true;
     setTitle(m_key, describeTensor(t));
     setProblems(problems);

@@ -16,7 +16,7 @@ namespace shardscope::cli {
 
 namespace {
 
-std::string shapeText(const std::vector<int64_t> &shape)
+std::string shapeText(std::span<const int64_t> shape)
 {
     std::string s = "[";
     for (size_t i = 0; i < shape.size(); ++i)
@@ -117,10 +117,8 @@ int runInspect(const InspectOptions &o)
                           << "\n";
                 for (size_t c = 0; c < t.chunks.size(); ++c) {
                     const Location &l = t.chunks[c];
-                    std::cout << "  chunk " << c << ": offsets "
-                              << shapeText({t.chunkOffsets(c).begin(), t.chunkOffsets(c).end()})
-                              << " sizes "
-                              << shapeText({t.chunkSizes(c).begin(), t.chunkSizes(c).end()}) << "  "
+                    std::cout << "  chunk " << c << ": offsets " << shapeText(t.chunkOffsets(c))
+                              << " sizes " << shapeText(t.chunkSizes(c)) << "  "
                               << (l.file < index.files.size() ? visibleName(index.files[l.file])
                                                               : "?")
                               << " @" << l.offset << " +" << l.length << "\n";

@@ -109,13 +109,13 @@ void renderNode(const KeyNode &n, int depth, std::string &out)
 
 } // namespace
 
-void KeyTree::add(const std::string &key, std::string detail, std::string summary)
+void KeyTree::add(std::string_view key, std::string detail, std::string summary)
 {
     KeyNode *n = &m_root;
     size_t start = 0;
     while (true) {
         const size_t dot = key.find('.', start);
-        const std::string part = key.substr(start, dot == std::string::npos ? dot : dot - start);
+        const std::string part(key.substr(start, dot == std::string::npos ? dot : dot - start));
         KeyNode *next = nullptr;
         // Linear search is fine: siblings are few except for layer and expert runs, and those are
         // added in order, so the match is nearly always the last child.

@@ -24,7 +24,7 @@ struct KeyNode
 class KeyTree
 {
 public:
-    void add(const std::string &key, std::string detail, std::string summary);
+    void add(std::string_view key, std::string detail, std::string summary);
     /** Collapses numbered siblings with identical subtrees, and single-child chains. */
     void collapse();
     /** Indented text, one line per node. */

@@ -84,7 +84,7 @@ TEST(Checkpoint, SubBoxAcrossShardsMatchesTorch)
         }
         auto data = readTensor(*index, t, box);
         ASSERT_TRUE(data.ok()) << data.error().toString();
-        json want = runOracle("box " + shellQuote(path) + " " + shellQuote(t.key) + " " +
+        json want = runOracle("box " + shellQuote(path) + " " + shellQuote(t.key.str()) + " " +
                               ints(box.offsets) + " " + ints(box.sizes));
         ASSERT_TRUE(want.is_object()) << "oracle failed for " << t.key;
         EXPECT_EQ(sha256Hex(*data), want["sha256"].get<std::string>()) << t.key;
@@ -101,7 +101,7 @@ TEST(Checkpoint, BoxOutsideTheTensorIsAnError)
     for (const TensorEntry &t : index->tensors) {
         if (t.ndim() == 0)
             continue;
-        Box box{std::vector<int64_t>(t.ndim(), 0), t.shape};
+        Box box{std::vector<int64_t>(t.ndim(), 0), t.shape.toVector()};
         box.sizes[0] += 1;
         auto r = readTensor(*index, t, box);
         ASSERT_FALSE(r.ok());
@@ -234,7 +234,7 @@ TEST(Checkpoint, IntegrityProblemsInEntryOrderOnTwoThreads)
             t.chunkDims = {2, 4};
             expected.push_back(t.key + ": outside");
         } else if (i % 10007 == 5) { // past the end of the file
-            t.chunks[0].offset = uint64_t(1) << 31;
+            t.chunks.edit()[0].offset = uint64_t(1) << 31;
             expected.push_back(t.key + ": past the end");
         }
         index.tensors.push_back(std::move(t));

@@ -164,9 +164,10 @@ TEST(DcpStream, KeysKnownBeforeStorageAreTheFinalOnes)
     auto seenOf = [](const CheckpointIndex &index, std::vector<Seen> &out) {
         out.clear();
         for (const TensorEntry &t : index.tensors)
-            out.push_back({t.key, t.dtypeName, t.path.parts(t.key), t.shape, t.chunks.size()});
+            out.push_back({t.key.str(), t.dtypeName, t.path.parts(t.key), t.shape.toVector(),
+                           t.chunks.size()});
         for (const ObjectEntry &o : index.objects)
-            out.push_back({o.key, {}, o.path.parts(o.key), {}, 0, true});
+            out.push_back({o.key.str(), {}, o.path.parts(o.key), {}, 0, true});
     };
     std::vector<fs::path> roots = {fixtures, fs::path(toolsDir()) / ".." / "resources" / "demo"};
     int called = 0, dirs = 0;

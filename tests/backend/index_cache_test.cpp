@@ -149,6 +149,15 @@ TEST(IndexCache, EveryFixtureReadsBackAsDecoded)
         EXPECT_TRUE(cacheNote(*read).starts_with("read from ")) << cacheNote(*read);
         expectSameIndex(*decoded, *written, dir);
         expectSameIndex(*decoded, *read, dir);
+        // Read, the entries view the entry's mapping; read again, the same mapping (the file
+        // was not replaced), even though each read touches the entry's times.
+        auto again = openCached(dir, settingsIn(cache));
+        ASSERT_TRUE(again.ok());
+        expectSameIndex(*decoded, *again, dir);
+        if (!read->tensors.empty()) {
+            EXPECT_FALSE(read->tensors[0].key.owns());
+            EXPECT_EQ(again->tensors[0].key.data(), read->tensors[0].key.data());
+        }
         ++dirs;
     }
     EXPECT_GE(dirs, 8);
@@ -224,15 +233,33 @@ TEST(IndexCache, SameIndexForAnyThreadCount)
     const std::string bytes = encodeIndex(key, index, {"dcp_version"});
     const std::span<const uint8_t> view(reinterpret_cast<const uint8_t *>(bytes.data()),
                                         bytes.size());
-    for (int threads : {1, 2, 3, 8}) {
-        SCOPED_TRACE(threads);
-        CheckpointIndex back;
-        Status st = decodeIndexBody(view, "mem", back, threads);
-        ASSERT_TRUE(st.ok()) << st.error().toString();
-        expectSameIndex(index, back, "threads " + std::to_string(threads));
-        // Encoding is a function of the index: what was read writes the same bytes.
-        EXPECT_EQ(encodeIndex(key, back, {"dcp_version"}), bytes);
-    }
+    for (bool viewed : {false, true})
+        for (int threads : {1, 2, 3, 8}) {
+            SCOPED_TRACE(std::to_string(threads) + (viewed ? " threads, viewed" : " threads"));
+            CheckpointIndex back; // `bytes` outlive it, as a kept mapping outlives every index
+            Status st = decodeIndexBody(view, "mem", back, threads, viewed);
+            ASSERT_TRUE(st.ok()) << st.error().toString();
+            expectSameIndex(index, back, "threads " + std::to_string(threads));
+            // Encoding is a function of the index: what was read writes the same bytes.
+            EXPECT_EQ(encodeIndex(key, back, {"dcp_version"}), bytes);
+            // Viewed, the entries hold no bytes of their own; copied, all of them.
+            const TensorEntry &t = back.tensors[7];
+            ASSERT_FALSE(t.key.empty() || t.chunks.empty() || t.shape.empty());
+            EXPECT_EQ(t.key.owns(), !viewed);
+            EXPECT_EQ(back.objects[3].key.owns(), !viewed);
+            EXPECT_EQ(t.chunks.owns(), !viewed);
+            EXPECT_EQ(t.shape.owns(), !viewed);
+            EXPECT_EQ(std::string_view(t.key.c_str()), t.key.view()); // NUL-terminated
+            // A change to a copy leaves the entry, and the bytes it views, as they were.
+            TensorEntry changed = t;
+            changed.chunks.edit()[0].offset += 1;
+            changed.shape.push_back(1);
+            changed.key += "x";
+            EXPECT_EQ(t.chunks[0].offset, index.tensors[7].chunks[0].offset);
+            EXPECT_EQ(t.shape, index.tensors[7].shape);
+            EXPECT_EQ(t.key, index.tensors[7].key);
+            EXPECT_NE(changed.key, t.key);
+        }
     auto k = decodeIndexKey(view, "mem");
     ASSERT_TRUE(k.ok());
     EXPECT_TRUE(*k == key);
@@ -268,7 +295,7 @@ TEST(IndexCache, ChangedReplacedOrTruncatedMetadataIsDecodedAgain)
     // Changed in place, size kept and its modification time put back: one key renamed.
     auto first = openDecoded(ckpt.string());
     ASSERT_TRUE(first.ok());
-    const std::string key = first->tensors.front().key;
+    const std::string key = first->tensors.front().key.str();
     std::string bytes = readAll(meta);
     std::string renamed = key;
     renamed.back() = key.back() == 'Z' ? 'Y' : 'Z';

@@ -303,7 +303,7 @@ TEST(ShardMapTest, ChunksGapsOverlapsSectionsAndReads)
         Location l;
         l.file = file;
         t.chunks.push_back(l);
-        t.chunkDims.insert(t.chunkDims.end(), {row, 0, rows, 4});
+        t.chunkDims.append(std::vector<int64_t>{row, 0, rows, 4});
     }
     index->tensors.push_back(t);
     DiffResult diff;

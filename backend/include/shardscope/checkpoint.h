@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "shardscope/compact.h"
 #include "shardscope/dtype.h"
 #include "shardscope/pyvalue.h"
 #include "shardscope/result.h"
@@ -81,17 +82,21 @@ private:
     std::vector<std::string> m_explicit;
 };
 
-/** One tensor of the checkpoint: its global view and the chunks that store it. */
+/**
+ * One tensor of the checkpoint: its global view and the chunks that store it. Its key, shape,
+ * chunks and chunk dims are compact containers (shardscope/compact.h): read from the persistent
+ * index they view its mapped file; their elements change only through their own calls.
+ */
 struct TensorEntry
 {
-    std::string key; ///< flattened key as stored ("model.module.decoder.…")
-    KeyPath path;    ///< true nesting (DCP planner_data)
+    CompactString key; ///< flattened key as stored ("model.module.decoder.…")
+    KeyPath path;      ///< true nesting (DCP planner_data)
     DType dtype = DType::Unknown;
     std::string dtypeName; ///< torch's name, kept even when dtype is Unknown
-    std::vector<int64_t> shape;
-    std::vector<Location> chunks;
+    CompactVector<int64_t> shape;
+    CompactVector<Location> chunks;
     /** Per chunk: ndim offsets, then ndim sizes (flat, to keep 1.5 M chunks compact). */
-    std::vector<int64_t> chunkDims;
+    CompactVector<int64_t> chunkDims;
     /** RawStorage only (one chunk): element strides and storage offset, in elements. */
     std::vector<int64_t> strides;
     int64_t storageOffset = 0;
@@ -109,10 +114,11 @@ struct TensorEntry
     uint64_t nbytes() const { return uint64_t(numel()) * uint64_t(elementSize(dtype)); }
 };
 
-/** A non-tensor entry (DCP BYTE_IO, or a leaf of a torch.save payload). */
+/** A non-tensor entry (DCP BYTE_IO, or a leaf of a torch.save payload). Its key is compact
+ *  like a tensor's (a big checkpoint has hundreds of thousands of optimizer-state objects). */
 struct ObjectEntry
 {
-    std::string key;
+    CompactString key;
     KeyPath path;
     std::optional<Location> location;     ///< stored bytes (DCP BYTE_IO)
     std::shared_ptr<const PyValue> value; ///< already decoded (torch.save leaves)
@@ -164,8 +170,8 @@ struct CheckpointIndex
     size_t itemCount() const { return tensors.size() + objects.size(); }
     std::string_view itemKey(size_t item) const
     {
-        return item < tensors.size() ? std::string_view(tensors[item].key)
-                                     : std::string_view(objects[item - tensors.size()].key);
+        return item < tensors.size() ? tensors[item].key.view()
+                                     : objects[item - tensors.size()].key.view();
     }
 };
 

@@ -3,13 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace shardscope::detail {
 
 /** "[3, 4]" */
-inline std::string shapeText(const std::vector<int64_t> &shape)
+inline std::string shapeText(std::span<const int64_t> shape)
 {
     std::string s = "[";
     for (size_t i = 0; i < shape.size(); ++i)
@@ -18,7 +19,7 @@ inline std::string shapeText(const std::vector<int64_t> &shape)
 }
 
 /** Product of shape[from…] (elements of a shape, or of a row when from = 1). */
-inline int64_t product(const std::vector<int64_t> &shape, size_t from = 0)
+inline int64_t product(std::span<const int64_t> shape, size_t from = 0)
 {
     int64_t p = 1;
     for (size_t i = from; i < shape.size(); ++i)

@@ -119,7 +119,7 @@ std::optional<SideValues> hfValues(const HfLlama &hf, const CheckpointIndex &ind
         }
         DiffSource s;
         s.key = pc.key;
-        s.shape = t->shape;
+        s.shape = t->shape.toVector();
         s.dtype = t->dtypeName;
         s.begin = row;
         s.end = row + rows;

@@ -91,7 +91,7 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
     auto named = [](const CheckpointIndex &c) {
         std::vector<Named> out;
         for (const TensorEntry &t : c.tensors)
-            if (auto n = modelName(c, t.key)) {
+            if (auto n = modelName(c, t.key.str())) {
                 liveMtpName(*n);
                 out.push_back({*n, &t});
             }
@@ -126,7 +126,7 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
     auto param = [&](const std::string &name, const TensorEntry &t) {
         LayoutParam p;
         p.name = name;
-        p.shape = t.shape;
+        p.shape = t.shape.toVector();
         p.dtype = t.dtypeName;
         p.hasOptimizerState = withState.count(name) > 0;
         return p;
@@ -171,7 +171,7 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
     for (const Named &n : inB) {
         if (byA.count(n.name))
             continue;
-        if (auto p = fused(n.name, n.t->shape, byA, n.t->dtypeName)) {
+        if (auto p = fused(n.name, n.t->shape.toVector(), byA, n.t->dtypeName)) {
             const std::string first = p->fusion ? p->fusion->sections.front().name : p->absorbs;
             for (const auto &s : p->fusion ? p->fusion->sections : std::vector<FusedSection>{})
                 taken[s.name] = true;
@@ -189,7 +189,7 @@ Layout ownLayout(const CheckpointIndex &a, const CheckpointIndex &b)
             continue;
         // Fused in A, apart in B: A's parameter gets the sections B keeps.
         if (!byB.count(n.name))
-            if (auto p = fused(n.name, n.t->shape, byB, n.t->dtypeName)) {
+            if (auto p = fused(n.name, n.t->shape.toVector(), byB, n.t->dtypeName)) {
                 l.params.push_back(std::move(*p));
                 continue;
             }

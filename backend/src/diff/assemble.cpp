@@ -30,7 +30,7 @@ void Differ::collectUnconsumed(DiffResult &r)
         u.entry = entryOf(&k);
         u.tensor = k.tensor != nullptr;
         if (k.tensor) {
-            u.shape = k.tensor->shape;
+            u.shape = k.tensor->shape.toVector();
             u.dtype = k.tensor->dtypeName;
         }
         u.note = legacyNote.empty() ? stageLocalNote(k.key) : legacyNote;

@@ -20,7 +20,7 @@ std::string numbers(int64_t stored, int64_t want)
 
 } // namespace
 
-std::string shapeMismatchFix(const std::string &name, const std::vector<int64_t> &stored,
+std::string shapeMismatchFix(const std::string &name, std::span<const int64_t> stored,
                              const std::vector<int64_t> &want, int tpDim, int tp)
 {
     const std::string generic = " Generate the layout from the saving run's arguments (`layout "

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,7 @@ namespace shardscope::detail {
  * legacy rank file), the partition dim and the model's TP size, so that a ratio along it names
  * the TP size the checkpoint was saved with.
  */
-std::string shapeMismatchFix(const std::string &name, const std::vector<int64_t> &stored,
+std::string shapeMismatchFix(const std::string &name, std::span<const int64_t> stored,
                              const std::vector<int64_t> &want, int tpDim = -1, int tp = 1);
 
 } // namespace shardscope::detail

@@ -93,11 +93,11 @@ CheckpointDiff diffCheckpoints(const CheckpointIndex &a, const CheckpointIndex &
     std::map<std::string, std::string> ruleOfB;
     for (const TensorEntry &t : b.tensors) {
         std::string rule;
-        inB[canonical(t.key, options.disabledRules, &rule)] = {t.key, &t};
-        ruleOfB[t.key] = rule;
+        inB[canonical(t.key.str(), options.disabledRules, &rule)] = {t.key.str(), &t};
+        ruleOfB[t.key.str()] = rule;
     }
     for (const ObjectEntry &o : b.objects)
-        inB[canonical(o.key, options.disabledRules, nullptr)] = {o.key, nullptr};
+        inB[canonical(o.key.str(), options.disabledRules, nullptr)] = {o.key.str(), nullptr};
 
     std::map<std::string, bool> matched;
     auto visit = [&](const std::string &key, const TensorEntry *t) {
@@ -135,9 +135,9 @@ CheckpointDiff diffCheckpoints(const CheckpointIndex &a, const CheckpointIndex &
         }
     };
     for (const TensorEntry &t : a.tensors)
-        visit(t.key, &t);
+        visit(t.key.str(), &t);
     for (const ObjectEntry &o : a.objects)
-        visit(o.key, nullptr);
+        visit(o.key.str(), nullptr);
     for (const auto &[c, item] : inB)
         if (!matched.count(c))
             d.changes.push_back({KeyChange::Kind::Added, item.key, {}, {}, {}});

@@ -71,9 +71,9 @@ Differ::Differ(const CheckpointIndex &index, const Layout &layout, const DiffOpt
             m_keyProblems.emplace(pr.key, &pr);
     if (!m_keyProblems.empty()) {
         for (const TensorEntry &t : index.tensors)
-            m_keyProblems.erase(t.key);
+            m_keyProblems.erase(t.key.str());
         for (const ObjectEntry &o : index.objects)
-            m_keyProblems.erase(o.key);
+            m_keyProblems.erase(o.key.str());
     }
     // Megatron-FSDP names decoder layers per pipeline stage (NVIDIA/Megatron-LM#7452): a
     // model split over pp stages asks for decoder.layers.0… on every stage.

@@ -277,10 +277,10 @@ LoadOutcome torchDistLoad(const CheckpointIndex &index, const Findings &f,
         if (!dropsUnexpected && x.key.find('/') == std::string::npos) {
             std::vector<std::string> stored;
             for (const TensorEntry &t : index.tensors)
-                stored.push_back(t.key);
+                stored.push_back(t.key.str());
             for (const ObjectEntry &obj : index.objects)
                 if (obj.location)
-                    stored.push_back(obj.key);
+                    stored.push_back(obj.key.str());
             std::sort(stored.begin(), stored.end());
             const std::string key =
                 stacked ? std::regex_replace(x.key, layerIndex, ".layers.") : x.key;

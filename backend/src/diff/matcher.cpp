@@ -154,7 +154,7 @@ void Differ::fillSources(DiffEntry &e, const Request &q, const std::vector<DiskK
         DiskKey *k = found[i];
         mark(k->used);
         DiffSource src{std::string(k->key),
-                       k->tensor->shape,
+                       k->tensor->shape.toVector(),
                        k->tensor->dtypeName,
                        q.pieces[i].dim,
                        q.pieces[i].begin,
@@ -526,7 +526,7 @@ bool Differ::fusedOnDisk(DiffEntry &e, const LayoutParam &p, const Request &q,
             mark(k->used);
             // The whole parameter (rows [0, rows)) from the stored rows [begin, …).
             e.sources.push_back({std::string(k->key),
-                                 k->tensor->shape,
+                                 k->tensor->shape.toVector(),
                                  k->tensor->dtypeName,
                                  0,
                                  0,

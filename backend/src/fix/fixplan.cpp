@@ -188,12 +188,13 @@ private:
             if (!o.key.starts_with(from) || !o.location)
                 continue;
             ObjectEntry copy;
-            copy.key = to + o.key.substr(from.size());
-            if (isStored(copy.key) || m_madeObjects.count(copy.key))
+            std::string key = std::string(to).append(o.key.substr(from.size()));
+            if (isStored(key) || m_madeObjects.count(key))
                 continue;
-            copy.path = pathLike(o, copy.key);
+            copy.key = key;
+            copy.path = pathLike(o, key);
             copy.location = o.location;
-            m_madeObjects.insert(copy.key);
+            m_madeObjects.insert(key);
             m_newObjects.push_back(std::move(copy));
             ++made;
         }
@@ -260,7 +261,7 @@ private:
             const bool window = target.begin < target.end && !t.shape.empty();
             const size_t dim = size_t(target.dim);
             if (window)
-                t.shape[dim] = target.end - target.begin;
+                t.shape.edit()[dim] = target.end - target.begin;
             const int64_t wb = window ? target.begin : 0;
             const int64_t we = window ? target.end : t.shape.empty() ? 1 : t.shape[dim];
             // A 0-dim state (Adam's step) of a fused parameter is one value its sections share:
@@ -342,7 +343,7 @@ private:
                              std::to_string(t.numel()) + " elements of " + target.key);
                 return;
             }
-            t.path = pathLike(*like, t.key);
+            t.path = pathLike(*like, t.key.str());
             if (!rewriteWhy.empty()) {
                 m_pendingRewrites.push_back({made.size(), dim, std::move(m_rewritePieces)});
                 kinds.push_back("rewrite");
@@ -367,7 +368,7 @@ private:
         m_pendingRewrites.clear();
         for (size_t i = 0; i < made.size(); ++i) {
             count(kinds[i], examples[i]);
-            m_made.insert(made[i].key);
+            m_made.insert(made[i].key.str());
             m_new.push_back(std::move(made[i]));
         }
     }
@@ -430,7 +431,7 @@ private:
         p.stored = st;
         const size_t lead = s.index.size();
         p.box.offsets.assign(st.ndim(), 0);
-        p.box.sizes = st.shape;
+        p.box.sizes = st.shape.toVector();
         for (size_t k = 0; k < lead && k < st.ndim(); ++k) {
             p.box.offsets[k] = s.index[k];
             p.box.sizes[k] = 1;
@@ -566,14 +567,14 @@ private:
         }
         std::sort(m_plan.dropped.begin(), m_plan.dropped.end());
         for (size_t i : m_plan.dropped)
-            count("drop", m_source.tensors[i].key);
+            count("drop", m_source.tensors[i].key.str());
         for (std::string_view key : m_consumedObjects)
             if (const uint32_t i = m_objectAt.find(key);
                 i != FlatStringMap::kAbsent && m_source.objects[i].key == key && !m_kept.count(key))
                 m_plan.droppedObjects.push_back(i);
         std::sort(m_plan.droppedObjects.begin(), m_plan.droppedObjects.end());
         for (size_t i : m_plan.droppedObjects)
-            count("drop", m_source.objects[i].key);
+            count("drop", m_source.objects[i].key.str());
         m_plan.tensors = std::move(m_new);
         m_plan.objects = std::move(m_newObjects);
     }

@@ -60,14 +60,14 @@ Result<std::vector<std::byte>> assembleRewrite(const CheckpointIndex &fixed, con
         if (data.dtype != t.dtype) {
             auto cast = castTensor(data, t.dtype);
             if (!cast)
-                return cast.error().atKey(p.stored.key);
+                return cast.error().atKey(p.stored.key.str());
             data = std::move(*cast);
         }
         const int64_t pieceRows = nd == 0 ? 1 : p.box.sizes[p.box.sizes.size() - nd + r.dim];
         const uint64_t run = uint64_t(pieceRows) * inner;
         if (data.bytes.size() != outer * run || p.at + pieceRows > rows)
             return makeError(Error::Code::Format, "the stored rows do not fit " + t.key)
-                .atKey(p.stored.key);
+                .atKey(p.stored.key.str());
         for (uint64_t o = 0; o < outer; ++o)
             std::memcpy(out.data() + (o * uint64_t(rows) + uint64_t(p.at)) * inner,
                         data.bytes.data() + o * run, run);
@@ -92,7 +92,7 @@ std::string placeRewrites(CheckpointIndex &fixed, const FixPlan &plan)
     uint64_t offset = 0;
     for (const Rewrite &r : plan.rewrites) {
         TensorEntry &t = fixed.tensors[plan.firstNew + r.tensor];
-        Location &loc = t.chunks.front();
+        Location &loc = t.chunks.edit().front();
         loc.file = file;
         loc.transforms = 0;
         loc.encoding = Encoding::TorchSaveArchive;

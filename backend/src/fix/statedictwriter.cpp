@@ -265,7 +265,7 @@ Status writeSafetensorsFile(const CheckpointIndex &fixed, Writer &w, const std::
         if (name.empty())
             return makeError(Error::Code::Unsupported,
                              "safetensors has no dtype for " + t.dtypeName)
-                .atKey(t.key);
+                .atKey(t.key.str());
         const uint64_t n = uint64_t(t.numel()) * uint64_t(elementSize(t.dtype));
         header[t.key] = {
             {"dtype", name}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
@@ -320,7 +320,7 @@ Status writeTorchSaveFile(const CheckpointIndex &fixed, Writer &w, const std::st
             n = &n->child(part);
         if (n->tensor >= 0 || !n->children.empty())
             return makeError(Error::Code::Unsupported, "two entries under one name")
-                .atKey(fixed.tensors[i].key);
+                .atKey(fixed.tensors[i].key.str());
         n->tensor = long(i);
     }
     TorchPickle p;

@@ -50,7 +50,7 @@ void TorchPickle::integer(int64_t v)
     }
 }
 
-void TorchPickle::ints(const std::vector<int64_t> &v)
+void TorchPickle::ints(std::span<const int64_t> v)
 {
     op('(');
     for (int64_t x : v)
@@ -64,7 +64,7 @@ void TorchPickle::le(uint64_t v, int bytes)
         m_out.push_back(char((v >> (8 * i)) & 0xff));
 }
 
-void TorchPickle::tensor(DType dtype, const std::vector<int64_t> &shape, std::string_view key)
+void TorchPickle::tensor(DType dtype, std::span<const int64_t> shape, std::string_view key)
 {
     TorchPickle &p = *this;
     int64_t numel = 1;
@@ -104,7 +104,7 @@ void TorchPickle::tensor(DType dtype, const std::vector<int64_t> &shape, std::st
 
 namespace {
 
-std::string tensorPickle(DType dtype, const std::vector<int64_t> &shape)
+std::string tensorPickle(DType dtype, std::span<const int64_t> shape)
 {
     TorchPickle p;
     p.tensor(dtype, shape, "0");
@@ -272,7 +272,7 @@ uint32_t crc32(std::span<const std::byte> data, uint32_t crc)
     return ~crc;
 }
 
-TensorArchive tensorArchive(DType dtype, const std::vector<int64_t> &shape, uint32_t crc)
+TensorArchive tensorArchive(DType dtype, std::span<const int64_t> shape, uint32_t crc)
 {
     const auto crcOf = [](std::string_view s) {
         return crc32(std::as_bytes(std::span(s.data(), s.size())));

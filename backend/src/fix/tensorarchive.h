@@ -23,10 +23,10 @@ public:
     void global(std::string_view module, std::string_view name);
     void str(std::string_view s);
     void integer(int64_t v);
-    void ints(const std::vector<int64_t> &v); ///< a tuple
+    void ints(std::span<const int64_t> v); ///< a tuple
     /** A contiguous tensor of the storage record `data/<key>` (_rebuild_tensor_v2, or _v3 for
      *  the dtypes torch.save writes as an untyped storage). */
-    void tensor(DType dtype, const std::vector<int64_t> &shape, std::string_view key);
+    void tensor(DType dtype, std::span<const int64_t> shape, std::string_view key);
     /** STOP appended: the pickle. */
     std::string finish();
 
@@ -59,7 +59,7 @@ struct TensorArchive
 };
 
 /** `crc`: the CRC-32 of the data (0 to size it only). Under 4 GiB of data: no ZIP64 records. */
-TensorArchive tensorArchive(DType dtype, const std::vector<int64_t> &shape, uint32_t crc);
+TensorArchive tensorArchive(DType dtype, std::span<const int64_t> shape, uint32_t crc);
 
 /** The ZIP CRC-32 (IEEE 802.3), continued from `crc`. */
 uint32_t crc32(std::span<const std::byte> data, uint32_t crc = 0);

@@ -273,7 +273,7 @@ Result<json> argsOfCheckpoint(const std::string &path)
         if (j.empty())
             return makeError(Error::Code::Format, "args is not an argparse.Namespace")
                 .inFile(path)
-                .atKey(o.key);
+                .atKey(o.key.str());
         return j;
     }
     return makeError(Error::Code::NotFound,

@@ -181,7 +181,7 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
         for (const Location &l : t.chunks)
             missing += l.file == kUnassigned;
         if (missing)
-            index.problems.push_back({t.key,
+            index.problems.push_back({t.key.str(),
                                       (fs::path(dir) / metas.front()).string(),
                                       {},
                                       std::to_string(missing) + " of " +
@@ -191,7 +191,7 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
     }
     for (ObjectEntry &o : index.objects)
         if (!o.location)
-            index.problems.push_back({o.key,
+            index.problems.push_back({o.key.str(),
                                       (fs::path(dir) / metas.front()).string(),
                                       {},
                                       "object has no storage entry",

@@ -337,13 +337,13 @@ Status DcpIndexer::commitStorage(const Values &v, const StorageItem &it, uint64_
     }
     if (chunk == SIZE_MAX) {
         m_index.problems.push_back(
-            {t.key, m_file, offset, "storage entry for chunk offsets that no chunk has"});
+            {t.key.str(), m_file, offset, "storage entry for chunk offsets that no chunk has"});
         return Ok{};
     }
     ss.lastTensor = found;
     ss.nextChunk = chunk + 1;
     if (t.chunks[chunk].file == kUnassigned) // a later rank's copy of a chunk we have
-        t.chunks[chunk] = loc;
+        t.chunks.edit()[chunk] = loc;
     return Ok{};
 }
 

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <mutex>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -184,6 +185,60 @@ std::string store(const std::string &dir, const std::string &entry, const std::s
     return {};
 }
 
+// An entry that was read stays mapped for the life of the process: the index's tensors view its
+// bytes (shardscope/compact.h), and so may any copy of them. A reopen of the same file (the window
+// opening the checkpoint again) uses the mapping it already has, so a process holds one mapping
+// per entry file it read. The same file is the same device, inode and size: entries are replaced
+// by a rename, and each read touches its times (least recently used). Its bytes are checked (key,
+// checksum, every record) on every open.
+class KeptMappings
+{
+public:
+    static KeptMappings &instance()
+    {
+        static KeptMappings &k = *new KeptMappings; // never unmapped, not even at exit
+        return k;
+    }
+    /** The entry file mapped: the mapping kept from an earlier read of the same file, if any. */
+    std::shared_ptr<const MappedFile> map(const std::string &path, struct stat &id)
+    {
+        if (::stat(path.c_str(), &id) != 0)
+            return nullptr;
+        {
+            std::lock_guard lock(m_mutex);
+            for (const Kept &k : m_kept)
+                if (k.path == path && same(k.id, id))
+                    return k.file;
+        }
+        auto file = MappedFile::open(path, true);
+        return file ? *file : nullptr;
+    }
+    /** Keeps `file` mapped until the process ends: an index views its bytes. */
+    void keep(const std::string &path, const struct stat &id,
+              const std::shared_ptr<const MappedFile> &file)
+    {
+        std::lock_guard lock(m_mutex);
+        for (const Kept &k : m_kept)
+            if (k.file == file)
+                return;
+        m_kept.push_back({path, id, file});
+    }
+
+private:
+    struct Kept
+    {
+        std::string path;
+        struct stat id;
+        std::shared_ptr<const MappedFile> file;
+    };
+    static bool same(const struct stat &a, const struct stat &b)
+    {
+        return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size;
+    }
+    std::mutex m_mutex;
+    std::vector<Kept> m_kept;
+};
+
 // Entries are written in the order they were made, after the open returns; a short CLI run
 // still leaves its entry (the worker is joined at exit).
 BackgroundWorker &entryWriter()
@@ -225,8 +280,11 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
     const std::string entry = (fs::path(settings.dir) / (entryName(key) + ".ssidx")).string();
     waitForIndexWrites(); // one this process is still writing is cheaper than a decode
     std::string why;      // why an entry that was there was not used
-    if (auto file = MappedFile::open(entry, true); file) {
-        auto stored = decodeIndexKey((*file)->bytes(), entry);
+    struct stat id
+    {
+    };
+    if (auto file = KeptMappings::instance().map(entry, id)) {
+        auto stored = decodeIndexKey(file->bytes(), entry);
         if (!stored) {
             why = "ignored " + stored.error().toString();
         } else if (*stored != key) {
@@ -237,8 +295,9 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
             cached.inputPath = index.inputPath;
             cached.dataDir = index.dataDir;
             cached.info = index.info;
-            Status st = decodeIndexBody((*file)->bytes(), entry, cached, threads);
+            Status st = decodeIndexBody(file->bytes(), entry, cached, threads, true);
             if (st) {
+                KeptMappings::instance().keep(entry, id, file);
                 index = std::move(cached);
                 index.info["index_cache"] = "read from " + entry;
                 ::utimensat(AT_FDCWD, entry.c_str(), nullptr, 0); // most recently used

@@ -222,12 +222,12 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
     Writer w; // the whole file: the header is filled in last
     size_t keyBytes = 0, dims = 0, chunks = 0;
     for (const TensorEntry &t : index.tensors) {
-        keyBytes += t.key.size();
+        keyBytes += t.key.size() + 1;
         dims += t.shape.size() + t.chunkDims.size() + t.strides.size();
         chunks += t.chunks.size();
     }
     for (const ObjectEntry &o : index.objects)
-        keyBytes += o.key.size();
+        keyBytes += o.key.size() + 1;
     w.out.reserve(keyBytes + 8 * dims + 24 * chunks + sizeof(TensorRecord) * index.tensors.size() +
                   sizeof(ObjectRecord) * index.objects.size() + (1 << 16));
     populate(w.out.data(), w.out.capacity(), workerCount(0, UINT64_MAX));
@@ -295,7 +295,7 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
         std::memset(&r, 0, sizeof r);
         r.keyOffset = keyAt;
         r.keyLength = uint32_t(t.key.size());
-        keyAt += t.key.size();
+        keyAt += t.key.size() + 1;
         r.ndim = uint32_t(t.shape.size());
         r.dims = dimAt;
         dimAt += t.shape.size() + t.chunkDims.size() + t.strides.size();
@@ -316,7 +316,7 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
         std::memset(static_cast<void *>(&r), 0, sizeof r);
         r.keyOffset = keyAt;
         r.keyLength = uint32_t(o.key.size());
-        keyAt += o.key.size();
+        keyAt += o.key.size() + 1;
         path(o.path, r.pathDots, r.firstPart, r.partCount);
         r.hasLocation = o.location.has_value();
         if (o.location) {
@@ -336,14 +336,15 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
     for (const std::string *s : parts)
         w.str(*s);
     w.put(keyAt);
+    // Each key NUL-terminated, so that an entry can view it (CompactString::c_str()).
     for (const TensorEntry &t : index.tensors)
-        w.out.append(t.key);
+        w.out.append(t.key.view()).push_back('\0');
     for (const ObjectEntry &o : index.objects)
-        w.out.append(o.key);
+        w.out.append(o.key.view()).push_back('\0');
     w.align();
     w.put(dimAt);
     for (const TensorEntry &t : index.tensors) {
-        auto raw = [&](const std::vector<int64_t> &v) {
+        auto raw = [&](std::span<const int64_t> v) {
             w.out.append(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(int64_t));
         };
         raw(t.shape);
@@ -437,7 +438,7 @@ Result<IndexCacheKey> decodeIndexKey(std::span<const uint8_t> bytes, const std::
 }
 
 Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
-                       CheckpointIndex &index, int threads)
+                       CheckpointIndex &index, int threads, bool view)
 {
     auto h = readHeader(bytes, path);
     if (!h)
@@ -525,11 +526,11 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
     if (!r.span(objectCount, sizeof(ObjectRecord), objectBytes) || r.left() != 0)
         return r.fail("object records do not end the file", objectsAt);
 
-    auto keyOf = [&](uint64_t offset, uint32_t length, std::string &out) {
-        if (offset > keyBytes || length > keyBytes - offset)
-            return false;
-        out.assign(reinterpret_cast<const char *>(keys + offset), length);
-        return true;
+    // Each key is followed by a NUL.
+    auto keyAt = [&](uint64_t offset, uint32_t length) -> const char * {
+        if (offset >= keyBytes || length >= keyBytes - offset || keys[offset + length] != 0)
+            return nullptr;
+        return reinterpret_cast<const char *>(keys + offset);
     };
     auto pathOf = [&](uint64_t dots, uint32_t first, uint32_t count, KeyPath &out) {
         if (first > partCount || count > partCount - first)
@@ -540,9 +541,12 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
                   : std::vector<std::string>());
         return true;
     };
-    // Records are self-contained: each thread builds its own range of entries.
+    // Records are self-contained: each thread builds its own range of entries. Pools are
+    // 8-byte aligned in a mapped file, so entries can view them; otherwise (a fuzzer's input, or
+    // bytes that do not stay mapped) they are copied, never read misaligned.
     const bool aligned = reinterpret_cast<uintptr_t>(dimBytes) % alignof(int64_t) == 0 &&
                          reinterpret_cast<uintptr_t>(chunkBytes) % alignof(Location) == 0;
+    const bool viewPools = view && aligned;
     const size_t workers = workerCount(threads, tensorCount + objectCount);
     reserveFaulted(index.tensors, tensorCount, workers);
     reserveFaulted(index.objects, objectCount, workers);
@@ -556,8 +560,9 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
             std::memcpy(&rec, tensorBytes + i * sizeof rec, sizeof rec);
             TensorEntry &t = index.tensors[i];
             const uint64_t width = 2 * uint64_t(rec.ndim);
+            const char *key = keyAt(rec.keyOffset, rec.keyLength);
             // Every range checked without overflow: counts are 32-bit, pools 64-bit.
-            if (!keyOf(rec.keyOffset, rec.keyLength, t.key) || rec.dims > dimCount ||
+            if (!key || rec.dims > dimCount ||
                 uint64_t(rec.ndim) + width * rec.chunkCount + rec.strideCount >
                     dimCount - rec.dims ||
                 rec.firstChunk > chunkCount || rec.chunkCount > chunkCount - rec.firstChunk ||
@@ -567,34 +572,36 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
                                          tensorsAt + i * sizeof rec);
                 return;
             }
+            t.key = view ? CompactString::view(key, rec.keyLength)
+                         : CompactString(std::string_view(key, rec.keyLength));
             t.dtypeName = dtypeNames[rec.dtypeName];
             t.dtype = dtypes[rec.dtypeName];
-            // Pools are 8-byte aligned in a mapped file: one pass each. Otherwise (a fuzzer's
-            // input) memcpy, never a misaligned read.
             const uint8_t *d = dimBytes + rec.dims * sizeof(int64_t);
-            auto take = [&d, aligned](std::vector<int64_t> &v, uint64_t count) {
-                if (aligned) {
-                    const auto *p = reinterpret_cast<const int64_t *>(d);
-                    v.assign(p, p + count);
+            auto take = [&d, viewPools](CompactVector<int64_t> &v, uint64_t count) {
+                if (viewPools) {
+                    v = CompactVector<int64_t>::view(reinterpret_cast<const int64_t *>(d), count);
                 } else {
                     v.resize(count);
                     if (count)
-                        std::memcpy(v.data(), d, count * sizeof(int64_t));
+                        std::memcpy(v.edit().data(), d, count * sizeof(int64_t));
                 }
                 d += count * sizeof(int64_t);
             };
             take(t.shape, rec.ndim);
             take(t.chunkDims, width * rec.chunkCount);
-            take(t.strides, rec.strideCount);
+            if (rec.strideCount) {
+                t.strides.resize(rec.strideCount);
+                std::memcpy(t.strides.data(), d, rec.strideCount * sizeof(int64_t));
+            }
             t.storageOffset = rec.storageOffset;
             const uint8_t *c = chunkBytes + rec.firstChunk * sizeof(Location);
-            if (aligned) {
-                const auto *p = reinterpret_cast<const Location *>(c);
-                t.chunks.assign(p, p + rec.chunkCount);
+            if (viewPools) {
+                t.chunks = CompactVector<Location>::view(reinterpret_cast<const Location *>(c),
+                                                         rec.chunkCount);
             } else {
                 t.chunks.resize(rec.chunkCount);
                 if (rec.chunkCount)
-                    std::memcpy(static_cast<void *>(t.chunks.data()), c,
+                    std::memcpy(static_cast<void *>(t.chunks.edit().data()), c,
                                 rec.chunkCount * sizeof(Location));
             }
             for (const Location &l : t.chunks)
@@ -609,14 +616,16 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
             ObjectRecord rec;
             std::memcpy(static_cast<void *>(&rec), objectBytes + i * sizeof rec, sizeof rec);
             ObjectEntry &o = index.objects[i];
-            if (!keyOf(rec.keyOffset, rec.keyLength, o.key) ||
-                !pathOf(rec.pathDots, rec.firstPart, rec.partCount, o.path) ||
+            const char *key = keyAt(rec.keyOffset, rec.keyLength);
+            if (!key || !pathOf(rec.pathDots, rec.firstPart, rec.partCount, o.path) ||
                 rec.hasLocation > 1 ||
                 (rec.hasLocation && !validLocation(rec.location, files, chains))) {
                 results[worker] = r.fail("object record " + std::to_string(i) + " out of range",
                                          objectsAt + i * sizeof rec);
                 return;
             }
+            o.key = view ? CompactString::view(key, rec.keyLength)
+                         : CompactString(std::string_view(key, rec.keyLength));
             if (rec.hasLocation)
                 o.location = rec.location;
         }

@@ -17,7 +17,8 @@ namespace shardscope::detail {
  *   header  "SSINDEX\n", u32 schema, u32 0, u64 key bytes, u64 body bytes, u64 XXH3-64 of both
  *   key     what the index was decoded from (IndexCacheKey)
  *   body    the index: small fields, objects, then the tensors as fixed-size records over
- *           pools of key bytes, int64 dims and raw Locations (each pool 8-byte aligned)
+ *           pools of NUL-terminated key bytes, int64 dims and raw Locations (each pool 8-byte
+ *           aligned, so that a mapped file's entries can view them)
  *
  * A cache file is untrusted input like any checkpoint: every count, offset and index is checked
  * against the file before it is used, and the checksum is checked before the body is read.
@@ -42,7 +43,7 @@ struct IndexCacheKey
 };
 
 /** Raised whenever what the DCP reader produces changes, so older entries are decoded anew. */
-inline constexpr uint32_t kIndexCacheSchema = 1;
+inline constexpr uint32_t kIndexCacheSchema = 2;
 
 /** The index and those of its info entries named in `infoKeys`, as a cache file's bytes. */
 std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
@@ -59,9 +60,11 @@ Result<IndexCacheKey> decodeIndexKey(std::span<const uint8_t> bytes, const std::
 /**
  * The body into `index` (files, transform chains, tensors, objects, problems and info
  * entries; the info it had before stays), on `threads` threads (0: every core); the same index for
- * any count. On an error `index` is left in an unspecified state.
+ * any count. `view`: `bytes` stay mapped for the life of the process, so the tensors' keys,
+ * shapes, chunks and chunk dims view them instead of copying (shardscope/compact.h). On an error
+ * `index` is left in an unspecified state.
  */
 Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
-                       CheckpointIndex &index, int threads = 0);
+                       CheckpointIndex &index, int threads = 0, bool view = false);
 
 } // namespace shardscope::detail

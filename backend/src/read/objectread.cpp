@@ -16,11 +16,12 @@ Result<PyValue> readObjectImpl(const CheckpointIndex &index, const ObjectEntry &
     if (entry.value)
         return *entry.value;
     if (!entry.location)
-        return makeError(Error::Code::NotFound, "object has no storage entry").atKey(entry.key);
+        return makeError(Error::Code::NotFound, "object has no storage entry")
+            .atKey(entry.key.str());
     FileCache files(index);
     auto item = loadItem(index, *entry.location, files, kMaxObjectInflated);
     if (!item)
-        return item.error().atKey(entry.key);
+        return item.error().atKey(entry.key.str());
     // The default planner torch.saves each object; converters may store raw bytes instead.
     if (!looksLikeZip(item->bytes)) {
         PyValue v;
@@ -30,7 +31,7 @@ Result<PyValue> readObjectImpl(const CheckpointIndex &index, const ObjectEntry &
     }
     auto payload = TorchSavePayload::open(item->bytes, item->base);
     if (!payload)
-        return payload.error().inFile(item->path).atKey(entry.key);
+        return payload.error().inFile(item->path).atKey(entry.key.str());
     return payload->toValue(payload->root());
 }
 
@@ -41,7 +42,7 @@ Result<PyValue> readObject(const CheckpointIndex &index, const ObjectEntry &entr
     try {
         return readObjectImpl(index, entry);
     } catch (const std::exception &e) { // allocation: errors stay values at the boundary
-        return makeError(Error::Code::Limit, e.what()).atKey(entry.key);
+        return makeError(Error::Code::Limit, e.what()).atKey(entry.key.str());
     }
 }
 

@@ -265,7 +265,7 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
     auto fileSize = [&](uint32_t f) {
         return f < index.fileSizes.size() ? index.fileSizes[f] : UINT64_MAX;
     };
-    auto check = [&](const std::string &key, const Location &l, std::vector<Problem> &out) -> bool {
+    auto check = [&](std::string_view key, const Location &l, std::vector<Problem> &out) -> bool {
         if (l.file == kUnassigned)
             return true; // reported when the metadata was read
         const uint64_t size = fileSize(l.file);
@@ -274,7 +274,7 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
         const std::string path = (fs::path(index.dataDir) / index.files[l.file]).string();
         if (size == UINT64_MAX) {
             const bool there = l.file < index.fileKinds.size() && !index.fileKinds[l.file].empty();
-            out.push_back({key,
+            out.push_back({std::string(key),
                            path,
                            {},
                            there ? "data file is " + index.fileKinds[l.file] +
@@ -284,7 +284,7 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
             return false;
         }
         if (l.offset > size || l.length > size - l.offset) {
-            out.push_back({key, path, l.offset,
+            out.push_back({std::string(key), path, l.offset,
                            "item [" + std::to_string(l.offset) + ", +" + std::to_string(l.length) +
                                ") runs past the end of the " + std::to_string(size) + "-byte file",
                            Problem::Effect::Unreadable});
@@ -308,13 +308,13 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
             covered += vol;
         }
         if (!inside)
-            out.push_back({t.key,
+            out.push_back({t.key.str(),
                            {},
                            {},
                            "a chunk lies outside the tensor's global shape",
                            Problem::Effect::Holes});
         else if (covered != (unsigned __int128)uint64_t(t.numel()) && t.numel() > 0)
-            out.push_back({t.key,
+            out.push_back({t.key.str(),
                            {},
                            {},
                            "chunks cover " + std::to_string(uint64_t(covered)) + " of " +

@@ -10,7 +10,7 @@ namespace shardscope {
 
 namespace {
 
-bool selected(const InspectRequest &r, const std::string &key)
+bool selected(const InspectRequest &r, const CompactString &key)
 {
     if (r.tensor)
         return key == *r.tensor;
@@ -22,9 +22,9 @@ bool selected(const InspectRequest &r, const std::string &key)
     return false;
 }
 
-Problem unreadable(Error e, const std::string &key)
+Problem unreadable(Error e, std::string key)
 {
-    e.atKey(key);
+    e.atKey(std::move(key));
     return {e.key, e.file, e.offset, e.message, Problem::Effect::Unreadable};
 }
 
@@ -92,7 +92,7 @@ Result<InspectResult> runInspect(const InspectRequest &request, const JobControl
                 continue;
             auto data = readTensor(index, *t.entry);
             if (!data) {
-                r.problems.push_back(unreadable(data.error(), t.entry->key));
+                r.problems.push_back(unreadable(data.error(), t.entry->key.str()));
                 continue;
             }
             if (request.hash)
@@ -115,7 +115,7 @@ Result<InspectResult> runInspect(const InspectRequest &request, const JobControl
             if (auto v = readObject(index, ob))
                 o.summary = v->summary(120);
             else
-                r.problems.push_back(unreadable(v.error(), ob.key));
+                r.problems.push_back(unreadable(v.error(), ob.key.str()));
         }
         r.objects.push_back(std::move(o));
     }

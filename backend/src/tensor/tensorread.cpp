@@ -72,7 +72,7 @@ Result<ChunkView> loadChunk(const CheckpointIndex &index, const TensorEntry &t, 
         need = UINT64_MAX;
     auto item = loadItem(index, loc, files, need);
     if (!item)
-        return item.error().atKey(t.key);
+        return item.error().atKey(t.key.str());
     ChunkView v;
     v.item = std::move(*item);
     std::vector<int64_t> sizes(t.chunkSizes(c).begin(), t.chunkSizes(c).end());
@@ -83,16 +83,16 @@ Result<ChunkView> loadChunk(const CheckpointIndex &index, const TensorEntry &t, 
     }
     auto payload = TorchSavePayload::open(v.item.bytes, v.item.base);
     if (!payload)
-        return payload.error().inFile(v.item.path).atKey(t.key);
+        return payload.error().inFile(v.item.path).atKey(t.key.str());
     auto spec = payload->tensorSpec(payload->root());
     if (!spec)
-        return spec.error().inFile(v.item.path).atKey(t.key);
+        return spec.error().inFile(v.item.path).atKey(t.key.str());
     if (spec->shape != sizes || spec->dtype != t.dtype)
         return makeError(Error::Code::Format, "stored chunk is " + spec->dtypeName +
                                                   " of another shape than the " + t.dtypeName +
                                                   " chunk the metadata describes")
             .inFile(v.item.path)
-            .atKey(t.key)
+            .atKey(t.key.str())
             .atOffset(v.item.base);
     const uint8_t *p =
         v.item.bytes.data() + spec->recordOffset + uint64_t(spec->storageOffset) * uint64_t(es);
@@ -151,7 +151,7 @@ Status forEachPart(const CheckpointIndex &index, const TensorEntry &t,
         return makeError(Error::Code::Format, "stored chunks cover " + std::to_string(covered) +
                                                   " of " + std::to_string(boxNumel) +
                                                   " requested elements")
-            .atKey(t.key);
+            .atKey(t.key.str());
     return Ok{};
 }
 
@@ -191,7 +191,7 @@ Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::v
             // mapping's pages in.
             if (!src.is_contiguous() || !out.is_contiguous()) {
                 thread_local std::vector<uint8_t> bounce;
-                auto view = readView(src, chunk, t.key, bounce);
+                auto view = readView(src, chunk, t.key.str(), bounce);
                 if (!view)
                     return view.error();
                 out.copy_(*view);
@@ -201,7 +201,7 @@ Status assemble(const CheckpointIndex &index, const TensorEntry &t, const std::v
             }
             if (chunk.item.owned.empty() && chunk.item.file) {
                 if (Status st = chunk.item.file->copyOut(bytesOf(src), out.data_ptr()); !st)
-                    return st.error().atKey(t.key);
+                    return st.error().atKey(t.key.str());
                 return Ok{};
             }
             if (src.nbytes() > 0) // an empty tensor's data pointer may be null
@@ -225,7 +225,7 @@ Status compareStored(const CheckpointIndex &index, const TensorEntry &t,
             if (!same)
                 return Ok{};
             if (!src.is_contiguous() || !out.is_contiguous()) {
-                auto view = readView(src, chunk, t.key, bounce);
+                auto view = readView(src, chunk, t.key.str(), bounce);
                 if (!view)
                     return view.error();
                 same = at::equal(*view, out); // integer views: bit for bit
@@ -241,7 +241,7 @@ Status compareStored(const CheckpointIndex &index, const TensorEntry &t,
             for (size_t at = 0; at < from.size() && same; at += kPiece) {
                 const size_t n = std::min(kPiece, from.size() - at);
                 if (Status st = chunk.item.file->copyOut(from.subspan(at, n), bounce.data()); !st)
-                    return st.error().atKey(t.key);
+                    return st.error().atKey(t.key.str());
                 same = std::memcmp(bounce.data(), want + at, n) == 0;
             }
             return Ok{};
@@ -255,19 +255,20 @@ Status boxOf(const TensorEntry &t, const Box &box, std::vector<int64_t> &bo,
     const int es = elementSize(t.dtype);
     if (es == 0 || !scalarType(t.dtype))
         return makeError(Error::Code::Unsupported, "cannot decode dtype '" + t.dtypeName + "'")
-            .atKey(t.key);
+            .atKey(t.key.str());
     const size_t nd = t.ndim();
     bo = box.offsets;
     bs = box.sizes;
     if (bo.empty() && bs.empty()) {
         bo.assign(nd, 0);
-        bs = t.shape;
+        bs = t.shape.toVector();
     }
     if (bo.size() != nd || bs.size() != nd)
-        return makeError(Error::Code::Format, "box rank differs from the tensor's").atKey(t.key);
+        return makeError(Error::Code::Format, "box rank differs from the tensor's")
+            .atKey(t.key.str());
     for (size_t d = 0; d < nd; ++d)
         if (bo[d] < 0 || bs[d] < 0 || bo[d] + bs[d] > t.shape[d])
-            return makeError(Error::Code::Format, "box lies outside the tensor").atKey(t.key);
+            return makeError(Error::Code::Format, "box lies outside the tensor").atKey(t.key.str());
     return Ok{};
 }
 
@@ -276,8 +277,8 @@ Error libtorchError(const TensorEntry &t, const std::exception &e)
     if (const auto *c10 = dynamic_cast<const c10::Error *>(&e))
         return makeError(Error::Code::Internal,
                          std::string("libtorch: ") + c10->what_without_backtrace())
-            .atKey(t.key);
-    return makeError(Error::Code::Limit, e.what()).atKey(t.key); // allocation
+            .atKey(t.key.str());
+    return makeError(Error::Code::Limit, e.what()).atKey(t.key.str()); // allocation
 }
 
 } // namespace
@@ -305,7 +306,7 @@ Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &t
                                                       ") runs past the end of the " +
                                                       std::to_string(size) + "-byte file")
                 .inFile((std::filesystem::path(index.dataDir) / index.files[loc.file]).string())
-                .atKey(t.key)
+                .atKey(t.key.str())
                 .atOffset(loc.offset);
         if (t.chunkDims.size() < 2 * t.ndim() * (c + 1))
             continue; // not a shape the indexer wrote; the read reports it
@@ -317,7 +318,7 @@ Result<TensorData> readTensor(const CheckpointIndex &index, const TensorEntry &t
     if (t.chunkDims.size() >= 2 * t.ndim() * t.chunks.size() && covered < uint64_t(n))
         return makeError(Error::Code::Format, "stored chunks hold " + std::to_string(covered) +
                                                   " of " + std::to_string(n) + " elements")
-            .atKey(t.key);
+            .atKey(t.key.str());
     TensorData out;
     out.dtype = t.dtype;
     out.shape = bs;
@@ -345,7 +346,7 @@ Status boxView(const TensorEntry &t, const Box &box, std::span<const std::byte> 
     for (int64_t s : bs)
         n *= s;
     if (bytes.size() != size_t(n) * size_t(es))
-        return makeError(Error::Code::Internal, "buffer is not the box's size").atKey(t.key);
+        return makeError(Error::Code::Internal, "buffer is not the box's size").atKey(t.key.str());
     view = at::from_blob(const_cast<std::byte *>(bytes.data()), bs,
                          at::TensorOptions().dtype(bitsType(es)));
     return Ok{};
