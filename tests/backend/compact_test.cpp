@@ -33,6 +33,9 @@ TEST(CompactVector, ChangesToAViewLeaveItsBytesAlone)
     shrunk.pop_back();
     shrunk.insert(shrunk.begin() + 1, bytes + 2, bytes + 4);
     EXPECT_EQ(shrunk, (std::vector<int64_t>{1, 3, 4, 2, 3}));
+    CompactVector<int64_t> self = v; // from itself, into the middle
+    self.insert(self.begin() + 1, self.begin(), self.end());
+    EXPECT_EQ(self, (std::vector<int64_t>{1, 1, 2, 3, 4, 2, 3, 4}));
     CompactVector<int64_t> cleared = v;
     cleared.clear();
     EXPECT_TRUE(cleared.empty());
@@ -76,6 +79,11 @@ TEST(CompactString, AViewIsAStringUntilChanged)
     EXPECT_EQ(t, "decoder.layers.0.mlp.linear_fc1");
     EXPECT_STREQ(t.c_str(), "decoder.layers.0.mlp.linear_fc1");
     EXPECT_EQ(s, std::string("decoder.layers.0.mlp"));
+    CompactString reserved = s;
+    reserved.reserve(3); // less than it holds: all of it is still copied
+    EXPECT_TRUE(reserved.owns());
+    EXPECT_EQ(reserved, s);
+    EXPECT_EQ(reserved[reserved.size()], '\0');
     EXPECT_EQ(std::string(s) + "!", "decoder.layers.0.mlp!");
     EXPECT_EQ("[" + s + "]", "[decoder.layers.0.mlp]");
 }
@@ -97,5 +105,6 @@ TEST(CompactString, OrdersHashesAndConvertsAsAString)
     EXPECT_EQ(v, "alpha");
     CompactString empty;
     EXPECT_STREQ(empty.c_str(), "");
+    EXPECT_EQ(empty[0], '\0');
     EXPECT_TRUE(empty.empty());
 }

@@ -193,16 +193,18 @@ public:
         CompactVector v(n, value);
         swap(v);
     }
-    /** Inserts [first, last) before `pos`; returns where the first one went. */
+    /** Inserts [first, last) before `pos` (which may be our own); returns where it went. */
     template<std::input_iterator It>
     const T *insert(const T *pos, It first, It last)
     {
         const size_t at = size_t(pos - begin());
-        CompactVector tail(pos, end());
-        resize(at);
-        for (; first != last; ++first)
-            push_back(*first);
-        append(tail.toVector());
+        const std::vector<T> items(first, last);
+        CompactVector v;
+        v.own(size_t(m_size) + items.size());
+        v.append(std::span<const T>(begin(), at));
+        v.append(items);
+        v.append(std::span<const T>(begin() + at, end()));
+        swap(v);
         return begin() + at;
     }
     void append(std::span<const T> items)
@@ -237,6 +239,7 @@ private:
         if (owns() && n <= m_capacity)
             return;
         const size_t cap = std::max<size_t>(n, owns() ? size_t(m_capacity) : size_t(m_size));
+        compact_detail::checkedSize(cap); // before anything changes
         T *p = std::allocator<T>().allocate(cap);
         if (m_size)
             std::memcpy(static_cast<void *>(p), m_data, size_t(m_size) * sizeof(T));
@@ -336,9 +339,9 @@ public:
     const char *c_str() const { return data(); }
     const char *begin() const { return data(); }
     const char *end() const { return data() + m_size; }
-    char operator[](size_t i) const { return m_data[i]; }
-    char front() const { return m_data[0]; }
-    char back() const { return m_data[m_size - 1]; }
+    char operator[](size_t i) const { return data()[i]; } // [size()] is the NUL, as std::string's
+    char front() const { return data()[0]; }
+    char back() const { return data()[m_size - 1]; }
     bool owns() const { return m_capacity != 0 || m_size == 0; }
 
     std::string_view view() const { return {data(), m_size}; }
@@ -372,7 +375,9 @@ public:
     }
     void reserve(size_t n)
     {
-        compact_detail::checkedSize(n);
+        n = std::max<size_t>(n, m_size); // a view asked for less still copies all of it
+        if (n >= UINT32_MAX)
+            compact_detail::tooLong(); // before anything changes: n + 1 bytes are allocated
         if (m_capacity && n <= m_capacity - 1)
             return;
         char *p = new char[n + 1];

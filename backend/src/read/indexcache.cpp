@@ -188,9 +188,11 @@ std::string store(const std::string &dir, const std::string &entry, const std::s
 // An entry that was read stays mapped for the life of the process: the index's tensors view its
 // bytes (shardscope/compact.h), and so may any copy of them. A reopen of the same file (the window
 // opening the checkpoint again) uses the mapping it already has, so a process holds one mapping
-// per entry file it read. The same file is the same device, inode and size: entries are replaced
-// by a rename, and each read touches its times (least recently used). Its bytes are checked (key,
-// checksum, every record) on every open.
+// per entry file it read, and an entry evicted or replaced meanwhile keeps its disk blocks until
+// the process ends. The same file is the same device, inode and size: entries are replaced by a
+// rename, and each read touches its times (least recently used). Its bytes are checked (key,
+// checksum, every record) on every open. On a network file system nothing is kept: the entry is
+// copied, as a page of it may not come back once another host removed it (MappedFile::local).
 class KeptMappings
 {
 public:
@@ -200,43 +202,34 @@ public:
         return k;
     }
     /** The entry file mapped: the mapping kept from an earlier read of the same file, if any. */
-    std::shared_ptr<const MappedFile> map(const std::string &path, struct stat &id)
+    std::shared_ptr<const MappedFile> map(const std::string &path)
     {
+        struct stat id
+        {
+        };
         if (::stat(path.c_str(), &id) != 0)
             return nullptr;
         {
             std::lock_guard lock(m_mutex);
-            for (const Kept &k : m_kept)
-                if (k.path == path && same(k.id, id))
-                    return k.file;
+            for (const auto &file : m_kept)
+                if (file->path() == path && file->device() == uint64_t(id.st_dev) &&
+                    file->inode() == uint64_t(id.st_ino) && file->size() == uint64_t(id.st_size))
+                    return file;
         }
-        auto file = MappedFile::open(path, true);
+        auto file = MappedFile::open(path, true); // its identity from fstat(), not the stat above
         return file ? *file : nullptr;
     }
     /** Keeps `file` mapped until the process ends: an index views its bytes. */
-    void keep(const std::string &path, const struct stat &id,
-              const std::shared_ptr<const MappedFile> &file)
+    void keep(const std::shared_ptr<const MappedFile> &file)
     {
         std::lock_guard lock(m_mutex);
-        for (const Kept &k : m_kept)
-            if (k.file == file)
-                return;
-        m_kept.push_back({path, id, file});
+        if (std::find(m_kept.begin(), m_kept.end(), file) == m_kept.end())
+            m_kept.push_back(file);
     }
 
 private:
-    struct Kept
-    {
-        std::string path;
-        struct stat id;
-        std::shared_ptr<const MappedFile> file;
-    };
-    static bool same(const struct stat &a, const struct stat &b)
-    {
-        return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size;
-    }
     std::mutex m_mutex;
-    std::vector<Kept> m_kept;
+    std::vector<std::shared_ptr<const MappedFile>> m_kept;
 };
 
 // Entries are written in the order they were made, after the open returns; a short CLI run
@@ -280,10 +273,7 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
     const std::string entry = (fs::path(settings.dir) / (entryName(key) + ".ssidx")).string();
     waitForIndexWrites(); // one this process is still writing is cheaper than a decode
     std::string why;      // why an entry that was there was not used
-    struct stat id
-    {
-    };
-    if (auto file = KeptMappings::instance().map(entry, id)) {
+    if (auto file = KeptMappings::instance().map(entry)) {
         auto stored = decodeIndexKey(file->bytes(), entry);
         if (!stored) {
             why = "ignored " + stored.error().toString();
@@ -295,9 +285,11 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
             cached.inputPath = index.inputPath;
             cached.dataDir = index.dataDir;
             cached.info = index.info;
-            Status st = decodeIndexBody(file->bytes(), entry, cached, threads, true);
+            const bool view = file->local();
+            Status st = decodeIndexBody(file->bytes(), entry, cached, threads, view);
             if (st) {
-                KeptMappings::instance().keep(entry, id, file);
+                if (view)
+                    KeptMappings::instance().keep(file);
                 index = std::move(cached);
                 index.info["index_cache"] = "read from " + entry;
                 ::utimensat(AT_FDCWD, entry.c_str(), nullptr, 0); // most recently used

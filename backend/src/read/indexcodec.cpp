@@ -25,6 +25,7 @@ namespace {
 constexpr char kMagic[8] = {'S', 'S', 'I', 'N', 'D', 'E', 'X', '\n'};
 constexpr size_t kHeaderSize = 40;
 constexpr uint32_t kMaxString = 1u << 30;
+constexpr uint32_t kMaxDims = 1024; // a record with more is refused (and decoded anew)
 
 struct TensorRecord
 {
@@ -561,8 +562,10 @@ Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
             TensorEntry &t = index.tensors[i];
             const uint64_t width = 2 * uint64_t(rec.ndim);
             const char *key = keyAt(rec.keyOffset, rec.keyLength);
-            // Every range checked without overflow: counts are 32-bit, pools 64-bit.
-            if (!key || rec.dims > dimCount ||
+            // Every range checked without overflow: counts are 32-bit, pools 64-bit, and a
+            // tensor's chunk dims fit its 32-bit container (kMaxDims bounds the product).
+            if (!key || rec.ndim > kMaxDims || width * rec.chunkCount > UINT32_MAX ||
+                rec.dims > dimCount ||
                 uint64_t(rec.ndim) + width * rec.chunkCount + rec.strideCount >
                     dimCount - rec.dims ||
                 rec.firstChunk > chunkCount || rec.chunkCount > chunkCount - rec.firstChunk ||

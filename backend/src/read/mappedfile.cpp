@@ -7,9 +7,41 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 namespace shardscope::detail {
+
+namespace {
+
+// Network and user-space file systems, whose pages may not come back (statfs(2) magic numbers).
+bool onLocalFilesystem(int fd)
+{
+    struct statfs fs
+    {
+    };
+    if (::fstatfs(fd, &fs) != 0)
+        return false;
+    switch (static_cast<uint64_t>(fs.f_type)) {
+    case 0x6969:     // NFS
+    case 0x517B:     // SMB
+    case 0xFF534D42: // CIFS
+    case 0xFE534D42: // SMB2
+    case 0x65735546: // FUSE
+    case 0x01021997: // 9P
+    case 0x00C36400: // Ceph
+    case 0x5346414F: // AFS
+    case 0x0BD00BD0: // Lustre
+    case 0x47504653: // GPFS
+    case 0x013111A8: // IBRIX
+    case 0x73757245: // Coda
+        return false;
+    default:
+        return true;
+    }
+}
+
+} // namespace
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &path, bool populate,
                                                            bool forCopies)
@@ -29,6 +61,9 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string &pa
     std::shared_ptr<MappedFile> f(new MappedFile);
     f->m_path = path;
     f->m_size = uint64_t(st.st_size);
+    f->m_device = uint64_t(st.st_dev);
+    f->m_inode = uint64_t(st.st_ino);
+    f->m_local = onLocalFilesystem(fd);
     if (f->m_size > 0) {
         void *p = ::mmap(nullptr, f->m_size, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0),
                          fd, 0);

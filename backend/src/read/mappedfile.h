@@ -27,6 +27,15 @@ public:
 
     const std::string &path() const { return m_path; }
     uint64_t size() const { return m_size; }
+    /** The file that was mapped, as fstat() saw it. */
+    uint64_t device() const { return m_device; }
+    uint64_t inode() const { return m_inode; }
+    /**
+     * On a local file system. A page of a mapped file on a network one (NFS, SMB, FUSE, …) can
+     * fail to come back after the kernel dropped it (the file removed by another host): SIGBUS.
+     * Keep no views into such a mapping past the read that checked it.
+     */
+    bool local() const { return m_local; }
     std::span<const uint8_t> bytes() const { return {m_data, m_size}; }
     /** [offset, offset+length) or an Error naming the file when it runs past the end. */
     Result<std::span<const uint8_t>> range(uint64_t offset, uint64_t length) const;
@@ -42,6 +51,8 @@ private:
     std::string m_path;
     const uint8_t *m_data = nullptr;
     uint64_t m_size = 0;
+    uint64_t m_device = 0, m_inode = 0;
+    bool m_local = true;
     int m_fd = -1;
 };
 
