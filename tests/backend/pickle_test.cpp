@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
+
 #include <string>
 
 using namespace std::string_literals;
@@ -208,6 +211,7 @@ TEST(PickleRecords, FoldedMetadataEqualsPlainDecoding)
     if (!fs::exists(fixtures / ".complete"))
         GTEST_SKIP() << "fixtures not generated (run through ctest)";
     int files = 0;
+    size_t fastRecords = 0;
     for (const fs::path &root : {fixtures, fs::path(toolsDir()) / ".." / "resources" / "demo"}) {
         for (const auto &e : fs::recursive_directory_iterator(root)) {
             const std::string name = e.path().filename().string();
@@ -222,16 +226,42 @@ TEST(PickleRecords, FoldedMetadataEqualsPlainDecoding)
             PickleLimits prefaulted; // the helper thread's path, which big files take
             prefaulted.prefaultFrom = 0;
             auto b = parsePickle((*f)->bytes(), 0, prefaulted);
-            ASSERT_TRUE(a.ok() && b.ok()) << e.path();
+            PickleLimits opcodes; // records folded, but none read by the fast path
+            opcodes.fastRecords = false;
+            auto c = parsePickle((*f)->bytes(), 0, opcodes);
+            ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << e.path();
             EXPECT_LT(b->nodeCount(), a->nodeCount()) << e.path() << ": nothing was folded";
-            EXPECT_TRUE(
-                same(a->toPyValue(a->root(), 64, 1u << 26), b->toPyValue(b->root(), 64, 1u << 26)))
-                << e.path();
+            EXPECT_EQ(c->fastRecordCount(), 0u);
+            const PyValue fast = b->toPyValue(b->root(), 64, 1u << 26);
+            EXPECT_TRUE(same(a->toPyValue(a->root(), 64, 1u << 26), fast)) << e.path();
+            EXPECT_TRUE(same(c->toPyValue(c->root(), 64, 1u << 26), fast)) << e.path();
+            fastRecords += b->fastRecordCount();
             ++files;
         }
     }
     EXPECT_GE(files, 5);
+    EXPECT_GT(fastRecords, 100u); // torch's own output takes the fast path
 }
+
+namespace {
+
+// Decodes with and without the records' fast path: the same value, or the same error.
+void expectSameWithFastRecords(std::span<const uint8_t> bytes, const std::string &what)
+{
+    PickleLimits opcodes;
+    opcodes.fastRecords = false;
+    auto slow = parsePickle(bytes, 0, opcodes);
+    auto fast = parsePickle(bytes);
+    ASSERT_EQ(slow.ok(), fast.ok())
+        << what << ": " << (slow.ok() ? fast.error() : slow.error()).toString();
+    if (!slow.ok()) {
+        EXPECT_EQ(slow.error().toString(), fast.error().toString()) << what;
+        return;
+    }
+    EXPECT_TRUE(same(slow->toPyValue(slow->root()), fast->toPyValue(fast->root()))) << what;
+}
+
+} // namespace
 
 #include <shardscope/checkpoint.h>
 
@@ -275,6 +305,7 @@ TEST(PickleFuzz, MutatedMetadataNeverCrashes)
                 break;
             }
         }
+        expectSameWithFastRecords(m, "mutant " + std::to_string(i));
         auto r = parsePickle(m);
         if (r.ok()) {
             ++decoded;
@@ -317,4 +348,257 @@ TEST(PickleRecords, ForeignAppendStopsTheFold)
     EXPECT_EQ(t.kind, PyValue::Kind::Object);
     EXPECT_EQ(t.name, "ChunkStorageMetadata");
     ASSERT_NE(t.get("offsets"), nullptr);
+}
+
+namespace {
+
+// A list of MetadataIndex objects pickled as Python does, with a memo counter so that a test
+// can refer back to any slot. Pieces must be added in stream order (one statement each): the
+// counter follows them.
+struct RecordStream
+{
+    std::string s = proto(4);
+    int memo = 0;
+    int cls = -1, size = -1, objSlot = -1, dictSlot = -1, argsSlot = -1;
+    std::map<std::string, int> keySlot;
+
+    static std::string get(int slot) { return "h"s + char(uint8_t(slot)); }
+    static std::string str(const std::string &t) { return "\x8c"s + char(uint8_t(t.size())) + t; }
+    int put()
+    {
+        s += "\x94";
+        return memo++;
+    }
+    RecordStream()
+    {
+        s += "]";
+        put();
+        s += "(" + str("torch.distributed.checkpoint.metadata");
+        put();
+        s += str("MetadataIndex") + "\x93";
+        cls = put();
+        s += str("torch");
+        put();
+        s += str("Size") + "\x93";
+        size = put();
+    }
+    void key(const std::string &k)
+    {
+        s += str(k);
+        keySlot[k] = put();
+    }
+    // torch.Size(ints), as torch pickles it.
+    void sizeCall(const std::string &ints, const std::string &tuple)
+    {
+        s += get(size) + ints + tuple;
+        put();
+        s += "\x85";
+        argsSlot = put();
+        s += "R";
+        put();
+    }
+    // One object: `body` adds its state dict's items, between MARK and SETITEMS.
+    void object(const std::function<void()> &body, const std::string &end = "ub")
+    {
+        s += get(cls) + ")\x81";
+        objSlot = put();
+        s += "}";
+        dictSlot = put();
+        s += "(";
+        body();
+        s += end;
+    }
+    void plainObject()
+    {
+        object([this] {
+            key("fqn");
+            s += str("model.layers.0.weight");
+            key("index");
+            s += "K\x02";
+            key("offset");
+            s += "K\x04K\x00\x86"s;
+        });
+    }
+};
+
+} // namespace
+
+// The fast path reads records the way the opcodes would, and gives way to them for any other
+// shape: every variant decodes the same (or fails the same) either way.
+TEST(PickleRecords, FastPathMatchesTheOpcodes)
+{
+    struct Variant
+    {
+        const char *name;
+        std::function<void(RecordStream &)> second; // after one object the opcodes folded
+        bool fast = true;                           // whether the second object takes the fast path
+        std::function<std::string(const RecordStream &)> tail = [](const RecordStream &) {
+            return "e."s;
+        };
+    };
+    using R = RecordStream;
+    const std::vector<Variant> variants = {
+        {"usual", [](R &r) { r.plainObject(); }},
+        {"keys by memo reference",
+         [](R &r) {
+             r.object([&] {
+                 r.s += R::get(r.keySlot["fqn"]) + R::str("x");
+                 r.s += R::get(r.keySlot["index"]) + "J\xff\xff\xff\xff";
+             });
+         }},
+        {"torch.Size, LONG1, a BINUNICODE",
+         [](R &r) {
+             r.object([&] {
+                 r.key("fqn");
+                 r.s += "X\x03\x00\x00\x00"s + "abc";
+                 r.key("index");
+                 r.s += "\x8a\x05\x00\x00\x00\x00\x01"s;
+                 r.key("offset");
+                 r.sizeCall("K\x03M\x00\x01"s, "\x86");
+             });
+         }},
+        {"None, True, an empty torch.Size and MARK TUPLE",
+         [](R &r) {
+             r.object([&] {
+                 r.key("fqn");
+                 r.s += "N";
+                 r.key("index");
+                 r.s += "\x88";
+                 r.key("offset");
+                 r.sizeCall("", ")");
+             });
+         }},
+        {"MARK TUPLE",
+         [](R &r) {
+             r.object([&] {
+                 r.key("offset");
+                 r.s += "(K\x01K\x02t";
+             });
+         }},
+        {"the dict's slot used afterwards", [](R &r) { r.plainObject(); }, true,
+         [](const R &r) { return "e" + R::get(r.dictSlot) + "."; }},
+        {"the object's slot used afterwards", [](R &r) { r.plainObject(); }, true,
+         [](const R &r) { return "e" + R::get(r.objSlot) + "."; }},
+        {"the args tuple's slot used afterwards",
+         [](R &r) {
+             r.object([&] {
+                 r.key("offset");
+                 r.sizeCall("K\x01", "\x85");
+             });
+         },
+         true, [](const R &r) { return "e" + R::get(r.argsSlot) + "."; }},
+        {"a value that is the object itself",
+         [](R &r) {
+             r.object([&] {
+                 r.key("fqn");
+                 r.s += R::get(r.objSlot);
+             });
+         },
+         false},
+        {"a value that is the state dict",
+         [](R &r) {
+             r.object([&] {
+                 r.key("fqn");
+                 r.s += R::get(r.dictSlot);
+             });
+         },
+         false},
+        {"a FRAME inside",
+         [](R &r) {
+             r.object([&] {
+                 r.key("fqn");
+                 r.s += "\x95\x00\x00\x00\x00\x00\x00\x00\x00N"s;
+             });
+         },
+         false},
+        {"keys out of order",
+         [](R &r) {
+             r.object([&] {
+                 r.key("offset");
+                 r.s += "N";
+                 r.key("fqn");
+                 r.s += "N";
+             });
+         },
+         false},
+        {"an unknown key",
+         [](R &r) {
+             r.object([&] {
+                 r.key("rank");
+                 r.s += "N";
+             });
+         },
+         false},
+        {"a list value",
+         [](R &r) {
+             r.object([&] {
+                 r.key("fqn");
+                 r.s += "]";
+             });
+         },
+         false},
+        {"four ints",
+         [](R &r) {
+             r.object([&] {
+                 r.key("offset");
+                 r.s += "(K\x01K\x02K\x03K\x04t";
+             });
+         },
+         false},
+        {"an int too big for a word",
+         [](R &r) {
+             r.object([&] {
+                 r.key("index");
+                 r.s += "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40"s;
+             });
+         },
+         false},
+        {"SETITEMS then no BUILD", [](R &r) { r.object([&] { r.plainObject(); }, "u0"); }, false},
+        {"truncated inside", [](R &r) { r.object([&] { r.key("fqn"); }, ""); }, false,
+         [](const R &) { return ""s; }},
+    };
+    for (const Variant &v : variants) {
+        RecordStream r;
+        r.plainObject(); // the opcodes fold it: the fast path is armed from here on
+        v.second(r);
+        const std::string text = r.s + v.tail(r);
+        const std::vector<uint8_t> bytes(text.begin(), text.end());
+        expectSameWithFastRecords(bytes, v.name);
+        auto fast = parsePickle(bytes);
+        const bool tookFastPath = fast.ok() ? fast->fastRecordCount() == 1 : false;
+        if (fast.ok() || !v.fast) {
+            EXPECT_EQ(tookFastPath, v.fast) << v.name;
+        }
+    }
+}
+
+// Two classes of the same name (a hand-made pickle): only the first is folded into records, so
+// that every object keeps its own class, whichever of them came first and however often.
+TEST(PickleRecords, SecondClassOfTheNameStaysItself)
+{
+    RecordStream r;
+    r.s += RecordStream::str("torch.distributed.checkpoint.other");
+    r.put();
+    r.s += RecordStream::str("MetadataIndex") + "\x93";
+    const int other = r.put();
+    const int mine = r.cls;
+    for (int c : {mine, other, other, mine, other, mine}) {
+        r.cls = c;
+        r.plainObject();
+    }
+    const std::string text = r.s + "e.";
+    const std::vector<uint8_t> bytes(text.begin(), text.end());
+    expectSameWithFastRecords(bytes, "two classes");
+    auto a = parsePickle(bytes);
+    ASSERT_TRUE(a.ok()) << a.error().toString();
+    const PyValue v = a->toPyValue(a->root());
+    ASSERT_EQ(v.items.size(), 3u + 6u); // the three globals above the MARK, then the objects
+    const char *modules[] = {"torch.distributed.checkpoint.metadata",
+                             "torch.distributed.checkpoint.other"};
+    const int which[] = {0, 1, 1, 0, 1, 0};
+    for (int i = 0; i < 6; ++i) {
+        const PyValue &o = v.items[3 + i];
+        EXPECT_EQ(o.kind, PyValue::Kind::Object) << i;
+        EXPECT_EQ(o.text, modules[which[i]]) << i;
+    }
 }

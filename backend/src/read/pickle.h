@@ -252,6 +252,8 @@ public:
     PyValue toPyValue(NodeId v, int maxDepth = 64, size_t maxNodes = 1u << 20) const;
 
     size_t nodeCount() const { return m_nodes.size(); }
+    /** Records read by the fast path (PickleLimits::fastRecords), for tests and benches. */
+    size_t fastRecordCount() const { return m_fastRecords; }
 
     /**
      * Values that live entirely in their word (ints, strings and bytes as stream references, None,
@@ -332,6 +334,7 @@ private:
     std::string m_owned;
     NodeId m_root = kNil;
     uint64_t m_length = 0;
+    size_t m_fastRecords = 0;
 };
 
 /**
@@ -360,6 +363,9 @@ struct PickleLimits
     size_t maxMemo = 1u << 28;
     /** Keep DCP's per-chunk dataclasses as compact records (see PickleArena::isRecord). */
     bool compactRecords = true;
+    /** Read the usual shape of those straight into records, not opcode by opcode (same
+     *  result; off only to check that). */
+    bool fastRecords = true;
     /** From this stream size on, a helper thread maps the arenas' next pages (see Prefaulter). */
     size_t prefaultFrom = size_t(32) << 20;
     /** Offered the items of named dicts (see DictSink). */

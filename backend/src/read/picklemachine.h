@@ -104,10 +104,14 @@ private:
             m_error = makeError(code, "pickle: " + std::move(msg)).atOffset(A.m_base + m_op);
         return false;
     }
-    bool need(uint64_t n)
+    [[gnu::always_inline]] bool need(uint64_t n)
     {
         if (n <= m_s.size() - m_p) [[likely]]
             return true;
+        return truncated(n);
+    }
+    [[gnu::noinline, gnu::cold]] bool truncated(uint64_t n)
+    {
         return fail("truncated: opcode needs " + std::to_string(n) + " more bytes than remain");
     }
     template<typename T>
@@ -128,16 +132,15 @@ private:
         A.m_nodes.push_back(n);
         return NodeId(A.m_nodes.size() - 1) << 3;
     }
-    // Packs stack[from..] into an inline int tuple when it fits (see PickleArena::isIntTuple).
-    bool packIntTuple(size_t from, NodeId &out) const
+    // Packs ints into an inline int tuple when they fit (see PickleArena::isIntTuple).
+    static bool packInts(const NodeId *items, size_t n, NodeId &out)
     {
-        const size_t n = m_stack.size() - from;
         if (n == 0 || n > 3)
             return false;
         const unsigned bits = n == 1 ? 59 : n == 2 ? 29 : 19;
         uint64_t v = kTagIntTuple | (uint64_t(n) << 3);
         for (size_t i = 0; i < n; ++i) {
-            const NodeId x = m_stack[from + i];
+            const NodeId x = items[i];
             if (tag(x) != kTagInt)
                 return false;
             const int64_t iv = int64_t(x) >> 3;
@@ -147,6 +150,10 @@ private:
         }
         out = v;
         return true;
+    }
+    bool packIntTuple(size_t from, NodeId &out) const
+    {
+        return packInts(m_stack.data() + from, m_stack.size() - from, out);
     }
     NodeId newTuple(size_t from)
     {
@@ -275,6 +282,13 @@ private:
         if (idx >= m_limits.maxMemo)
             return fail("memo index " + std::to_string(idx) + " out of bounds", Error::Code::Limit);
         const NodeId v = m_stack.back();
+        if (idx != m_memo.size()) {
+            // Python only ever appends to the memo. A stream that does anything else (a
+            // hand-made one) gets no more taking back: a slot nobody tracks could keep a value
+            // that a fold, reclaimArgs or reclaimSunk would drop.
+            m_memoRewritten = true;
+            m_pending.clear();
+        }
         if (idx < m_memo.size()) {
             noteEscapes(&v, &v + 1); // an older slot: reclaimSunk only looks at newer ones
             m_memo[idx] = v;
@@ -292,8 +306,18 @@ private:
     {
         if (idx < m_memo.size()) [[likely]] {
             const NodeId v = m_memo[idx];
-            if (v != kNil && v != kReclaimed) [[likely]]
-                return push(v);
+            if (v != kNil && v != kReclaimed) [[likely]] {
+                if (!push(v))
+                    return false;
+                // A record class followed by NEWOBJ's empty args: read the object straight.
+                if (tag(v) == kTagNode && m_p < m_s.size() && m_s[m_p] == ')') [[unlikely]]
+                    for (unsigned k = 0; k < 3; ++k)
+                        if (v == m_fastClass[k]) {
+                            readRecord(k);
+                            break;
+                        }
+                return true;
+            }
         }
         return memoGetSlow(idx);
     }
@@ -324,6 +348,29 @@ private:
 
     void foldRecord(NodeId target, NodeId state);
 
+    // The fast path for DCP's per-chunk dataclasses (picklerecords.cpp). With the class just
+    // pushed, reads `) NEWOBJ … SETITEMS BUILD` of the usual shape straight into a record,
+    // leaving the memo and the stack as the opcodes would have; false (and nothing changed)
+    // for anything else, which the opcodes then decode.
+    bool readRecord(unsigned kind);
+    bool readKey(NodeId &out);
+    bool readValue(NodeId &out);
+    bool readInts(NodeId *ints, size_t &n);
+    bool readTuple(NodeId &out);
+    bool readMemoRef(NodeId &out);
+    bool readStr(NodeId &out);
+    void optionalMemo(NodeId v)
+    {
+        if (m_p < m_s.size() && m_s[m_p] == 0x94) {
+            m_memo.push_back(v);
+            ++m_p;
+        }
+    }
+    bool m_memoRewritten = false; // see memoPutSlow
+    // Classes whose objects readRecord takes (kNil: none yet), and torch.Size's global.
+    NodeId m_fastClass[3] = {kNil, kNil, kNil};
+    NodeId m_sizeClass = kNil, m_notSizeClass = kNil;
+
     // A batch for a dict that is the value of a string key ([..., "name", dict, pairs...]) goes
     // to the sink first: true when it took it.
     bool offerToSink(NodeId target, size_t from)
@@ -349,7 +396,7 @@ private:
         const Mark first = m_firstRecord;
         m_firstRecord = {};
         const uint64_t f0 = k0 >> 5;
-        if (first.field != f0 || first.memo > m_memo.size() ||
+        if (m_memoRewritten || first.field != f0 || first.memo > m_memo.size() ||
             (m_escaped != UINT64_MAX && m_escaped >= f0))
             return;
         auto ours = [&](NodeId v) { return A.isRecord(v) && (v >> 5) >= f0; };

@@ -113,7 +113,7 @@ bool PickleMachine::doReduce(NodeId callable, NodeId args)
 // that does reference it fails cleanly instead of seeing a different value.
 void PickleMachine::reclaimArgs(NodeId args)
 {
-    if (!A.isNode(args) || A.nodeIndex(args) + 1 != A.m_nodes.size())
+    if (m_memoRewritten || !A.isNode(args) || A.nodeIndex(args) + 1 != A.m_nodes.size())
         return;
     const PickleArena::Node &n = A.m_nodes.back();
     if (!(n.flags & PickleArena::kSingle) || uint32_t(n.x) + uint32_t(n.x >> 32) != A.m_pool.size())
@@ -131,6 +131,8 @@ void PickleMachine::reclaimArgs(NodeId args)
 // stands, so that BUILD can fold the object into a record.
 void PickleMachine::noteRecordCandidate(NodeId cls)
 {
+    if (m_memoRewritten)
+        return;
     int kind = -1;
     for (int k = 0; k < 3; ++k)
         if (cls == m_recordClassSeen[k])
@@ -147,11 +149,11 @@ void PickleMachine::noteRecordCandidate(NodeId cls)
             m_otherClassSeen = cls;
             return;
         }
-        m_recordClassSeen[kind] = cls;
         if (A.m_recordClass[kind] == kNil)
             A.m_recordClass[kind] = cls;
         else if (A.m_recordClass[kind] != cls)
-            return; // a second class of that name: keep it generic
+            return; // a second class of that name: keep it generic, every time
+        m_recordClassSeen[kind] = cls;
     }
     if (m_pending.size() >= 64) // objects that never got a BUILD; start over
         m_pending.clear();
@@ -216,12 +218,28 @@ void PickleMachine::foldRecord(NodeId target, NodeId state)
     });
     if (!ok)
         return;
+    // The nodes the fold takes back must not be ones the machine keeps for later: a record
+    // class made inside this object stays an object (its records would lose their class), and
+    // the caches forget what goes.
+    auto dropped = [&](NodeId v) { return A.isNode(v) && A.nodeIndex(v) >= p.node; };
+    for (NodeId c : A.m_recordClass)
+        if (dropped(c))
+            return;
+    for (NodeId *cache : {&m_sizeClass, &m_notSizeClass, &m_otherClassSeen})
+        if (dropped(*cache))
+            *cache = kNil;
+    for (auto &seen : m_fieldKeySeen)
+        for (NodeId &k : seen)
+            if (dropped(k))
+                k = kNil;
     const NodeId record =
         (uint64_t(A.m_recordFields.size()) << 5) | (uint64_t(p.kind) << 3) | kTagRecord;
     noteEscapes(fields, fields + spec.fieldCount);
     if (m_firstRecord.field == UINT64_MAX)
         m_firstRecord = {A.m_recordFields.size(), p.memo};
     A.m_recordFields.append(fields, fields + spec.fieldCount);
+    if (m_limits.fastRecords) // the next ones can take the fast path
+        m_fastClass[p.kind] = A.m_recordClass[p.kind];
     A.m_nodes.resize(p.node);
     A.m_pool.resize(p.pool);
     A.m_segments.resize(p.segments);
