@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <sys/stat.h>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -150,6 +151,16 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
         return makeError(Error::Code::NotFound, "no .metadata file").inFile(dir);
 
     DcpIndexer indexer(index);
+    {
+        // A key takes a few hundred bytes of metadata (its entry, its path, its chunks'
+        // storage records), mostly more: reserve for one per 400 bytes, capped.
+        uint64_t bytes = 0;
+        std::error_code ec;
+        for (const std::string &m : metas)
+            if (const uintmax_t n = fs::file_size(fs::path(dir) / m, ec); !ec)
+                bytes += n;
+        indexer.reserve(size_t(std::min<uint64_t>(bytes / 400, uint64_t(1) << 22)));
+    }
     // Entries' views (and the stream's, until finished) point into the mapped files.
     std::vector<std::shared_ptr<const MappedFile>> keepMapped;
     for (const std::string &m : metas) {
@@ -166,8 +177,13 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
         if (onKeysKnown && metas.size() == 1)
             stream.onKeysKnown([&] { onKeysKnown(index); });
         PickleLimits limits;
-        if (streamItems)
+        if (streamItems) {
             limits.dictSink = &stream;
+            // With two cores the committing thread has the other one: a prefaulting thread
+            // would take its time, and the committing, not the decoding, would finish last.
+            if (const unsigned cores = std::thread::hardware_concurrency(); cores && cores < 3)
+                limits.prefaultFrom = SIZE_MAX;
+        }
         auto arena = parsePickle((*file)->bytes(), 0, limits);
         if (!arena)
             return arena.error().inFile(path);

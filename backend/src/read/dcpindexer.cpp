@@ -171,9 +171,8 @@ uint32_t DcpIndexer::lookup(NodeId keyValue, std::string_view key, size_t &curso
     return found;
 }
 
-Status DcpIndexer::commitEntry(const EntryItem &item, const int64_t *dims)
+Status DcpIndexer::commitEntry(const EntryItem &item, const int64_t *dims, const XXH128_hash_t &h)
 {
-    const XXH128_hash_t h = FlatStringMap::hash(item.key);
     uint32_t e = m_byKey.find(item.key.size(), h);
     if (item.object) {
         if (e != FlatStringMap::kAbsent)

@@ -6,6 +6,7 @@
 #include "read/readers.h"
 
 #include <deque>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -110,6 +111,23 @@ public:
         : m_index(index)
     {}
 
+    /**
+     * Reserves room for about `keys` keys: capacity nobody writes to costs address space only,
+     * while growing by doubling copies and faults in the arrays again and again.
+     */
+    void reserve(size_t keys)
+    {
+        try {
+            m_index.tensors.reserve(keys);
+            m_index.objects.reserve(keys / 2);
+            for (auto *v : {&m_order, &m_orderLength, &m_orderFile, &m_tensorPos, &m_objectPos})
+                v->reserve(keys);
+            m_orderHash.reserve(keys);
+            m_orderValue.reserve(keys);
+        } catch (const std::bad_alloc &) { // strict overcommit: the arrays grow as they go
+        }
+    }
+
     /** The next metadata file (rank-local metadata comes as several). */
     void startFile(std::string path)
     {
@@ -127,7 +145,14 @@ public:
     StorageItem extractStorage(const PickleArena &a, NodeId key, NodeId value);
 
     // Commits, in state_dict_metadata order for entries; paths and storage after the entries.
-    Status commitEntry(const EntryItem &item, const int64_t *dims);
+    Status commitEntry(const EntryItem &item, const int64_t *dims)
+    {
+        return commitEntry(item, dims, FlatStringMap::hash(item.key));
+    }
+    /** With the key's hash, computed ahead (see prefetchKey). */
+    Status commitEntry(const EntryItem &item, const int64_t *dims, const XXH128_hash_t &h);
+    /** Starts loading what committing or looking up a key of that hash will read first. */
+    void prefetchKey(const XXH128_hash_t &h) const { m_byKey.prefetch(h); }
     template<typename Values>
     void commitPath(const Values &v, const PathItem &item, const NodeId *parts);
     struct StorageState
@@ -180,7 +205,7 @@ private:
                relativePath = kNil, length = kNil, transforms = kNil, properties = kNil,
                size = kNil, chunks = kNil, tensorClass = kNil, bytesClass = kNil;
     } m_seen;
-    std::vector<std::string_view> m_path; // commitPath's scratch
+    std::vector<std::string_view> m_path;                 // commitPath's scratch
     std::deque<std::string> m_numbers;
 };
 

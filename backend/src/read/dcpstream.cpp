@@ -28,7 +28,7 @@ bool DcpStream::takeEntries(const PickleArena &arena, NodeId dict, std::span<con
         m_entriesStopped = true;
         return false;
     }
-    EntryBatch batch;
+    EntryBatch batch = spare<EntryBatch>();
     batch.items.reserve(pairs.size() / 2);
     for (size_t i = 0; i < pairs.size(); i += 2)
         if (!m_indexer.extractEntry(arena, pairs[i], pairs[i + 1], batch)) {
@@ -46,7 +46,7 @@ bool DcpStream::takePaths(const PickleArena &arena, NodeId dict, std::span<const
         m_pathsDeclined = true;
         return false;
     }
-    PathBatch batch;
+    PathBatch batch = spare<PathBatch>();
     batch.items.reserve(pairs.size() / 2);
     for (size_t i = 0; i < pairs.size(); i += 2)
         if (!m_indexer.extractPath(arena, pairs[i], pairs[i + 1], batch, true)) {
@@ -65,7 +65,7 @@ bool DcpStream::takeStorage(const PickleArena &arena, NodeId dict, std::span<con
     if (m_entriesDict == kNil || m_entriesStopped ||
         (m_storageDict != kNil && dict != m_storageDict))
         return false;
-    StorageBatch batch;
+    StorageBatch batch = spare<StorageBatch>();
     batch.offset = offset;
     batch.items.reserve(pairs.size() / 2);
     for (size_t i = 0; i < pairs.size(); i += 2) {
@@ -110,17 +110,33 @@ void DcpStream::loop()
         lock.unlock();
         if (m_status)
             commit(batch);
-        batch = {}; // freed here, not under the lock
+        // Emptied, its buffers go back to the decoder for a later batch: fresh ones would be
+        // pages the kernel has to map, a few hundred megabytes of them over a big file.
+        std::visit([](auto &b) { b.clear(); }, batch);
         lock.lock();
+        if (m_spare.size() < kSpares)
+            m_spare.push_back(std::move(batch));
     }
 }
 
 void DcpStream::commit(Batch &batch)
 {
     if (auto *entries = std::get_if<EntryBatch>(&batch)) {
-        for (const EntryItem &item : entries->items)
-            if (m_status = m_indexer.commitEntry(item, entries->dims.data() + item.dims); !m_status)
+        // New keys land anywhere in a table far bigger than the cache: hash the batch first,
+        // then keep the next few keys' slots loading while committing each.
+        constexpr size_t kAhead = 8;
+        const std::vector<EntryItem> &items = entries->items;
+        m_hashes.resize(items.size());
+        for (size_t i = 0; i < items.size(); ++i)
+            m_hashes[i] = FlatStringMap::hash(items[i].key);
+        for (size_t i = 0; i < items.size(); ++i) {
+            if (i + kAhead < items.size())
+                m_indexer.prefetchKey(m_hashes[i + kAhead]);
+            m_status =
+                m_indexer.commitEntry(items[i], entries->dims.data() + items[i].dims, m_hashes[i]);
+            if (!m_status)
                 return;
+        }
     } else if (auto *paths = std::get_if<PathBatch>(&batch)) {
         for (const PathItem &item : paths->items)
             m_indexer.commitPath(m_words, item, paths->parts.data());

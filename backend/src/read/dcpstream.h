@@ -61,6 +61,11 @@ private:
         std::vector<StorageItem> items;
         uint64_t offset = 0;
         bool keysKnown = false; ///< call m_onKeysKnown before committing it
+        void clear()
+        {
+            items.clear();
+            keysKnown = false;
+        }
     };
     using Batch = std::variant<EntryBatch, PathBatch, StorageBatch>;
     bool takeEntries(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs);
@@ -68,6 +73,20 @@ private:
     bool takeStorage(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs,
                      uint64_t offset);
     void push(Batch &&batch);
+    /** A committed batch of that kind to fill again, else a new one. */
+    template<typename T>
+    T spare()
+    {
+        std::lock_guard lock(m_mutex);
+        for (size_t i = m_spare.size(); i-- > 0;)
+            if (T *b = std::get_if<T>(&m_spare[i])) {
+                T out = std::move(*b);
+                m_spare.erase(m_spare.begin() + std::ptrdiff_t(i));
+                return out;
+            }
+        return {};
+    }
+    static constexpr size_t kSpares = 8;
     void loop();
     void commit(Batch &batch);
 
@@ -80,10 +99,12 @@ private:
     bool m_keysAnnounced = false; ///< a storage batch carries keysKnown
     std::function<void()> m_onKeysKnown;
     DcpIndexer::StorageState m_storage;
+    std::vector<XXH128_hash_t> m_hashes; // commit's scratch
 
     std::mutex m_mutex;
     std::condition_variable m_wake;
     std::deque<Batch> m_queue;
+    std::vector<Batch> m_spare; // committed batches, emptied (see spare())
     bool m_closing = false;
     Status m_status = Ok{}; // the committing thread's, read after it ends
     std::thread m_thread;

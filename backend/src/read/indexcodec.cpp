@@ -66,17 +66,6 @@ public:
         out.append(s);
     }
     void align() { out.resize((out.size() + 7) & ~size_t(7), '\0'); }
-    void location(const Location &l)
-    {
-        Location copy{}; // zeroed padding: the same index always gives the same bytes
-        std::memset(static_cast<void *>(&copy), 0, sizeof copy);
-        copy.file = l.file;
-        copy.transforms = l.transforms;
-        copy.encoding = l.encoding;
-        copy.offset = l.offset;
-        copy.length = l.length;
-        out.append(reinterpret_cast<const char *>(&copy), sizeof copy);
-    }
 };
 
 class Reader
@@ -337,25 +326,54 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
     for (const std::string *s : parts)
         w.str(*s);
     w.put(keyAt);
-    // Each key NUL-terminated, so that an entry can view it (CompactString::c_str()).
-    for (const TensorEntry &t : index.tensors)
-        w.out.append(t.key.view()).push_back('\0');
-    for (const ObjectEntry &o : index.objects)
-        w.out.append(o.key.view()).push_back('\0');
-    w.align();
-    w.put(dimAt);
-    for (const TensorEntry &t : index.tensors) {
-        auto raw = [&](std::span<const int64_t> v) {
-            w.out.append(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(int64_t));
+    // The pools are the bulk of the file: laid out first, then filled on every core, each
+    // worker its own range of entries (every record says where its bytes go). Each key is
+    // NUL-terminated, so that an entry can view it (CompactString::c_str()); the resize zeroes
+    // the terminators, the alignment and the locations' padding.
+    const size_t keysAt = w.out.size();
+    const size_t dimCountAt = (keysAt + keyAt + 7) & ~size_t(7);
+    const size_t dimsAt = dimCountAt + sizeof(uint64_t);
+    const size_t chunkCountAt = dimsAt + dimAt * sizeof(int64_t);
+    const size_t chunksAt = chunkCountAt + sizeof(uint64_t);
+    w.out.resize(chunksAt + chunkAt * sizeof(Location));
+    std::memcpy(w.out.data() + dimCountAt, &dimAt, sizeof dimAt);
+    std::memcpy(w.out.data() + chunkCountAt, &chunkAt, sizeof chunkAt);
+    const size_t workers = workerCount(0, chunkAt + index.tensors.size() + index.objects.size());
+    parallelFor(workers, [&](size_t worker) {
+        char *out = w.out.data();
+        auto range = [&](size_t n) {
+            return std::pair(n * worker / workers, n * (worker + 1) / workers);
         };
-        raw(t.shape);
-        raw(t.chunkDims);
-        raw(t.strides);
-    }
-    w.put(chunkAt);
-    for (const TensorEntry &t : index.tensors)
-        for (const Location &l : t.chunks)
-            w.location(l);
+        const auto [t0, t1] = range(index.tensors.size());
+        for (size_t i = t0; i < t1; ++i) {
+            const TensorEntry &t = index.tensors[i];
+            const TensorRecord &r = tensors[i];
+            std::memcpy(out + keysAt + r.keyOffset, t.key.data(), t.key.size());
+            char *d = out + dimsAt + r.dims * sizeof(int64_t);
+            for (std::span<const int64_t> v :
+                 {std::span<const int64_t>(t.shape), std::span<const int64_t>(t.chunkDims),
+                  std::span<const int64_t>(t.strides)}) {
+                std::memcpy(d, v.data(), v.size_bytes());
+                d += v.size_bytes();
+            }
+            char *c = out + chunksAt + r.firstChunk * sizeof(Location);
+            for (const Location &l : t.chunks) {
+                Location copy; // zeroed padding: the same index always gives the same bytes
+                std::memset(static_cast<void *>(&copy), 0, sizeof copy);
+                copy.file = l.file;
+                copy.transforms = l.transforms;
+                copy.encoding = l.encoding;
+                copy.offset = l.offset;
+                copy.length = l.length;
+                std::memcpy(c, &copy, sizeof copy);
+                c += sizeof copy;
+            }
+        }
+        const auto [o0, o1] = range(index.objects.size());
+        for (size_t i = o0; i < o1; ++i)
+            std::memcpy(out + keysAt + objects[i].keyOffset, index.objects[i].key.data(),
+                        index.objects[i].key.size());
+    });
     w.out.append(reinterpret_cast<const char *>(tensors.data()),
                  tensors.size() * sizeof(TensorRecord));
     w.out.append(reinterpret_cast<const char *>(objects.data()),
