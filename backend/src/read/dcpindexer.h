@@ -205,7 +205,7 @@ private:
                relativePath = kNil, length = kNil, transforms = kNil, properties = kNil,
                size = kNil, chunks = kNil, tensorClass = kNil, bytesClass = kNil;
     } m_seen;
-    std::vector<std::string_view> m_path;                 // commitPath's scratch
+    std::vector<std::string_view> m_path; // commitPath's scratch
     std::deque<std::string> m_numbers;
 };
 
