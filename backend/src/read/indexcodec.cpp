@@ -353,7 +353,8 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
             for (std::span<const int64_t> v :
                  {std::span<const int64_t>(t.shape), std::span<const int64_t>(t.chunkDims),
                   std::span<const int64_t>(t.strides)}) {
-                std::memcpy(d, v.data(), v.size_bytes());
+                if (!v.empty()) // (an empty one may have no data pointer at all)
+                    std::memcpy(d, v.data(), v.size_bytes());
                 d += v.size_bytes();
             }
             char *c = out + chunksAt + r.firstChunk * sizeof(Location);
