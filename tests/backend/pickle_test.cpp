@@ -246,12 +246,13 @@ TEST(PickleRecords, FoldedMetadataEqualsPlainDecoding)
 namespace {
 
 // Decodes with and without the records' fast path: the same value, or the same error.
-void expectSameWithFastRecords(std::span<const uint8_t> bytes, const std::string &what)
+void expectSameWithFastRecords(std::span<const uint8_t> bytes, const std::string &what,
+                               PickleLimits limits = {})
 {
-    PickleLimits opcodes;
+    PickleLimits opcodes = limits;
     opcodes.fastRecords = false;
     auto slow = parsePickle(bytes, 0, opcodes);
-    auto fast = parsePickle(bytes);
+    auto fast = parsePickle(bytes, 0, limits);
     ASSERT_EQ(slow.ok(), fast.ok())
         << what << ": " << (slow.ok() ? fast.error() : slow.error()).toString();
     if (!slow.ok()) {
@@ -387,6 +388,12 @@ struct RecordStream
         s += str(k);
         keySlot[k] = put();
     }
+    // One state item: the key, then the value's bytes as they are.
+    void value(const std::string &k, const std::string &bytes)
+    {
+        key(k);
+        s += bytes;
+    }
     // torch.Size(ints), as torch pickles it.
     void sizeCall(const std::string &ints, const std::string &tuple)
     {
@@ -468,13 +475,7 @@ TEST(PickleRecords, FastPathMatchesTheOpcodes)
                  r.sizeCall("", ")");
              });
          }},
-        {"MARK TUPLE",
-         [](R &r) {
-             r.object([&] {
-                 r.key("offset");
-                 r.s += "(K\x01K\x02t";
-             });
-         }},
+        {"MARK TUPLE", [](R &r) { r.object([&] { r.value("offset", "(K\x01K\x02t"); }); }},
         {"the dict's slot used afterwards", [](R &r) { r.plainObject(); }, true,
          [](const R &r) { return "e" + R::get(r.dictSlot) + "."; }},
         {"the object's slot used afterwards", [](R &r) { r.plainObject(); }, true,
@@ -488,72 +489,45 @@ TEST(PickleRecords, FastPathMatchesTheOpcodes)
          },
          true, [](const R &r) { return "e" + R::get(r.argsSlot) + "."; }},
         {"a value that is the object itself",
-         [](R &r) {
-             r.object([&] {
-                 r.key("fqn");
-                 r.s += R::get(r.objSlot);
-             });
-         },
-         false},
+         [](R &r) { r.object([&] { r.value("fqn", R::get(r.objSlot)); }); }, false},
         {"a value that is the state dict",
-         [](R &r) {
-             r.object([&] {
-                 r.key("fqn");
-                 r.s += R::get(r.dictSlot);
-             });
-         },
-         false},
+         [](R &r) { r.object([&] { r.value("fqn", R::get(r.dictSlot)); }); }, false},
         {"a FRAME inside",
-         [](R &r) {
-             r.object([&] {
-                 r.key("fqn");
-                 r.s += "\x95\x00\x00\x00\x00\x00\x00\x00\x00N"s;
-             });
-         },
+         [](R &r) { r.object([&] { r.value("fqn", "\x95\x00\x00\x00\x00\x00\x00\x00\x00N"s); }); },
          false},
         {"keys out of order",
          [](R &r) {
              r.object([&] {
-                 r.key("offset");
-                 r.s += "N";
-                 r.key("fqn");
-                 r.s += "N";
+                 r.value("offset", "N");
+                 r.value("fqn", "N");
              });
          },
          false},
-        {"an unknown key",
-         [](R &r) {
-             r.object([&] {
-                 r.key("rank");
-                 r.s += "N";
-             });
-         },
-         false},
-        {"a list value",
-         [](R &r) {
-             r.object([&] {
-                 r.key("fqn");
-                 r.s += "]";
-             });
-         },
-         false},
-        {"four ints",
-         [](R &r) {
-             r.object([&] {
-                 r.key("offset");
-                 r.s += "(K\x01K\x02K\x03K\x04t";
-             });
-         },
+        {"an unknown key", [](R &r) { r.object([&] { r.value("rank", "N"); }); }, false},
+        {"a list value", [](R &r) { r.object([&] { r.value("fqn", "]"); }); }, false},
+        {"four ints", [](R &r) { r.object([&] { r.value("offset", "(K\x01K\x02K\x03K\x04t"); }); },
          false},
         {"an int too big for a word",
          [](R &r) {
+             r.object([&] { r.value("index", "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40"s); });
+         },
+         false},
+        {"SETITEMS then no BUILD", [](R &r) { r.object([&] { r.value("fqn", "N"); }, "u0"); },
+         false},
+        {"EXT4 where a tuple should end",
+         [](R &r) {
              r.object([&] {
-                 r.key("index");
-                 r.s += "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40"s;
+                 r.key("offset");
+                 r.sizeCall("", "\x84");
              });
          },
          false},
-        {"SETITEMS then no BUILD", [](R &r) { r.object([&] { r.plainObject(); }, "u0"); }, false},
+        {"a memo slot rewritten before",
+         [](R &r) {
+             r.s += "K\x07r\x00\x00\x01\x00"s + "0"; // LONG_BINPUT 65536 (sparse), POP
+             r.plainObject();
+         },
+         false},
         {"truncated inside", [](R &r) { r.object([&] { r.key("fqn"); }, ""); }, false,
          [](const R &) { return ""s; }},
     };
@@ -564,6 +538,9 @@ TEST(PickleRecords, FastPathMatchesTheOpcodes)
         const std::string text = r.s + v.tail(r);
         const std::vector<uint8_t> bytes(text.begin(), text.end());
         expectSameWithFastRecords(bytes, v.name);
+        PickleLimits fewMarks; // the list's MARK and the object's: a third is one too many
+        fewMarks.maxMarks = 2;
+        expectSameWithFastRecords(bytes, std::string(v.name) + ", two MARKs at most", fewMarks);
         auto fast = parsePickle(bytes);
         const bool tookFastPath = fast.ok() ? fast->fastRecordCount() == 1 : false;
         if (fast.ok() || !v.fast) {
