@@ -119,12 +119,7 @@ inline bool PickleMachine::step(uint8_t op)
             return false;
         NodeId v = kNil;
         if (n <= 8) {
-            uint64_t u = 0;
-            for (uint64_t i = 0; i < n; ++i)
-                u |= uint64_t(m_s[m_p + i]) << (8 * i);
-            if (n > 0 && n < 8 && (m_s[m_p + n - 1] & 0x80))
-                u |= ~uint64_t(0) << (8 * n); // sign-extend
-            v = newInt(int64_t(u));
+            v = newInt(smallLong(m_s.data() + m_p, n));
         } else {
             v = newNode(NodeKind::BigInt, m_p, n);
         }

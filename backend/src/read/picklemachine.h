@@ -62,6 +62,16 @@ inline uint32_t saturate32(uint64_t v)
     return v > UINT32_MAX ? UINT32_MAX : uint32_t(v);
 }
 
+/** LONG1/LONG4 bytes of at most 8 (little-endian two's complement) as an int. */
+inline int64_t smallLong(const uint8_t *b, uint64_t n)
+{
+    uint64_t u = 0;
+    for (uint64_t i = 0; i < n; ++i)
+        u |= uint64_t(b[i]) << (8 * i);
+    if (n > 0 && n < 8 && (b[n - 1] & 0x80))
+        u |= ~uint64_t(0) << (8 * n); // sign-extend
+    return int64_t(u);
+}
 /** Little-endian two's complement (LONG1/LONG4) to decimal text. */
 std::string bigIntDecimal(std::string_view le);
 /** Whether a global exists only to run code (os.system, builtins.eval, …). */

@@ -95,13 +95,7 @@ bool PickleMachine::readInts(NodeId *ints, size_t &n)
             m_p += 5;
         } else if (op == 0x8a && left >= 1 && m_s[m_p + 1] <= 8 && m_s[m_p + 1] <= left - 1) {
             const unsigned len = m_s[m_p + 1];
-            const uint8_t *b = m_s.data() + m_p + 2;
-            uint64_t u = 0;
-            for (unsigned i = 0; i < len; ++i)
-                u |= uint64_t(b[i]) << (8 * i);
-            if (len > 0 && len < 8 && (b[len - 1] & 0x80))
-                u |= ~uint64_t(0) << (8 * len);
-            v = int64_t(u);
+            v = smallLong(m_s.data() + m_p + 2, len);
             if (v < kInlineIntMin || v > kInlineIntMax)
                 return false; // an Int node, as newInt makes
             m_p += 2 + len;
