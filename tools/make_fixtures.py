@@ -69,7 +69,12 @@ import torch.multiprocessing as mp
 from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint._extension import ZStandard
 from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
-from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex, TensorProperties
+from torch.distributed.checkpoint.metadata import (
+    BytesStorageMetadata,
+    ChunkStorageMetadata,
+    MetadataIndex,
+    TensorProperties,
+)
 from torch.distributed.checkpoint.planner import TensorWriteData, WriteItem, WriteItemType
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
@@ -973,6 +978,24 @@ def write_bad(bad: Path, src_dcp: Path, good_pt: Path, legacy_pt: Path) -> None:
         pickle.dump(escaped, f)
     case("metadata_path_escape", "metadata_path_escape", 2,
          [".metadata", "leaves the checkpoint directory", idx.fqn, "offset"])
+
+    # storage_data without a tensor's chunk and an object, and with an item for a key that
+    # state_dict_metadata lacks: the checkpoint opens, and exactly the two keys whose bytes
+    # torch's reader could not find (a KeyError in read_data) are unreadable.
+    d = copy_src("metadata_storage_gaps")
+    gaps = dcp.FileSystemReader(str(d)).read_metadata()
+    dropped = []
+    for want_object in (False, True):
+        idx = next(i for i in gaps.storage_data
+                   if isinstance(gaps.state_dict_metadata[i.fqn], BytesStorageMetadata) == want_object)
+        dropped.append(idx.fqn)
+        del gaps.storage_data[idx]
+    ghost = next(iter(gaps.storage_data.values()))
+    gaps.storage_data[MetadataIndex("ghost.key.without.metadata")] = ghost
+    with open(d / ".metadata", "wb") as f:
+        pickle.dump(gaps, f)
+    case("metadata_storage_gaps", "metadata_storage_gaps", 1, dropped)
+    cases["metadata_storage_gaps"]["expect_unreadable"] = sorted(dropped)
 
     # One data file missing / truncated: the checkpoint opens, the affected keys are broken.
     victim = max(files, key=lambda f: len(files[f]))

@@ -134,7 +134,10 @@ StorageItem DcpIndexer::extractStorage(const PickleArena &a, NodeId mi, NodeId s
             a.field(si, PickleArena::StorageRecord, 0, "relative_path", m_seen.relativePath),
             a.field(si, PickleArena::StorageRecord, 1, "offset", m_seen.offset),
             a.field(si, PickleArena::StorageRecord, 2, "length", m_seen.length),
-            a.field(si, PickleArena::StorageRecord, 3, "transform_descriptors", m_seen.transforms)};
+            a.field(si, PickleArena::StorageRecord, 3, "transform_descriptors", m_seen.transforms),
+            a.isNode(mi)   ? a.offsetOf(mi)
+            : a.isNode(si) ? a.offsetOf(si)
+                           : StorageItem::kNoPosition};
 }
 
 void DcpIndexer::appendOrder(uint32_t entry, NodeId keyValue, std::string_view key,
@@ -149,7 +152,7 @@ void DcpIndexer::appendOrder(uint32_t entry, NodeId keyValue, std::string_view k
 
 // planner_data and each rank's storage entries mostly follow state_dict_metadata's order: try
 // the entry after the previous hit before looking the (long) key up.
-uint32_t DcpIndexer::lookup(NodeId keyValue, std::string_view key, size_t &cursor) const
+uint32_t DcpIndexer::sameValue(NodeId keyValue, size_t &cursor) const
 {
     // The coordinator's own keys are the very string objects of state_dict_metadata, so pickle
     // wrote a memo reference: the same value, no hashing needed.
@@ -158,14 +161,17 @@ uint32_t DcpIndexer::lookup(NodeId keyValue, std::string_view key, size_t &curso
             cursor = c;
             return m_order[c];
         }
-    const XXH128_hash_t h = FlatStringMap::hash(key);
+    return FlatStringMap::kAbsent;
+}
+
+uint32_t DcpIndexer::lookup(size_t length, const XXH128_hash_t &h, size_t &cursor) const
+{
     for (size_t c : {cursor, cursor + 1})
-        if (c < m_order.size() && XXH128_isEqual(m_orderHash[c], h) &&
-            m_orderLength[c] == key.size()) {
+        if (c < m_order.size() && XXH128_isEqual(m_orderHash[c], h) && m_orderLength[c] == length) {
             cursor = c;
             return m_order[c];
         }
-    const uint32_t found = m_byKey.find(key.size(), h);
+    const uint32_t found = m_byKey.find(length, h);
     if (found != FlatStringMap::kAbsent)
         cursor = positionOf(found);
     return found;
@@ -182,8 +188,9 @@ Status DcpIndexer::commitEntry(const EntryItem &item, const int64_t *dims, const
         m_objectPos.push_back(uint32_t(m_order.size()));
         appendOrder(oi | kObjectBit, item.keyValue, item.key, h);
         ObjectEntry o;
-        o.key = std::string(item.key);
+        o.key = item.key;
         m_index.objects.push_back(std::move(o));
+        ++m_unplaced;
         return Ok{};
     }
     const size_t nd = item.ndim, width = 2 * nd;
@@ -194,7 +201,7 @@ Status DcpIndexer::commitEntry(const EntryItem &item, const int64_t *dims, const
         m_tensorPos.push_back(uint32_t(m_order.size()));
         appendOrder(e, item.keyValue, item.key, h);
         TensorEntry &t = m_index.tensors.emplace_back();
-        t.key = std::string(item.key);
+        t.key = item.key;
         t.dtypeName = std::string(item.dtype);
         t.dtype = dtypeFromName(t.dtypeName).value_or(DType::Unknown);
         t.shape.assign(dims, dims + nd);
@@ -202,6 +209,7 @@ Status DcpIndexer::commitEntry(const EntryItem &item, const int64_t *dims, const
         Location unassigned;
         unassigned.file = kUnassigned;
         t.chunks.assign(item.chunks, unassigned);
+        m_unplaced += item.chunks;
         return Ok{};
     }
     auto error = [&](const char *msg) {
@@ -226,12 +234,14 @@ Status DcpIndexer::commitEntry(const EntryItem &item, const int64_t *dims, const
         Location unassigned;
         unassigned.file = kUnassigned;
         t.chunks.push_back(unassigned);
+        ++m_unplaced;
     }
     return Ok{};
 }
 
 template<typename Values>
-void DcpIndexer::commitPath(const Values &v, const PathItem &item, const NodeId *parts)
+void DcpIndexer::commitPath(const Values &v, const PathItem &item, const NodeId *parts,
+                            uint32_t found)
 {
     m_path.clear();
     m_numbers.clear();
@@ -242,7 +252,6 @@ void DcpIndexer::commitPath(const Values &v, const PathItem &item, const NodeId 
         else if (v.isInt(e)) // int components, spelled as str() would
             m_path.push_back(m_numbers.emplace_back(std::to_string(v.integer(e))));
     }
-    const uint32_t found = lookup(item.keyValue, item.key, pathCursor);
     if (found == FlatStringMap::kAbsent)
         return;
     KeyPath &dest = (found & kObjectBit) ? m_index.objects[found & ~kObjectBit].path
@@ -250,10 +259,95 @@ void DcpIndexer::commitPath(const Values &v, const PathItem &item, const NodeId 
     dest = KeyPath::fromParts(item.key, m_path);
 }
 
-template<typename Values>
-Status DcpIndexer::commitStorage(const Values &v, const StorageItem &it, uint64_t offset,
-                                 StorageState &ss)
+template<typename KeyOf>
+void DcpIndexer::findAll(size_t n, const KeyOf &keyOf)
 {
+    // Hashes first (each key's bytes loaded a few keys ahead), then the lookups (each probe's
+    // slot loaded a few keys ahead). No cursor: with the slot on its way, checking the entries
+    // after the last hit (arrays as big as the table) costs more misses than it saves.
+    constexpr size_t kBytesAhead = 4, kSlotAhead = 16;
+    m_hashes.resize(n);
+    m_found.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (i + kBytesAhead < n)
+            __builtin_prefetch(keyOf(i + kBytesAhead).data());
+        if (const std::string_view k = keyOf(i); k.data())
+            m_hashes[i] = FlatStringMap::hash(k);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (i + kSlotAhead < n && keyOf(i + kSlotAhead).data())
+            m_byKey.prefetch(m_hashes[i + kSlotAhead]);
+        const std::string_view k = keyOf(i);
+        m_found[i] = k.data() ? m_byKey.find(k.size(), m_hashes[i]) : kNotLooked;
+    }
+}
+
+void DcpIndexer::commitPaths(const WordValues &v, const PathBatch &batch)
+{
+    const std::vector<PathItem> &items = batch.items;
+    const size_t n = items.size();
+    findAll(n, [&](size_t i) { return items[i].key; });
+    constexpr size_t kEntryAhead = 8;
+    for (size_t i = 0; i < n; ++i) {
+        if (i + kEntryAhead < n && m_found[i + kEntryAhead] < kNotLooked) {
+            const uint32_t e = m_found[i + kEntryAhead];
+            __builtin_prefetch((e & kObjectBit) ? &m_index.objects[e & ~kObjectBit].path
+                                                : &m_index.tensors[e].path,
+                               1);
+        }
+        commitPath(v, items[i], batch.parts.data(), m_found[i]);
+    }
+}
+
+void DcpIndexer::prefetchEntry(uint32_t found) const
+{
+    if (found >= kNotLooked)
+        return;
+    if (found & kObjectBit) {
+        __builtin_prefetch(&m_index.objects[found & ~kObjectBit].location);
+    } else {
+        const TensorEntry &t = m_index.tensors[found];
+        __builtin_prefetch(&t.shape);
+        __builtin_prefetch(&t.chunkDims);
+    }
+}
+
+void DcpIndexer::prefetchChunk(const WordValues &v, const StorageItem &item, uint32_t found) const
+{
+    if (found >= kNotLooked || (found & kObjectBit) || !v.isInt(item.index))
+        return;
+    const TensorEntry &t = m_index.tensors[found];
+    const int64_t c = v.integer(item.index);
+    if (c >= 0 && size_t(c) < t.chunks.size()) {
+        __builtin_prefetch(t.chunkDims.data() + 2 * t.ndim() * size_t(c));
+        __builtin_prefetch(t.chunks.data() + c, 1);
+    }
+}
+
+Status DcpIndexer::commitStorage(const WordValues &v, std::span<const StorageItem> items,
+                                 uint64_t dictOffset, StorageState &ss)
+{
+    const size_t n = items.size();
+    findAll(n, [&](size_t i) {
+        return v.isStr(items[i].fqn) ? v.bytes(items[i].fqn) : std::string_view();
+    });
+    constexpr size_t kEntryAhead = 8, kChunkAhead = 4;
+    for (size_t i = 0; i < n; ++i) {
+        if (i + kEntryAhead < n)
+            prefetchEntry(m_found[i + kEntryAhead]);
+        if (i + kChunkAhead < n)
+            prefetchChunk(v, items[i + kChunkAhead], m_found[i + kChunkAhead]);
+        if (Status st = commitStorage(v, items[i], m_found[i], dictOffset, ss); !st)
+            return st;
+    }
+    return Ok{};
+}
+
+template<typename Values>
+Status DcpIndexer::commitStorage(const Values &v, const StorageItem &it, uint32_t found,
+                                 uint64_t dictOffset, StorageState &ss)
+{
+    const uint64_t offset = it.at != StorageItem::kNoPosition ? it.at : dictOffset;
     auto fail = [&](std::string msg, std::string_view key) {
         return makeError(Error::Code::Format, std::move(msg))
             .inFile(m_file)
@@ -286,14 +380,15 @@ Status DcpIndexer::commitStorage(const Values &v, const StorageItem &it, uint64_
     loc.length = uint64_t(v.integer(it.length));
     if (std::vector<std::string> chain = v.strings(it.transforms); !chain.empty())
         loc.transforms = internTransforms(m_index, std::move(chain));
-    const uint32_t found = lookup(it.fqn, fqn, ss.cursor);
     if (found == FlatStringMap::kAbsent) {
         m_index.problems.push_back(
             {std::string(fqn), m_file, offset, "storage entry for a key with no metadata"});
         return Ok{};
     }
     if (found & kObjectBit) {
-        m_index.objects[found & ~kObjectBit].location = loc;
+        ObjectEntry &o = m_index.objects[found & ~kObjectBit];
+        m_unplaced -= !o.location;
+        o.location = loc;
         return Ok{};
     }
     TensorEntry &t = m_index.tensors[found];
@@ -341,16 +436,20 @@ Status DcpIndexer::commitStorage(const Values &v, const StorageItem &it, uint64_
     }
     ss.lastTensor = found;
     ss.nextChunk = chunk + 1;
-    if (t.chunks[chunk].file == kUnassigned) // a later rank's copy of a chunk we have
+    if (t.chunks[chunk].file == kUnassigned) { // else a later rank's copy of a chunk we have
         t.chunks.edit()[chunk] = loc;
+        --m_unplaced;
+    }
     return Ok{};
 }
 
-template void DcpIndexer::commitPath(const WordValues &, const PathItem &, const NodeId *);
-template void DcpIndexer::commitPath(const ArenaValues &, const PathItem &, const NodeId *);
-template Status DcpIndexer::commitStorage(const WordValues &, const StorageItem &, uint64_t,
-                                          StorageState &);
-template Status DcpIndexer::commitStorage(const ArenaValues &, const StorageItem &, uint64_t,
-                                          StorageState &);
+template void DcpIndexer::commitPath(const WordValues &, const PathItem &, const NodeId *,
+                                     uint32_t);
+template void DcpIndexer::commitPath(const ArenaValues &, const PathItem &, const NodeId *,
+                                     uint32_t);
+template Status DcpIndexer::commitStorage(const WordValues &, const StorageItem &, uint32_t,
+                                          uint64_t, StorageState &);
+template Status DcpIndexer::commitStorage(const ArenaValues &, const StorageItem &, uint32_t,
+                                          uint64_t, StorageState &);
 
 } // namespace shardscope::detail

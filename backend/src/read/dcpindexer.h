@@ -66,6 +66,10 @@ struct StorageItem
 {
     NodeId fqn, index, offsets;
     NodeId relativePath, offset, length, transforms;
+    /** Where its MetadataIndex or _StorageInfo object begins; kNoPosition when both were folded
+     *  into records, which keep none: problems then name where storage_data begins. */
+    uint64_t at;
+    static constexpr uint64_t kNoPosition = UINT64_MAX;
 };
 
 // How commits read pickle values: self-contained words only (any thread, while the decoder
@@ -154,7 +158,12 @@ public:
     /** Starts loading what committing or looking up a key of that hash will read first. */
     void prefetchKey(const XXH128_hash_t &h) const { m_byKey.prefetch(h); }
     template<typename Values>
-    void commitPath(const Values &v, const PathItem &item, const NodeId *parts);
+    void commitPath(const Values &v, const PathItem &item, const NodeId *parts)
+    {
+        commitPath(v, item, parts, lookup(item.keyValue, item.key, pathCursor));
+    }
+    /** commitPath() for each item in turn, looked up and loaded ahead (see commitStorage). */
+    void commitPaths(const WordValues &v, const PathBatch &batch);
     struct StorageState
     {
         std::unordered_map<std::string_view, uint32_t> files;
@@ -168,17 +177,56 @@ public:
          *  carries no usable index hint: a scan per item would be quadratic in its chunks. */
         std::unordered_map<uint32_t, std::unordered_multimap<uint64_t, uint32_t>> chunksByOffsets;
     };
+    /** `dictOffset`: where storage_data begins, for problems with an item that has no `at`. */
     template<typename Values>
-    Status commitStorage(const Values &v, const StorageItem &item, uint64_t offset,
-                         StorageState &state);
+    Status commitStorage(const Values &v, const StorageItem &item, uint64_t dictOffset,
+                         StorageState &state)
+    {
+        const uint32_t found =
+            v.isStr(item.fqn) ? lookup(item.fqn, v.bytes(item.fqn), state.cursor) : kNotLooked;
+        return commitStorage(v, item, found, dictOffset, state);
+    }
+    /**
+     * commitStorage() for each item in turn, with the same result: the keys are looked up
+     * first, and what each commit reads (the key table, the entry, its chunk) is loaded a few
+     * items ahead. Storage items land on random entries of a table and an index far bigger
+     * than the cache: one at a time, each waited for three cache misses.
+     */
+    Status commitStorage(const WordValues &v, std::span<const StorageItem> items,
+                         uint64_t dictOffset, StorageState &state);
 
     size_t pathCursor = 0; // commitPath's lookup hint
+    /** Whether every chunk and object committed so far has a storage location. */
+    bool allPlaced() const { return m_unplaced == 0; }
 
     Error fail(const PickleArena &a, std::string msg, NodeId at, std::string_view key = {}) const;
 
 private:
     static constexpr uint32_t kObjectBit = 0x80000000u;
-    uint32_t lookup(NodeId keyValue, std::string_view key, size_t &cursor) const;
+    static constexpr uint32_t kNotLooked = FlatStringMap::kAbsent - 1; // an fqn that is no str
+    uint32_t lookup(NodeId keyValue, std::string_view key, size_t &cursor) const
+    {
+        const uint32_t same = sameValue(keyValue, cursor);
+        return same != FlatStringMap::kAbsent
+                   ? same
+                   : lookup(key.size(), FlatStringMap::hash(key), cursor);
+    }
+    /** The key at the cursor or after it when it is that very pickle value (kAbsent: not). */
+    uint32_t sameValue(NodeId keyValue, size_t &cursor) const;
+    uint32_t lookup(size_t length, const XXH128_hash_t &h, size_t &cursor) const;
+    /** `found`: what lookup() gave for the item's fqn. */
+    template<typename Values>
+    Status commitStorage(const Values &v, const StorageItem &item, uint32_t found,
+                         uint64_t dictOffset, StorageState &state);
+    template<typename Values>
+    void commitPath(const Values &v, const PathItem &item, const NodeId *parts, uint32_t found);
+    /** m_found[i]: lookup()'s answer for keyOf(i), i < n (kNotLooked where it has no data()). */
+    template<typename KeyOf>
+    void findAll(size_t n, const KeyOf &keyOf);
+    /** Starts loading the fields commitStorage() reads of entry `found`. */
+    void prefetchEntry(uint32_t found) const;
+    /** Starts loading the chunk an item's index hints at, once its entry is loaded. */
+    void prefetchChunk(const WordValues &v, const StorageItem &item, uint32_t found) const;
     void appendOrder(uint32_t entry, NodeId keyValue, std::string_view key, const XXH128_hash_t &h);
     size_t positionOf(uint32_t e) const
     {
@@ -189,6 +237,7 @@ private:
     CheckpointIndex &m_index;
     std::string m_file;
     uint32_t m_fileNo = 0;
+    size_t m_unplaced = 0; // chunks and objects without a location yet
     // Key → tensor index, or object index | kObjectBit.
     FlatStringMap m_byKey{1 << 16};
     // Keys in state_dict_metadata order, and how lookup() recognises them.
@@ -206,6 +255,8 @@ private:
                size = kNil, chunks = kNil, tensorClass = kNil, bytesClass = kNil;
     } m_seen;
     std::vector<std::string_view> m_path; // commitPath's scratch
+    std::vector<XXH128_hash_t> m_hashes;  // findAll()'s scratch
+    std::vector<uint32_t> m_found;
     std::deque<std::string> m_numbers;
 };
 

@@ -4,7 +4,7 @@
 namespace shardscope::detail {
 
 bool DcpStream::offer(const PickleArena &arena, std::string_view name, NodeId dict,
-                      std::span<const NodeId> pairs, uint64_t offset)
+                      std::span<const NodeId> pairs, uint64_t)
 {
     if (pairs.size() % 2 != 0)
         return false;
@@ -17,7 +17,7 @@ bool DcpStream::offer(const PickleArena &arena, std::string_view name, NodeId di
     if (name == "planner_data")
         return takePaths(arena, dict, pairs);
     if (name == "storage_data")
-        return takeStorage(arena, dict, pairs, offset);
+        return takeStorage(arena, dict, pairs);
     return false;
 }
 
@@ -59,14 +59,13 @@ bool DcpStream::takePaths(const PickleArena &arena, NodeId dict, std::span<const
     return true;
 }
 
-bool DcpStream::takeStorage(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs,
-                            uint64_t offset)
+bool DcpStream::takeStorage(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs)
 {
     if (m_entriesDict == kNil || m_entriesStopped ||
         (m_storageDict != kNil && dict != m_storageDict))
         return false;
     StorageBatch batch = spare<StorageBatch>();
-    batch.offset = offset;
+    batch.offset = arena.offsetOf(dict); // as indexing after decoding has it
     batch.items.reserve(pairs.size() / 2);
     for (size_t i = 0; i < pairs.size(); i += 2) {
         const StorageItem item = m_indexer.extractStorage(arena, pairs[i], pairs[i + 1]);
@@ -138,8 +137,7 @@ void DcpStream::commit(Batch &batch)
                 return;
         }
     } else if (auto *paths = std::get_if<PathBatch>(&batch)) {
-        for (const PathItem &item : paths->items)
-            m_indexer.commitPath(m_words, item, paths->parts.data());
+        m_indexer.commitPaths(m_words, *paths);
     } else if (auto *storage = std::get_if<StorageBatch>(&batch)) {
         if (storage->keysKnown) {
             try {
@@ -147,10 +145,7 @@ void DcpStream::commit(Batch &batch)
             } catch (...) { // a caller's early look; the open goes on without it
             }
         }
-        for (const StorageItem &item : storage->items)
-            if (m_status = m_indexer.commitStorage(m_words, item, storage->offset, m_storage);
-                !m_status)
-                return;
+        m_status = m_indexer.commitStorage(m_words, storage->items, storage->offset, m_storage);
     }
 }
 

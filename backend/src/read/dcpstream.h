@@ -59,7 +59,7 @@ private:
     struct StorageBatch
     {
         std::vector<StorageItem> items;
-        uint64_t offset = 0;
+        uint64_t offset = 0;    ///< storage_data's, see StorageItem::at
         bool keysKnown = false; ///< call m_onKeysKnown before committing it
         void clear()
         {
@@ -70,8 +70,7 @@ private:
     using Batch = std::variant<EntryBatch, PathBatch, StorageBatch>;
     bool takeEntries(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs);
     bool takePaths(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs);
-    bool takeStorage(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs,
-                     uint64_t offset);
+    bool takeStorage(const PickleArena &arena, NodeId dict, std::span<const NodeId> pairs);
     void push(Batch &&batch);
     /** A committed batch of that kind to fill again, else a new one. */
     template<typename T>

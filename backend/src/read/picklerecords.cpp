@@ -272,7 +272,8 @@ bool PickleMachine::readRecord(unsigned kind)
         (uint64_t(A.m_recordFields.size()) << 5) | (uint64_t(kind) << 3) | kTagRecord;
     if (m_firstRecord.field == UINT64_MAX)
         m_firstRecord = {A.m_recordFields.size(), memo0};
-    A.m_recordFields.append(fields, fields + spec.fieldCount);
+    for (unsigned f = 0; f < spec.fieldCount; ++f) // two to four: no call to memcpy
+        A.m_recordFields.push_back(fields[f]);
     for (size_t i = memo0; i < m_memo.size(); ++i)
         if (m_memo[i] == kObjectSlot)
             m_memo[i] = record;
