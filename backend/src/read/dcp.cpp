@@ -141,7 +141,8 @@ std::vector<std::string> listDcpMetadata(const std::string &dir)
 }
 
 Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
-               const std::function<void(const CheckpointIndex &)> &onKeysKnown)
+               const std::function<void(const CheckpointIndex &)> &onKeysKnown,
+               HotVector<char> *spare)
 {
     const std::vector<std::string> metas = listDcpMetadata(dir);
     if (metas.size() > 1 || (metas.size() == 1 && metas.front() != ".metadata"))
@@ -176,6 +177,7 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
         if (onKeysKnown && metas.size() == 1)
             stream.onKeysKnown([&] { onKeysKnown(index); });
         PickleLimits limits;
+        limits.keepMemo = spare != nullptr;
         if (streamItems) {
             limits.dictSink = &stream;
             // With two cores the committing thread has the other one: a prefaulting thread
@@ -189,6 +191,9 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
         Status st = indexMetadata(indexer, index, *arena, streamItems ? &stream : nullptr);
         if (!st)
             return st;
+        if (spare) // the biggest of the files' memos
+            if (HotVector<char> memo = arena->takeSpare(); memo.capacity() > spare->capacity())
+                *spare = std::move(memo);
     }
     // Every chunk must have been given a place by storage_data (a scan of 1.75 M chunks for a
     // big file: skipped when the indexer placed as many as it made).

@@ -150,8 +150,9 @@ void DcpIndexer::appendOrder(uint32_t entry, NodeId keyValue, std::string_view k
     m_orderLength.push_back(uint32_t(key.size()));
 }
 
-// planner_data and each rank's storage entries mostly follow state_dict_metadata's order: try
-// the entry after the previous hit before looking the (long) key up.
+// Items indexed one by one, after decoding: planner_data and a rank's storage entries often
+// follow state_dict_metadata's order, so the entry after the previous hit is tried before the
+// (long) key is looked up. Batches look theirs up ahead instead (findAll).
 uint32_t DcpIndexer::sameValue(NodeId keyValue, size_t &cursor) const
 {
     // The coordinator's own keys are the very string objects of state_dict_metadata, so pickle

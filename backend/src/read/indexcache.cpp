@@ -168,7 +168,7 @@ void evict(const std::string &dir, uint64_t maxBytes)
 }
 
 // Into a temporary file beside it, then renamed over it: a reader sees a whole entry or none.
-std::string store(const std::string &dir, const std::string &entry, const std::string &bytes)
+std::string store(const std::string &dir, const std::string &entry, std::string_view bytes)
 {
     // Made 0700 (key names are the user's); a directory that exists is left as it is: it may
     // be a shared one the user named.
@@ -305,7 +305,8 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
         return t;
     }());
     const std::map<std::string, std::string> before = index.info;
-    Status st = readDcp(dir, index, stream, onKeysKnown);
+    HotVector<char> spare; // the decoder's memo: the entry is written into its pages
+    Status st = readDcp(dir, index, stream, onKeysKnown, &spare);
     if (!st)
         return st;
     auto note = [&](std::string what) {
@@ -325,13 +326,14 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
     for (const auto &[name, value] : index.info)
         if (auto it = before.find(name); it == before.end() || it->second != value)
             infoKeys.push_back(name);
-    auto bytes = std::make_shared<std::string>(encodeIndex(key, index, infoKeys));
+    auto bytes =
+        std::make_shared<HotVector<char>>(encodeIndex(key, index, infoKeys, std::move(spare)));
     if (bytes->size() > settings.maxBytes)
         return note("not written: " + std::to_string(bytes->size() >> 20) +
                     " MiB, more than the cache's SHARDSCOPE_CACHE_MAX_MB");
     // Written after the open returns: the caller goes on while the kernel copies the bytes.
     entryWriter().submit([bytes, settings, entry] {
-        if (store(settings.dir, entry, *bytes).empty())
+        if (store(settings.dir, entry, std::string_view(bytes->data(), bytes->size())).empty())
             evict(settings.dir, settings.maxBytes);
     });
     return note("writing to " + entry);

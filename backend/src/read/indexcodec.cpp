@@ -54,18 +54,23 @@ static_assert(sizeof(ObjectRecord) == 56);
 class Writer
 {
 public:
-    std::string out;
+    HotVector<char> out;
+    void bytes(const void *data, size_t n)
+    {
+        const char *p = static_cast<const char *>(data);
+        out.append(p, p + n);
+    }
     template<typename T>
     void put(const T &v)
     {
-        out.append(reinterpret_cast<const char *>(&v), sizeof v);
+        bytes(&v, sizeof v);
     }
     void str(std::string_view s)
     {
         put(uint32_t(s.size()));
-        out.append(s);
+        bytes(s.data(), s.size());
     }
-    void align() { out.resize((out.size() + 7) & ~size_t(7), '\0'); }
+    void align() { out.resizeZeroed((out.size() + 7) & ~size_t(7)); }
 };
 
 class Reader
@@ -209,7 +214,15 @@ uint64_t checksum(std::span<const uint8_t> key, std::span<const uint8_t> body, i
 std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
                         const std::vector<std::string> &infoKeys)
 {
+    const HotVector<char> bytes = encodeIndex(key, index, infoKeys, {});
+    return std::string(bytes.data(), bytes.size());
+}
+
+HotVector<char> encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
+                            const std::vector<std::string> &infoKeys, HotVector<char> scratch)
+{
     Writer w; // the whole file: the header is filled in last
+    w.out = std::move(scratch);
     size_t keyBytes = 0, dims = 0, chunks = 0;
     for (const TensorEntry &t : index.tensors) {
         keyBytes += t.key.size() + 1;
@@ -218,10 +231,13 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
     }
     for (const ObjectEntry &o : index.objects)
         keyBytes += o.key.size() + 1;
-    w.out.reserve(keyBytes + 8 * dims + 24 * chunks + sizeof(TensorRecord) * index.tensors.size() +
-                  sizeof(ObjectRecord) * index.objects.size() + (1 << 16));
-    populate(w.out.data(), w.out.capacity(), workerCount(0, UINT64_MAX));
-    w.out.resize(kHeaderSize);
+    const size_t expected = keyBytes + 8 * dims + 24 * chunks +
+                            sizeof(TensorRecord) * index.tensors.size() +
+                            sizeof(ObjectRecord) * index.objects.size() + (1 << 16);
+    w.out.reserve(expected);
+    // Pages of a scratch block that are mapped already cost little here.
+    populate(w.out.data(), expected, workerCount(0, UINT64_MAX));
+    w.out.resizeZeroed(kHeaderSize);
     w.str(key.build);
     w.str(key.directory);
     w.put(uint32_t(key.files.size()));
@@ -335,7 +351,7 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
     const size_t dimsAt = dimCountAt + sizeof(uint64_t);
     const size_t chunkCountAt = dimsAt + dimAt * sizeof(int64_t);
     const size_t chunksAt = chunkCountAt + sizeof(uint64_t);
-    w.out.resize(chunksAt + chunkAt * sizeof(Location));
+    w.out.resizeZeroed(chunksAt + chunkAt * sizeof(Location));
     std::memcpy(w.out.data() + dimCountAt, &dimAt, sizeof dimAt);
     std::memcpy(w.out.data() + chunkCountAt, &chunkAt, sizeof chunkAt);
     const size_t workers = workerCount(0, chunkAt + index.tensors.size() + index.objects.size());
@@ -375,10 +391,8 @@ std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
             std::memcpy(out + keysAt + objects[i].keyOffset, index.objects[i].key.data(),
                         index.objects[i].key.size());
     });
-    w.out.append(reinterpret_cast<const char *>(tensors.data()),
-                 tensors.size() * sizeof(TensorRecord));
-    w.out.append(reinterpret_cast<const char *>(objects.data()),
-                 objects.size() * sizeof(ObjectRecord));
+    w.bytes(tensors.data(), tensors.size() * sizeof(TensorRecord));
+    w.bytes(objects.data(), objects.size() * sizeof(ObjectRecord));
 
     Writer h;
     h.put(kIndexCacheSchema);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "read/hotvector.h"
 #include "shardscope/checkpoint.h"
 
 #include <cstdint>
@@ -48,6 +49,9 @@ inline constexpr uint32_t kIndexCacheSchema = 2;
 /** The index and those of its info entries named in `infoKeys`, as a cache file's bytes. */
 std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
                         const std::vector<std::string> &infoKeys);
+/** The same bytes, written into `scratch`'s memory (see readDcp's `spare`). */
+HotVector<char> encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
+                            const std::vector<std::string> &infoKeys, HotVector<char> scratch);
 
 /** The checksum a cache file's header must hold for the rest of `bytes` (a whole file): for
  *  the fuzzer, which must get past it to reach the body's decoder. 0 when there is no header. */

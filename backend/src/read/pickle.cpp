@@ -345,6 +345,8 @@ Result<PickleArena> parsePickle(std::span<const uint8_t> stream, uint64_t baseOf
     auto st = vm.run();
     if (!st)
         return st.error();
+    if (limits.keepMemo)
+        vm.spareMemo();
     return arena;
 }
 

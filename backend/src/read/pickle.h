@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "read/hotvector.h"
 #include "shardscope/pyvalue.h"
 #include "shardscope/result.h"
 
@@ -25,84 +26,6 @@ namespace shardscope::detail {
  */
 using NodeId = uint64_t;
 
-/**
- * A growable array of trivially copyable values whose only out-of-line path is growth, so that
- * the VM's pushes inline (std::vector's did not, in the hot loop).
- */
-template<typename T>
-class HotVector
-{
-public:
-    HotVector() = default;
-    HotVector(const HotVector &) = delete;
-    HotVector &operator=(const HotVector &) = delete;
-    HotVector(HotVector &&o) noexcept { swap(o); }
-    HotVector &operator=(HotVector &&o) noexcept
-    {
-        swap(o);
-        return *this;
-    }
-    ~HotVector() { std::free(m_data); }
-    [[gnu::always_inline]] void push_back(const T &v)
-    {
-        if (m_size == m_cap) [[unlikely]]
-            grow(m_size + 1);
-        m_data[m_size++] = v;
-    }
-    void append(const T *first, const T *last)
-    {
-        const size_t n = size_t(last - first);
-        if (m_size + n > m_cap)
-            grow(m_size + n);
-        std::memcpy(static_cast<void *>(m_data + m_size), first, n * sizeof(T));
-        m_size += n;
-    }
-    void reserve(size_t n)
-    {
-        if (n > m_cap)
-            grow(n);
-    }
-    void resize(size_t n, const T &fill = T())
-    {
-        reserve(n);
-        for (size_t i = m_size; i < n; ++i)
-            m_data[i] = fill;
-        m_size = n;
-    }
-    void pop_back() { --m_size; }
-    T &back() { return m_data[m_size - 1]; }
-    const T &back() const { return m_data[m_size - 1]; }
-    T &operator[](size_t i) { return m_data[i]; }
-    const T &operator[](size_t i) const { return m_data[i]; }
-    size_t size() const { return m_size; }
-    size_t capacity() const { return m_cap; }
-    bool empty() const { return m_size == 0; }
-    T *data() { return m_data; }
-    const T *data() const { return m_data; }
-    T *begin() { return m_data; }
-    T *end() { return m_data + m_size; }
-    const T *begin() const { return m_data; }
-    const T *end() const { return m_data + m_size; }
-
-private:
-    void swap(HotVector &o) noexcept
-    {
-        std::swap(m_data, o.m_data);
-        std::swap(m_size, o.m_size);
-        std::swap(m_cap, o.m_cap);
-    }
-    [[gnu::noinline]] void grow(size_t need)
-    {
-        const size_t cap = std::max<size_t>({need, m_cap * 2, 64});
-        T *p = static_cast<T *>(std::realloc(static_cast<void *>(m_data), cap * sizeof(T)));
-        if (!p)
-            throw std::bad_alloc();
-        m_data = p;
-        m_cap = cap;
-    }
-    T *m_data = nullptr;
-    size_t m_size = 0, m_cap = 0;
-};
 inline constexpr NodeId kNil = 7; // tag 7: no value
 
 enum class NodeKind : uint8_t {
@@ -254,6 +177,8 @@ public:
     size_t nodeCount() const { return m_nodes.size(); }
     /** Records read by the fast path (PickleLimits::fastRecords), for tests and benches. */
     size_t fastRecordCount() const { return m_fastRecords; }
+    /** The decoder's memo, emptied (PickleLimits::keepMemo; else nothing). */
+    HotVector<char> takeSpare() { return std::move(m_spare); }
 
     /**
      * Values that live entirely in their word (ints, strings and bytes as stream references, None,
@@ -335,6 +260,7 @@ private:
     NodeId m_root = kNil;
     uint64_t m_length = 0;
     size_t m_fastRecords = 0;
+    HotVector<char> m_spare;
 };
 
 /**
@@ -370,6 +296,8 @@ struct PickleLimits
     size_t prefaultFrom = size_t(32) << 20;
     /** Offered the items of named dicts (see DictSink). */
     DictSink *dictSink = nullptr;
+    /** Keep the memo's memory in the arena for the caller (PickleArena::takeSpare). */
+    bool keepMemo = false;
 };
 
 /**

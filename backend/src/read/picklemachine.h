@@ -104,6 +104,8 @@ public:
     }
 
     Status run();
+    /** Leaves the memo's block, emptied, to the arena (see PickleLimits::keepMemo). */
+    void spareMemo() { A.m_spare = std::move(m_memo).reuseAs<char>(); }
 
 private:
     using Node = PickleArena::Node;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "read/hotvector.h"
 #include "shardscope/checkpoint.h"
 
 #include <string>
@@ -19,10 +20,13 @@ std::vector<std::string> listDcpMetadata(const std::string &dir);
 /**
  * `streamItems`: index the metadata on a second thread while the decoder runs (see DcpStream).
  * Off only in tests, which check that both ways give the same index. `onKeysKnown`: see
- * OpenOptions (streamed, single .metadata only).
+ * OpenOptions (streamed, single .metadata only). `spare`, when given, receives the decoder's
+ * memo, emptied: for a big file, hundreds of megabytes the kernel has already mapped, which
+ * the caller can fill again (the index cache writes its entry there) instead of fresh pages.
  */
 Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems = true,
-               const std::function<void(const CheckpointIndex &)> &onKeysKnown = {});
+               const std::function<void(const CheckpointIndex &)> &onKeysKnown = {},
+               HotVector<char> *spare = nullptr);
 /** A torch.save zip archive; keys get `keyPrefix` in front. */
 Status readTorchSave(const std::string &dataDir, const std::string &relativePath,
                      const std::string &keyPrefix, CheckpointIndex &index);
