@@ -261,20 +261,44 @@ void DcpIndexer::commitPath(const Values &v, const PathItem &item, const NodeId 
 }
 
 template<typename KeyOf>
-void DcpIndexer::findAll(size_t n, const KeyOf &keyOf)
+void DcpIndexer::hashAll(size_t n, const KeyOf &keyOf)
 {
-    // Hashes first (each key's bytes loaded a few keys ahead), then the lookups (each probe's
-    // slot loaded a few keys ahead). No cursor: with the slot on its way, checking the entries
-    // after the last hit (arrays as big as the table) costs more misses than it saves.
-    constexpr size_t kBytesAhead = 4, kSlotAhead = 16;
+    constexpr size_t kBytesAhead = 4;
     m_hashes.resize(n);
-    m_found.resize(n);
     for (size_t i = 0; i < n; ++i) {
         if (i + kBytesAhead < n)
             __builtin_prefetch(keyOf(i + kBytesAhead).data());
         if (const std::string_view k = keyOf(i); k.data())
             m_hashes[i] = FlatStringMap::hash(k);
     }
+}
+
+// New keys land anywhere in a table far bigger than the cache: the batch is hashed first, then
+// the next few keys' slots keep loading while each is committed.
+Status DcpIndexer::commitEntries(const EntryBatch &batch)
+{
+    const std::vector<EntryItem> &items = batch.items;
+    const size_t n = items.size();
+    hashAll(n, [&](size_t i) { return items[i].key; });
+    constexpr size_t kSlotAhead = 8;
+    for (size_t i = 0; i < n; ++i) {
+        if (i + kSlotAhead < n)
+            m_byKey.prefetch(m_hashes[i + kSlotAhead]);
+        if (Status st = commitEntry(items[i], batch.dims.data() + items[i].dims, m_hashes[i]); !st)
+            return st;
+    }
+    return Ok{};
+}
+
+template<typename KeyOf>
+void DcpIndexer::findAll(size_t n, const KeyOf &keyOf)
+{
+    // Hashes first, then the lookups (each probe's slot loaded a few keys ahead). No cursor:
+    // with the slot on its way, checking the entries after the last hit (arrays as big as the
+    // table) costs more misses than it saves.
+    constexpr size_t kSlotAhead = 16;
+    hashAll(n, keyOf);
+    m_found.resize(n);
     for (size_t i = 0; i < n; ++i) {
         if (i + kSlotAhead < n && keyOf(i + kSlotAhead).data())
             m_byKey.prefetch(m_hashes[i + kSlotAhead]);

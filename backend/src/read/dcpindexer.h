@@ -153,10 +153,8 @@ public:
     {
         return commitEntry(item, dims, FlatStringMap::hash(item.key));
     }
-    /** With the key's hash, computed ahead (see prefetchKey). */
-    Status commitEntry(const EntryItem &item, const int64_t *dims, const XXH128_hash_t &h);
-    /** Starts loading what committing or looking up a key of that hash will read first. */
-    void prefetchKey(const XXH128_hash_t &h) const { m_byKey.prefetch(h); }
+    /** commitEntry() for each item in turn, its key's table slot loaded ahead; the first error. */
+    Status commitEntries(const EntryBatch &batch);
     template<typename Values>
     void commitPath(const Values &v, const PathItem &item, const NodeId *parts)
     {
@@ -214,6 +212,12 @@ private:
     /** The key at the cursor or after it when it is that very pickle value (kAbsent: not). */
     uint32_t sameValue(NodeId keyValue, size_t &cursor) const;
     uint32_t lookup(size_t length, const XXH128_hash_t &h, size_t &cursor) const;
+    /** With the key's hash, computed ahead. */
+    Status commitEntry(const EntryItem &item, const int64_t *dims, const XXH128_hash_t &h);
+    /** m_hashes[i]: the hash of keyOf(i), i < n (left as it was where it has no data()), each
+     *  key's bytes loaded a few keys ahead. */
+    template<typename KeyOf>
+    void hashAll(size_t n, const KeyOf &keyOf);
     /** `found`: what lookup() gave for the item's fqn. */
     template<typename Values>
     Status commitStorage(const Values &v, const StorageItem &item, uint32_t found,
@@ -255,7 +259,7 @@ private:
                size = kNil, chunks = kNil, tensorClass = kNil, bytesClass = kNil;
     } m_seen;
     std::vector<std::string_view> m_path; // commitPath's scratch
-    std::vector<XXH128_hash_t> m_hashes;  // findAll()'s scratch
+    std::vector<XXH128_hash_t> m_hashes;  // the batch commits' scratch
     std::vector<uint32_t> m_found;
     std::deque<std::string> m_numbers;
 };

@@ -121,21 +121,7 @@ void DcpStream::loop()
 void DcpStream::commit(Batch &batch)
 {
     if (auto *entries = std::get_if<EntryBatch>(&batch)) {
-        // New keys land anywhere in a table far bigger than the cache: hash the batch first,
-        // then keep the next few keys' slots loading while committing each.
-        constexpr size_t kAhead = 8;
-        const std::vector<EntryItem> &items = entries->items;
-        m_hashes.resize(items.size());
-        for (size_t i = 0; i < items.size(); ++i)
-            m_hashes[i] = FlatStringMap::hash(items[i].key);
-        for (size_t i = 0; i < items.size(); ++i) {
-            if (i + kAhead < items.size())
-                m_indexer.prefetchKey(m_hashes[i + kAhead]);
-            m_status =
-                m_indexer.commitEntry(items[i], entries->dims.data() + items[i].dims, m_hashes[i]);
-            if (!m_status)
-                return;
-        }
+        m_status = m_indexer.commitEntries(*entries);
     } else if (auto *paths = std::get_if<PathBatch>(&batch)) {
         m_indexer.commitPaths(m_words, *paths);
     } else if (auto *storage = std::get_if<StorageBatch>(&batch)) {

@@ -98,7 +98,6 @@ private:
     bool m_keysAnnounced = false; ///< a storage batch carries keysKnown
     std::function<void()> m_onKeysKnown;
     DcpIndexer::StorageState m_storage;
-    std::vector<XXH128_hash_t> m_hashes; // commit's scratch
 
     std::mutex m_mutex;
     std::condition_variable m_wake;
