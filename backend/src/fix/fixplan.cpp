@@ -248,6 +248,11 @@ private:
                              " with other contents; a repair never replaces a stored key");
                 return;
             }
+        if (std::any_of(targets.begin(), targets.end(),
+                        [](const DiffSource &t) { return !t.index.empty(); })) {
+            repairStacked(e, *f, targets);
+            return;
+        }
         std::vector<TensorEntry> made;
         std::vector<std::string> examples, kinds;
         std::vector<std::string_view> consumed;
@@ -345,7 +350,7 @@ private:
             }
             t.path = pathLike(*like, t.key.str());
             if (!rewriteWhy.empty()) {
-                m_pendingRewrites.push_back({made.size(), dim, std::move(m_rewritePieces)});
+                m_pendingRewrites.push_back({made.size(), dim, 0, std::move(m_rewritePieces)});
                 kinds.push_back("rewrite");
                 examples.push_back(t.key + " <- " + from + " (" + rewriteWhy + ")");
             } else {
@@ -371,6 +376,151 @@ private:
             m_made.insert(made[i].key.str());
             m_new.push_back(std::move(made[i]));
         }
+    }
+
+    // torch_dist asks for a stacked key (a layer axis, an expert axis) that several parameters
+    // fill, each its entry: each parameter's part is gathered here, and the key is made once
+    // all are (assemble()), copied into the new data file (an item keeps its own axes, which
+    // DCP's reader checks, so no stored item can stand for an entry of another key).
+    void repairStacked(const DiffEntry &e, const DiffEntry &f,
+                       const std::vector<DiffSource> &targets)
+    {
+        std::vector<std::pair<std::string, RewritePiece>> pieces;
+        std::vector<std::string_view> consumed;
+        for (const DiffSource &target : targets) {
+            const size_t lead = target.index.size();
+            if (target.shape.size() < lead) {
+                block(e, "the load's request for " + target.key + " has no shape");
+                return;
+            }
+            const std::vector<int64_t> part(target.shape.begin() + std::ptrdiff_t(lead),
+                                            target.shape.end());
+            const size_t dim = size_t(target.dim);
+            const bool window = target.begin < target.end && !part.empty();
+            const int64_t wb = window ? target.begin : 0;
+            const int64_t we = window ? target.end : part.empty() ? 1 : f.shape[dim];
+            const size_t sources =
+                part.empty() ? std::min<size_t>(1, f.sources.size()) : f.sources.size();
+            size_t given = 0;
+            for (size_t si = 0; si < sources; ++si) {
+                const DiffSource &src = f.sources[si];
+                const TensorEntry *st = tensorOf(src);
+                if (!st) {
+                    block(e, src.key + " is not a stored tensor");
+                    return;
+                }
+                const std::optional<Rows> rows = rowsOf(src, dim, wb, we, f.shape);
+                if (!rows)
+                    continue;
+                RewritePiece p = piece(*st, src, dim, *rows);
+                p.lead = target.index;
+                pieces.emplace_back(target.key, std::move(p));
+                consumed.push_back(src.key);
+                ++given;
+            }
+            if (given == 0) {
+                block(e, "no stored tensor holds the rows of " + target.key);
+                return;
+            }
+            auto [it, fresh] = m_stacked.try_emplace(target.key);
+            StackedKey &k = it->second;
+            if (fresh) {
+                k.lead = lead;
+                k.dim = dim;
+                k.t.key = target.key;
+                k.t.shape = target.shape;
+                const TensorEntry &like = pieces.back().second.stored;
+                k.t.dtype = like.dtype;
+                k.t.dtypeName = like.dtypeName;
+                k.t.path = pathLike(like, target.key);
+                k.asked = e.dtype;
+            } else if (k.t.shape.toVector() != target.shape || k.lead != lead || k.dim != dim) {
+                block(e, "its parameters ask for " + target.key + " with different shapes");
+                return;
+            }
+        }
+        for (auto &[key, p] : pieces) {
+            StackedKey &k = m_stacked[key];
+            if (k.from.empty())
+                k.from = p.stored.key.str();
+            k.pieces.push_back(std::move(p));
+        }
+        // Dropped only once the keys they fill are made.
+        for (const DiffSource &target : targets)
+            m_stacked[target.key].consumed.insert(m_stacked[target.key].consumed.end(),
+                                                  consumed.begin(), consumed.end());
+    }
+
+    // The stacked keys gathered by repairStacked(), each checked to be filled exactly once and
+    // made one rewritten key.
+    void makeStacked()
+    {
+        for (auto &[key, k] : m_stacked) {
+            const std::vector<int64_t> shape = k.t.shape.toVector();
+            const std::vector<int64_t> part(shape.begin() + std::ptrdiff_t(k.lead), shape.end());
+            const int64_t rows = part.empty() ? 1 : part[k.dim];
+            int64_t entries = 1;
+            for (size_t d = 0; d < k.lead; ++d)
+                entries *= shape[d];
+            // Each entry of the stacked axes, its rows in order, every row once.
+            std::vector<std::tuple<std::vector<int64_t>, int64_t, int64_t>> filled;
+            for (const RewritePiece &p : k.pieces) {
+                const size_t pnd = p.box.sizes.size();
+                const int64_t n = part.empty() ? 1 : p.box.sizes[pnd - part.size() + k.dim];
+                filled.emplace_back(p.lead, p.at, p.at + n);
+            }
+            std::sort(filled.begin(), filled.end());
+            std::string gap;
+            int64_t complete = 0;
+            for (size_t i = 0; i < filled.size() && gap.empty();) {
+                int64_t next = 0;
+                size_t j = i;
+                for (; j < filled.size() && std::get<0>(filled[j]) == std::get<0>(filled[i]); ++j) {
+                    if (std::get<1>(filled[j]) != next)
+                        gap = "the stored tensors leave or overlap row " + std::to_string(next);
+                    next = std::get<2>(filled[j]);
+                }
+                if (gap.empty() && next != rows)
+                    gap = "the stored tensors fill " + std::to_string(next) + " of " +
+                          std::to_string(rows) + " rows of an entry";
+                ++complete;
+                i = j;
+            }
+            if (gap.empty() && complete != entries)
+                gap = "the model's parameters fill " + std::to_string(complete) + " of its " +
+                      std::to_string(entries) + " entries";
+            if (!gap.empty()) {
+                m_plan.blockers.push_back(key + ": " + gap);
+                continue;
+            }
+            for (const RewritePiece &p : k.pieces)
+                if (p.stored.dtypeName != k.t.dtypeName) {
+                    const auto asked = dtypeFromName(k.asked);
+                    if (!asked || elementSize(*asked) == 0) {
+                        m_plan.blockers.push_back(key + ": its parts are stored in other dtypes "
+                                                        "and the model's is not one to cast to");
+                        k.pieces.clear();
+                        break;
+                    }
+                    k.t.dtype = *asked;
+                    k.t.dtypeName = k.asked;
+                    break;
+                }
+            if (k.pieces.empty())
+                continue;
+            k.t.strides.clear();
+            k.t.storageOffset = 0;
+            k.t.chunks.assign(1, Location{});
+            k.t.chunkDims.assign(k.t.ndim(), 0);
+            k.t.chunkDims.insert(k.t.chunkDims.end(), shape.begin(), shape.end());
+            m_plan.bytesRewritten += uint64_t(k.t.numel()) * uint64_t(elementSize(k.t.dtype));
+            count("rewrite", key + " <- " + k.from + " (an entry of a stacked key)");
+            m_plan.rewrites.push_back({m_new.size(), k.dim, k.lead, std::move(k.pieces)});
+            m_made.insert(key);
+            m_new.push_back(std::move(k.t));
+            m_consumed.insert(k.consumed.begin(), k.consumed.end());
+        }
+        m_stacked.clear();
     }
 
     // An entry stored as an object (a TE module's extra state: torch_dist's ShardedObject, one
@@ -428,7 +578,6 @@ private:
                               const Rows &rows)
     {
         RewritePiece p;
-        p.stored = st;
         const size_t lead = s.index.size();
         p.box.offsets.assign(st.ndim(), 0);
         p.box.sizes = st.shape.toVector();
@@ -441,6 +590,31 @@ private:
             p.box.sizes[lead + dim] = rows.hi - rows.lo;
         }
         p.at = rows.at;
+        // Only the chunks the box meets: a stacked key has a chunk per entry, and a piece per
+        // entry would otherwise copy them all.
+        p.stored.key = st.key;
+        p.stored.path = st.path;
+        p.stored.dtype = st.dtype;
+        p.stored.dtypeName = st.dtypeName;
+        p.stored.shape = st.shape;
+        p.stored.strides = st.strides;
+        p.stored.storageOffset = st.storageOffset;
+        std::vector<Location> chunks;
+        std::vector<int64_t> dims;
+        for (size_t c = 0; c < st.chunks.size(); ++c) {
+            const auto off = st.chunkOffsets(c), sz = st.chunkSizes(c);
+            bool meets = true;
+            for (size_t d = 0; d < st.ndim() && meets; ++d)
+                meets =
+                    off[d] < p.box.offsets[d] + p.box.sizes[d] && p.box.offsets[d] < off[d] + sz[d];
+            if (!meets && st.ndim() > 0)
+                continue;
+            chunks.push_back(st.chunks[c]);
+            dims.insert(dims.end(), off.begin(), off.end());
+            dims.insert(dims.end(), sz.begin(), sz.end());
+        }
+        p.stored.chunks.assign(chunks.begin(), chunks.end());
+        p.stored.chunkDims.assign(dims.begin(), dims.end());
         return p;
     }
 
@@ -558,6 +732,7 @@ private:
 
     void assemble()
     {
+        makeStacked();
         // From the few keys consumed, not over the whole index; in the index's order.
         for (std::string_view key : m_consumed) {
             const uint32_t i = m_tensorAt.find(key);
@@ -603,7 +778,17 @@ private:
     FlatStringMap m_tensorAt{1 << 16}, m_objectAt{1 << 16};
     std::vector<TensorEntry> m_new;
     std::vector<RewritePiece> m_rewritePieces; ///< the target being rewritten
-    std::vector<Rewrite> m_pendingRewrites;    ///< the entry's, indexed into its `made`
+    struct StackedKey
+    {
+        TensorEntry t;
+        size_t lead = 0, dim = 0;
+        std::string asked; ///< the model's dtype, should the parts' differ
+        std::string from;  ///< a stored key it takes from, for the summary
+        std::vector<RewritePiece> pieces;
+        std::vector<std::string_view> consumed; ///< the stored keys it takes from
+    };
+    std::map<std::string, StackedKey> m_stacked; ///< by key, in order
+    std::vector<Rewrite> m_pendingRewrites;      ///< the entry's, indexed into its `made`
     FixPlan m_plan;
 };
 

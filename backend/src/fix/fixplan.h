@@ -18,16 +18,21 @@ namespace shardscope::detail {
  *  placed at `at` along the key's dimension `dim`. */
 struct RewritePiece
 {
-    TensorEntry stored; ///< a copy: the key may be dropped from the repaired index
+    /** A copy (the key may be dropped from the repaired index) of the stored tensor with only
+     *  the chunks the box meets. */
+    TensorEntry stored;
     Box box;
     int64_t at = 0;
+    /** Its entry on the key's leading stacked axes (torch_dist: a layer, an expert), if any. */
+    std::vector<int64_t> lead;
 };
 
 /** A key that chunk references cannot express, written whole into the new data file. */
 struct Rewrite
 {
     size_t tensor = 0; ///< index into FixPlan::tensors (then from FixPlan::firstNew on)
-    size_t dim = 0;
+    size_t dim = 0;    ///< along the key's shape after its `lead` stacked axes
+    size_t lead = 0;   ///< leading stacked axes, each piece filling one entry of them
     std::vector<RewritePiece> pieces;
 };
 
