@@ -585,7 +585,8 @@ def case_torch_dist_moe(env: Env, inspect_fixtures: Path) -> None:
     check(rc == 0 and d["loadable_model"] == d["expected_model"] == want,
           f"exit {rc}, {d['loadable_model']} of {d['expected_model']}, torch has {want}")
     check(d["loadable_optimizer"] == d["expected_optimizer"] > 0, "optimizer not clean")
-    expert_keys = [k for k in md if ".experts.experts." in k and not k.startswith("optimizer.")]
+    expert_keys = [k for k in md if ".experts.experts." in k and not k.startswith("optimizer.")
+                   and hasattr(md[k], "size")]
     want_states = sum(md[k].size[0] * 3 for k in expert_keys) + (states - 3 * len(expert_keys))
     check(d["expected_optimizer"] == want_states, f"optimizer entries {d['expected_optimizer']}, want {want_states}")
     for x in model_entries(d).values():
@@ -617,6 +618,9 @@ def case_bad_layouts(env: Env) -> None:
     typed = json.loads(json.dumps(good))
     typed["params"][1]["tp_dim"] = "0"
     bad["type.json"] = (json.dumps(typed), "key 'params[1].tp_dim'")
+    layers = json.loads(json.dumps(good))
+    layers["torch_dist"] = {"layers": "interleaved"}
+    bad["torch_dist_layers.json"] = (json.dumps(layers), "key 'torch_dist.layers'")
     for name, (text, must) in bad.items():
         path = env.tmp / name
         path.write_text(text)

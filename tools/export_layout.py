@@ -36,7 +36,11 @@ Megatron facts are read by duck typing, so no Megatron import is needed (docs/fo
 * ``mtp_inner`` = ``mtp_model_layer`` when a module has that attribute (``transformer_layer`` for
   an MTP layer that has ``transformer_layer`` + ``eh_proj`` instead);
 * ``expert`` from ``experts.linear_fc<1|2>.weight<e>`` / ``local_experts.<e>.``; ``num_experts``
-  from ``config.num_moe_experts`` (else the highest index + 1).
+  from ``config.num_moe_experts`` (else the highest index + 1);
+* ``torch_dist.layers``: ``per_layer`` when the decoder block's config makes megatron-core's
+  ``sharded_state_dict`` key each layer apart (``moe_layer_freq`` a list or > 1,
+  ``linear_attention_freq``, heterogeneous block specs, ``hetereogenous_dist_checkpoint``),
+  else ``stacked``.
 
 From ``--state-dict`` there are no modules: names, shapes, dtypes and expert indices only, no
 fusions (use ``--no-optimizer-state REGEX`` to mark buffers).
@@ -236,6 +240,8 @@ def export_layout(model, parallel: dict | None = None, family: str | None = None
             num_experts = n
             break
 
+    torch_dist = _torch_dist_layers(modules)
+
     frozen = [re.compile(r) for r in no_optimizer_state]
     params = []
     for key, t in sd.items():
@@ -254,8 +260,36 @@ def export_layout(model, parallel: dict | None = None, family: str | None = None
             e["absorbs"] = absorbs[key]
         params.append(e)
     _check(params)
-    return _layout(params, parallel or {}, family if family is not None else type(model).__name__,
-                   source, num_experts, mtp_inner, list(sd))
+    layout = _layout(params, parallel or {}, family if family is not None else type(model).__name__,
+                     source, num_experts, mtp_inner, list(sd))
+    if torch_dist:
+        layout["torch_dist"] = torch_dist
+    return layout
+
+
+def _torch_dist_layers(modules: dict) -> dict | None:
+    """How megatron-core's torch_dist load asks for the decoder's layers: what
+    TransformerBlock.sharded_state_dict decides from its config (non_homogeneous_layers), read
+    from the first module with a ``layers`` list and a ``config`` that has ``moe_layer_freq``;
+    None for a model without one (not a Megatron model)."""
+    for m in modules.values():
+        cfg = getattr(m, "config", None)
+        if not hasattr(m, "layers") or not hasattr(cfg, "moe_layer_freq"):
+            continue
+        why = None
+        if getattr(cfg, "hetereogenous_dist_checkpoint", False):
+            why = "hetereogenous_dist_checkpoint"
+        for field in ("moe_layer_freq", "linear_attention_freq"):
+            v = getattr(cfg, field, None)
+            if isinstance(v, list):
+                why = why or f"{field} is a list"
+            elif isinstance(v, int) and not isinstance(v, bool) and v > 1:
+                why = why or f"{field} > 1"
+        if getattr(cfg, "heterogeneous_block_specs", False):
+            why = why or "heterogeneous block specs"
+        return {"layers": "per_layer", "why": why} if why else \
+            {"layers": "stacked", "why": "a homogeneous block"}
+    return None
 
 
 def layout_from_state_dict(sd: dict, parallel: dict | None = None, family: str = "",

@@ -486,10 +486,16 @@ def megatron_torch_dist_moe_state(rank: int, tp: int = 2) -> dict:
         sd["rng_state/shard_0.0_1.1"] = sharded_object([rng_state_dict(0)])
         for l, is_moe in enumerate(moe_layer_freq):  # per-layer keys: no axis -> shard_0_1
             modules = [m for m in TE_DENSE_MODULES if not (is_moe and m.startswith("mlp."))]
-            if is_moe:  # the shared experts' TE linears (the routed experts' are left out)
+            if is_moe:  # the shared experts' TE linears
                 modules += ["mlp.shared_experts.linear_fc1", "mlp.shared_experts.linear_fc2"]
             for m in modules:
                 sd[f"decoder.layers.{l}.{m}._extra_state/shard_0_1"] = sharded_object(None)
+            # The routed experts' grouped linears, one extra state per GEMM on the expert axis
+            # (TEGroupedLinear._sharded_state_dict_grouped): <key>/shard_<e>_<experts>.
+            for fc in ("linear_fc1", "linear_fc2") if is_moe else ():
+                for e in range(num_experts):
+                    key = f"decoder.layers.{l}.mlp.experts.experts.{fc}._extra_state"
+                    sd[f"{key}/shard_{e}_{num_experts}"] = sharded_object(None)
     return sd
 
 

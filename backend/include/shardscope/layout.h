@@ -88,6 +88,18 @@ struct Layout
      */
     std::map<std::string, std::string> ppLayerNames = {{"fsdp_dtensor", "stage_local"},
                                                        {"torch_dist", "global"}};
+    /**
+     * How megatron-core's torch_dist load asks for decoder layers (TransformerBlock's
+     * sharded_state_dict): Stacked, one key per parameter with a layer axis
+     * (`decoder.layers.<name>` [L, …], a homogeneous block), or PerLayer, a key per layer
+     * (`decoder.layers.<i>.<name>`: non_homogeneous_layers, forced by moe_layer_freq given as a
+     * list or > 1, linear_attention_freq, heterogeneous block specs,
+     * hetereogenous_dist_checkpoint). Unknown: the layout does not say; the diff then assumes
+     * the checkpoint's own form and says so (docs/formats.md §5.3.2).
+     */
+    enum class LayerKeys : uint8_t { Unknown, Stacked, PerLayer };
+    LayerKeys torchDistLayers = LayerKeys::Unknown;
+    std::string torchDistLayersWhy; ///< what in the model decides it ("moe_layer_freq is a list")
     std::vector<LayoutParam> params;
 };
 

@@ -57,7 +57,7 @@ void Differ::collectUnconsumed(DiffResult &r)
 
 void Differ::assembleOutcome(DiffResult &r)
 {
-    detail::LoadContext context{{}, stackedRequest(), m_fsdpDtensorLoad, {}};
+    detail::LoadContext context{{}, m_fsdpDtensorLoad, {}};
     context.raisesFirst = globalShapeMismatch(r);
     std::vector<std::string> &unrequested = context.unrequested;
     std::vector<uint32_t> stored = m_disk.modelKeys;
@@ -82,6 +82,16 @@ void Differ::assembleOutcome(DiffResult &r)
             unrequested.emplace_back(k.key.substr(slash + 7));
     }
     r.outcome = detail::loadOutcome(r, m_index, m_options, context);
+    if (m_torchDist && m_layersAssumed && !m_blockLayers.empty())
+        r.outcome.warnings.push_back(
+            "the layout does not say how the model's torch_dist load asks for its decoder layers "
+            "(torch_dist.layers); taken as the checkpoint stores them (" +
+            std::string(m_form.layersStacked ? "stacked" : "a key per layer") +
+            "): a model whose block is " +
+            (m_form.layersStacked ? "not homogeneous (moe_layer_freq a list or > 1, …)"
+                                  : "homogeneous") +
+            " asks for the other form and fails to load; a layout from shardscope-cli layout "
+            "or tools/export_layout.py says");
     if (m_legacy && !m_legacyMissingFiles.empty()) {
         // torch.load of a rank's file that is not there raises before anything loads.
         r.outcome = LoadOutcome{};
@@ -174,8 +184,13 @@ bool Differ::optimizerStateOfKnownParam(std::string_view key)
         return true;
     if (m_stackedNames.empty()) { // stacked: any layer of that name (built once)
         static const std::regex layer(R"(\.layers\.\d+\.)");
-        for (const Expanded &x : m_params)
+        for (const Expanded &x : m_params) {
             m_stackedNames.insert(std::regex_replace(x.param.name, layer, ".layers."));
+            if (m_torchDist) // torch_dist's sharded keys, in whichever form they were saved
+                for (const TorchDistForm f : {TorchDistForm{true, true}, TorchDistForm{false, true},
+                                              TorchDistForm{false, false}})
+                    m_stackedNames.insert(shardedName(x.param.name, f).key);
+        }
     }
     return m_stackedNames.count(std::string(rest)) > 0;
 }
@@ -204,28 +219,32 @@ bool Differ::legacyUnconsumed(std::string_view key, std::string &note) const
 
 std::string Differ::globalShapeMismatch(const DiffResult &r) const
 {
-    if (!m_torchDist || !stackedRequest())
+    if (!m_torchDist)
         return {};
+    // A requested stacked key whose stacked axes the checkpoint keeps at other sizes (layers
+    // or experts): the request names the key's whole shape, the stored key has its own.
     for (const DiffEntry &e : r.entries) {
         if (e.section != Section::Model)
             continue;
-        for (const DiffSource &s : e.sources) {
-            const size_t at = s.key.find("decoder.layers.");
-            if (s.index.size() != 1 || s.shape.empty() || at == std::string::npos ||
-                std::isdigit(static_cast<unsigned char>(s.key[at + 15])) ||
-                s.key.find(".experts.experts.") != std::string::npos ||
-                s.shape[0] == m_decoderLayers)
+        for (const DiffSource &row : e.requestRows) {
+            if (row.index.empty())
+                continue;
+            const auto s = std::find_if(e.sources.begin(), e.sources.end(),
+                                        [&](const DiffSource &x) { return x.key == row.key; });
+            if (s == e.sources.end() || s->shape.size() != row.shape.size())
+                continue;
+            if (std::equal(row.shape.begin(), row.shape.begin() + std::ptrdiff_t(row.index.size()),
+                           s->shape.begin()))
                 continue;
             std::string loaded = "torch.Size([", expected = "(";
-            for (size_t d = 0; d < s.shape.size(); ++d) {
-                loaded += (d ? ", " : "") + std::to_string(s.shape[d]);
-                expected += (d ? ", " : "") +
-                            std::to_string(d == 0 ? int64_t(m_decoderLayers) : s.shape[d]);
+            for (size_t d = 0; d < s->shape.size(); ++d) {
+                loaded += (d ? ", " : "") + std::to_string(s->shape[d]);
+                expected += (d ? ", " : "") + std::to_string(row.shape[d]);
             }
             loaded += "])";
-            expected += s.shape.size() == 1 ? ",)" : ")";
+            expected += s->shape.size() == 1 ? ",)" : ")";
             return "CheckpointingException: Global shape mismatch for loaded (" + loaded +
-                   ") and expected (" + expected + ") tensor for key " + s.key;
+                   ") and expected (" + expected + ") tensor for key " + row.key;
         }
     }
     return {};

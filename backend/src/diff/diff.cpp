@@ -24,8 +24,8 @@ std::optional<DiffResult> Differ::run(const Progress &progress)
     // parameters (fsdp_dtensor drops them on save and load alike).
     if ((m_layout.transformerEngine || m_layout.linearExtraState) &&
         !(m_fsdpDtensorLoad && enabled("extra_state")))
-        for (const std::string &module : teModules())
-            r.entries.push_back(evaluateExtraState(module));
+        for (const std::string &name : teModules())
+            r.entries.push_back(evaluateExtraState(name));
     const bool hasOptimizer = m_disk.optNameFirst.size() + m_disk.optStateFirst.size() > 0;
     if (m_options.includeOptimizer && hasOptimizer && !evaluateOptimizer(r, progress, threads))
         return std::nullopt;

@@ -57,6 +57,7 @@ Differ::Differ(const CheckpointIndex &index, const Layout &layout, const DiffOpt
         m_byName.emplace(x.param.name, &x.param);
         m_decoderLayers = std::max(m_decoderLayers, decoderLayerOf(x.param.name) + 1);
     }
+    setUpTorchDist();
     m_legacy = index.format == Format::MegatronLegacy;
     if (m_legacy)
         setUpLegacy();

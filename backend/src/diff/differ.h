@@ -32,7 +32,12 @@ namespace shardscope::detail {
 struct Scratch
 {
     std::vector<std::vector<int64_t>> lead; // per piece of the last lookup: stacked indices
-    std::string key;                        // Disk::findOptimizer's
+    // torch_dist: the lookups find the data in whichever form of sharded keys holds it (layers
+    // or experts stacked or not), not only the form the load asks for.
+    bool anyForm = false;
+    bool otherForm = false;           // the last torch_dist lookup found another form
+    std::pair<bool, bool> storedForm; // its layers and experts stacked
+    std::string key;                  // Disk::findOptimizer's
     // request(p, false) of the last parameter evaluateParam saw (what it reads of p is kept to
     // compare): the optimizer's states ask for it again, each.
     struct
@@ -101,9 +106,36 @@ private:
 
     bool enabled(std::string_view rule) const;
 
-    // Whether the load asks for the layers stacked (decoder.layers.<name> with a layer axis), as
-    // Megatron does for a checkpoint saved so; a loader without the rule asks layer by layer.
-    bool stackedRequest() const { return m_stackedLayers && enabled("torch_dist_stacked"); }
+    // Whether the load asks for the layers stacked (decoder.layers.<name> with a layer axis).
+    bool stackedRequest() const { return m_torchDist && m_form.layersStacked; }
+
+    // --- torch_dist's sharded keys (torchdist.cpp) ---
+    // How megatron-core's sharded_state_dict names what a load asks for: decoder layers stacked
+    // under one key with a layer axis or one key per layer (non_homogeneous_layers), routed
+    // experts stacked with an expert axis or one key per expert (singleton_local_shards, which
+    // also keeps SwiGLU's halves apart as _w / _v). Two facts, decided apart (docs/formats.md
+    // §5.3.2): the layers by the model, the experts by the checkpoint's content metadata.
+    struct TorchDistForm
+    {
+        bool layersStacked = true, expertsStacked = true;
+        bool operator==(const TorchDistForm &) const = default;
+    };
+    struct ShardedName
+    {
+        std::string key;
+        std::vector<int64_t> lead,
+            leadSizes; ///< the piece's index on the stacked axes, their sizes
+    };
+    void setUpTorchDist();
+    ShardedName shardedName(const std::string &name, TorchDistForm form) const;
+    // The forms a lookup tries: the load's; every form where scratch().anyForm or everyRule.
+    std::vector<TorchDistForm> lookupForms() const;
+    bool lookupTorchDist(const Request &q, const std::string &state, std::vector<DiskKey *> &found);
+    // Why the form of the load's request differs from where the data is (evaluate's step 2).
+    // `swigluHalves`: the data is there with SwiGLU's halves in the other form (fused or apart).
+    void formMismatch(DiffEntry &e, const std::vector<DiskKey *> &found, bool swigluHalves) const;
+    // "layers stacked, experts stacked" and why the load asks so.
+    std::string formText(TorchDistForm f) const;
 
     // A stored key's item in the index: sortKeys() numbers them as the index does.
     int64_t entryOf(const DiskKey *k) const { return k - m_disk.keys.data(); }
@@ -156,7 +188,9 @@ private:
     static bool byLoader(const std::string &rule);
 
     // What the loader asks for, given which rules it has (rulemap.h).
-    Request request(const LayoutParam &p, bool allRules, bool torchDistSplit = false) const;
+    // torch_dist: SwiGLU's halves `swigluHalves` apart (default: as singleton_local_shards says).
+    Request request(const LayoutParam &p, bool allRules,
+                    std::optional<bool> swigluHalves = std::nullopt) const;
 
     DiskKey *find(const std::string &name, const std::string &state);
 
@@ -239,17 +273,18 @@ private:
 
     DiffEntry evaluateLegacy(const Expanded &x, const std::string &state);
 
-    // The modules with an `_extra_state`, by live name, in the order their parameters come: the
-    // linears (TE's, and Megatron's own, which keep one for compatibility) and, with Transformer
-    // Engine, every attention's core_attention (TEDotProductAttention). Experts are left out:
-    // their extra states carry an expert axis in torch_dist (TE's grouped linears split them
-    // per GEMM), which we do not model.
+    // The `_extra_state`s the load asks for, by live name, in the order their parameters come:
+    // the linears' (TE's, and Megatron's own, which keep one for compatibility) and, with
+    // Transformer Engine, every attention's core_attention (TEDotProductAttention). Routed
+    // experts' only in torch_dist, where their sharded keys are SequentialMLP's and
+    // TEGroupedMLP's alike (`…local_experts.<e>.linear_fcN._extra_state`, grouped
+    // `…experts.linear_fcN._extra_state<e>`); the other formats' are left out.
     std::vector<std::string> teModules() const;
 
-    // What the load asks for a TE module's `_extra_state`: a state dict key (legacy torch,
-    // torch.save, DCP) or, in torch_dist, a ShardedObject `<key>/shard_<layer>_<layers>` of the
-    // stacked layers (`shard_0_1` per layer when the block is not homogeneous).
-    DiffEntry evaluateExtraState(const std::string &module);
+    // What the load asks for an `_extra_state`: a state dict key (legacy torch, torch.save, DCP)
+    // or, in torch_dist, a ShardedObject `<sharded key>/shard_<offsets>_<sizes>` on its stacked
+    // axes (`shard_0_1` without any).
+    DiffEntry evaluateExtraState(const std::string &name);
 
     // Shape, dtype and coverage of found pieces → status.
     void judge(DiffEntry &e, const Request &q, const std::vector<DiskKey *> &found,
@@ -307,6 +342,12 @@ private:
     std::vector<int> m_legacyStageEnds;
     std::unordered_map<std::string, uint32_t> m_extraStateKeys; ///< stored `_extra_state` keys
     bool m_stackedLayers = false; ///< torch_dist keys with a layer axis (decoder.layers.<name>)
+    TorchDistForm m_form;         ///< what the torch_dist load asks for
+    bool m_singleton = false;     ///< content_metadata.singleton_local_shards
+    std::string m_layersWhy;      ///< why the load asks for the layers so
+    bool m_layersAssumed = false; ///< the layout does not say: taken from the checkpoint
+    std::unordered_map<std::string, int64_t> m_blockLayers; ///< "…decoder.layers." → its layers
+    int64_t m_experts = 0; ///< routed experts per layer (the expert axis)
     /** saved_prefix: a stored name with its wrappers' components removed → the stored name. */
     std::unordered_map<std::string, std::string> m_unwrapped;
     std::once_flag m_unwrappedOnce;

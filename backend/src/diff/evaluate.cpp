@@ -163,11 +163,13 @@ DiffEntry Differ::evaluateParam(const LayoutParam &p, const std::string &state)
     std::vector<DiskKey *> found;
 
     // 1. What the real load asks for. torch_dist asks for SwiGLU's [W; V] in one key, or for
-    // `_w` / `_v` keys when the checkpoint was saved with singleton_local_shards.
+    // `_w` / `_v` keys when the checkpoint was saved with singleton_local_shards; where the data
+    // is (everyRule), either.
     bool hit = lookup(*qp, state, found);
     Request w;
-    if (!hit && m_torchDist && p.fusion && p.fusion->rule == "swiglu" && enabled("swiglu")) {
-        w = request(p, false, true);
+    if (!hit && m_torchDist && m_options.everyRule && p.fusion && p.fusion->rule == "swiglu" &&
+        enabled("swiglu")) {
+        w = request(p, false, !m_singleton);
         if (lookup(w, state, found)) {
             hit = true;
             qp = &w;
@@ -200,9 +202,18 @@ DiffEntry Differ::evaluateParam(const LayoutParam &p, const std::string &state)
     }
     e.realLoadFills = false;
 
-    // 2. The loader lacks a handler that would have found it.
-    const Request ideal = request(p, true);
-    if (lookup(ideal, state, found)) {
+    // 2. The loader lacks a handler that would have found it, or (torch_dist) the data is there
+    // in another form of sharded keys than the load asks for.
+    Request ideal = request(p, true);
+    scratch().anyForm = true;
+    bool there = lookup(ideal, state, found);
+    if (!there && m_torchDist && p.fusion && p.fusion->rule == "swiglu") {
+        ideal = request(p, true, !m_singleton);
+        there = lookup(ideal, state, found);
+    }
+    const bool otherForm = m_torchDist && (scratch().otherForm || ideal.split != qp->split);
+    scratch().anyForm = false;
+    if (there) {
         std::vector<std::string> off;
         for (const std::string &r : ideal.rules)
             if (!enabled(r) || (!m_megatronLoader && byLoader(r)))
@@ -213,6 +224,10 @@ DiffEntry Differ::evaluateParam(const LayoutParam &p, const std::string &state)
             e.unreadEntries.push_back(entryOf(k));
         }
         e.status = LoadStatus::Unloadable;
+        if (off.empty() && otherForm) {
+            formMismatch(e, found, ideal.split != qp->split);
+            return e;
+        }
         if (!m_megatronLoader) {
             e.reason = "the checkpoint stores it as " + std::string(found.front()->key) +
                        (found.size() > 1 ? " (+" + std::to_string(found.size() - 1) + " more)"
@@ -272,10 +287,26 @@ std::vector<std::string> Differ::teModules() const
         R"(^(.*\.(self_attention|mlp|mlp\.shared_experts)\.(linear_qkv|linear_proj|linear_fc1|)"
         R"(linear_fc2|linear_q_proj|linear_q_down_proj|linear_q_up_proj|linear_kv_down_proj|)"
         R"(linear_kv_up_proj|linear_qkv_down_proj))\.[a-z_]+$)");
+    // Routed experts, in torch_dist only: each expert's linear keeps one (SequentialMLP's
+    // linears; TEGroupedMLP splits its grouped linear's per GEMM under the same sharded keys).
+    static const std::regex sequential(
+        R"(^(.*\.mlp\.experts\.local_experts\.\d+\.linear_fc[12])\.weight$)");
+    static const std::regex grouped(R"(^(.*\.mlp\.experts\.linear_fc[12])\.weight(\d+)$)");
     std::vector<std::string> out;
     std::unordered_set<std::string> seen;
     std::smatch m;
     for (const Expanded &x : m_params) {
+        if (m_torchDist && x.param.name.find(".mlp.experts.") != std::string::npos) {
+            std::string name;
+            if (std::regex_match(x.param.name, m, sequential))
+                name = m[1].str() + "._extra_state";
+            else if (std::regex_match(x.param.name, m, grouped))
+                name = m[1].str() + "._extra_state" + m[2].str();
+            if (!name.empty() && seen.insert(name).second)
+                out.push_back(std::move(name));
+            if (!name.empty())
+                continue;
+        }
         if (!std::regex_match(x.param.name, m, te))
             continue;
         const std::string module = m[1].str();
@@ -283,62 +314,97 @@ std::vector<std::string> Differ::teModules() const
         // TEDotProductAttention has one; the local spec's DotProductAttention has none.
         if (at != std::string::npos && m_layout.transformerEngine) {
             const std::string core = module.substr(0, at) + ".self_attention.core_attention";
-            if (seen.insert(core).second)
-                out.push_back(core);
+            if (seen.insert(core + "._extra_state").second)
+                out.push_back(core + "._extra_state");
         }
-        if (seen.insert(module).second)
-            out.push_back(module);
+        if (seen.insert(module + "._extra_state").second)
+            out.push_back(module + "._extra_state");
     }
     return out;
 }
 
-DiffEntry Differ::evaluateExtraState(const std::string &module)
+DiffEntry Differ::evaluateExtraState(const std::string &name)
 {
     DiffEntry e;
-    e.param = e.name = module + "._extra_state";
+    e.param = e.name = name;
+    const std::string module = name.substr(0, name.rfind("._extra_state"));
     e.rules = {"extra_state"};
-    std::vector<std::string> keys;
-    const int layer = decoderLayerOf(module);
+    // The keys the load asks for (the first is its own spelling), each with its offsets on
+    // torch_dist's stacked axes; then, torch_dist, the same object in another form of keys.
+    std::vector<std::pair<std::string, std::vector<int64_t>>> keys, other;
     if (m_torchDist) {
         const std::string rest =
             m_layout.mtpInner != "transformer_layer"
                 ? replaceAll(e.name, "." + m_layout.mtpInner + ".", ".transformer_layer.")
                 : e.name;
-        if (stackedRequest() && layer >= 0) {
-            const std::string from = "decoder.layers." + std::to_string(layer) + ".";
-            const std::string key = "decoder.layers." + rest.substr(from.size());
-            const std::string at = "/shard_" + std::to_string(layer);
-            keys = {key + at + "_" + std::to_string(m_decoderLayers), key + at};
-        } else {
-            keys = {rest + "/shard_0_1", rest + "/shard_0"};
-        }
+        // A ShardedObject's unique key: the sharded key, then its offsets on the stacked axes
+        // and their sizes (`0_1` without any); older saves omit the sizes.
+        auto unique = [&](const ShardedName &sn, auto &into) {
+            std::string at = "/shard_", of;
+            for (size_t i = 0; i < sn.lead.size(); ++i) {
+                at += (i ? "." : "") + std::to_string(sn.lead[i]);
+                of += (i ? "." : "") + std::to_string(sn.leadSizes[i]);
+            }
+            if (sn.lead.empty())
+                at += "0", of = "1";
+            into.push_back({sn.key + at + "_" + of, sn.lead});
+            into.push_back({sn.key + at, sn.lead});
+        };
+        unique(shardedName(rest, m_form), keys);
+        for (const TorchDistForm f :
+             {TorchDistForm{true, true}, TorchDistForm{false, true}, TorchDistForm{false, false}})
+            if (!(f == m_form))
+                unique(shardedName(rest, f), other);
     } else if (m_legacy) {
         const auto [stage, local] = legacyStageLocal(e.name);
         const std::string dir = legacyDir(0, stage, 0);
         m_legacyDirsRead.insert(dir);
-        keys = {dir + "/model." + local};
+        keys = {{dir + "/model." + local, {}}};
     } else {
-        keys = {m_disk.modelWrapper + e.name, e.name};
+        keys = {{m_disk.modelWrapper + e.name, {}}, {e.name, {}}};
     }
-    e.requestKeys = {keys.front()};
-    for (const std::string &k : keys)
-        if (auto it = m_extraStateKeys.find(k); it != m_extraStateKeys.end()) {
-            DiskKey &d = m_disk.keys[it->second];
-            d.used = d.requested = true;
-            // Stacked: the object's offset along the layer axis is the layer.
-            std::vector<int64_t> index;
-            if (m_torchDist && stackedRequest() && layer >= 0)
-                index = {layer};
+    e.requestKeys = {keys.front().first};
+    auto stored = [&](const std::string &k) -> DiskKey * {
+        const auto it = m_extraStateKeys.find(k);
+        return it == m_extraStateKeys.end() ? nullptr : &m_disk.keys[it->second];
+    };
+    for (const auto &[k, index] : keys)
+        if (DiskKey *d = stored(k)) {
+            mark(d->used);
+            mark(d->requested);
             e.sources.push_back(
-                {k, {}, "object", 0, 0, 0, 0, index, d.key == k ? int64_t(it->second) : -1});
+                {k, {}, "object", 0, 0, 0, 0, index, d->key == k ? entryOf(d) : int64_t(-1)});
             e.status = LoadStatus::Ok;
             e.reason = "Transformer Engine's extra state (FP8 metadata), stored as " + k;
+            return e;
+        }
+    for (const auto &[k, index] : other)
+        if (DiskKey *d = stored(k)) {
+            // Where the data is (a repair renames the object); the load asks for another key.
+            mark(d->used);
+            e.sources.push_back(
+                {k, {}, "object", 0, 0, 0, 0, index, d->key == k ? entryOf(d) : int64_t(-1)});
+            if (m_options.everyRule) {
+                e.status = LoadStatus::Rename;
+                e.reason = "stored as " + k + ", in another form of torch_dist keys";
+                return e;
+            }
+            e.sources.clear();
+            e.unreadKeys = {k};
+            e.unreadEntries = {d->key == k ? entryOf(d) : int64_t(-1)};
+            e.status = LoadStatus::Unloadable;
+            e.realLoadFills = false;
+            e.reason = "stored as " + k + "; megatron-core asks for " + keys.front().first + " (" +
+                       formText(m_form) + ": " + m_layersWhy + "), which is not there";
+            e.fix = "Repair it: shardscope-cli fix renames the extra states (and rewrites the "
+                    "tensors) into the form this load asks for; or load with the model the "
+                    "checkpoint was saved from.";
             return e;
         }
     e.status = LoadStatus::Unloadable;
     e.realLoadFills = false;
     e.reason = "the model is built with Transformer Engine, whose " + module +
-               " asks for its extra state (FP8 scaling metadata) as " + keys.front() +
+               " asks for its extra state (FP8 scaling metadata) as " + keys.front().first +
                "; the checkpoint has none (saved by a model without Transformer Engine, "
                "--transformer-impl local, or by a converter that drops it)";
     e.fix = m_torchDist

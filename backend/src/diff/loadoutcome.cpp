@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <regex>
 
 namespace shardscope::detail {
 
@@ -216,10 +215,8 @@ LoadOutcome torchDistLoad(const CheckpointIndex &index, const Findings &f,
 {
     LoadOutcome o;
     const Strictness s = options.strictness;
-    // Megatron's sharded keys: per-layer names fold to the stacked key where the checkpoint
-    // stacks layers (a homogeneous block asks for decoder.layers.<name> [L, …]).
-    const bool stacked = context.stackedLayers;
-    static const std::regex layerIndex(R"(\.layers\.\d+\.)");
+    // The requests are Megatron's sharded keys already (a stacked key once for all its layers
+    // and experts).
     std::vector<std::string> unexpected;
     std::vector<const Failure *> missingObjects;
     for (const Failure &x : f.failures) {
@@ -227,8 +224,6 @@ LoadOutcome torchDistLoad(const CheckpointIndex &index, const Findings &f,
             continue;
         // Megatron names a ShardedObject by its key, without the /shard_… of its unique key.
         std::string key = x.key.substr(0, x.key.find('/'));
-        if (stacked)
-            key = std::regex_replace(key, layerIndex, ".layers.");
         if (std::find(unexpected.begin(), unexpected.end(), key) == unexpected.end())
             unexpected.push_back(key);
         if (x.key.find('/') != std::string::npos)
@@ -282,8 +277,7 @@ LoadOutcome torchDistLoad(const CheckpointIndex &index, const Findings &f,
                 if (obj.location)
                     stored.push_back(obj.key.str());
             std::sort(stored.begin(), stored.end());
-            const std::string key =
-                stacked ? std::regex_replace(x.key, layerIndex, ".layers.") : x.key;
+            const std::string &key = x.key;
             o.action = LoadOutcome::Action::Raises;
             o.message = "KeyError: \"" + key +
                         " from model not in state dict: " + pyNames(stored, '[', ']', 20) + "\"";

@@ -18,7 +18,6 @@ struct LoadContext
 {
     /** Stored model keys no request names (torch's "unexpected", Megatron's "missing"). */
     std::vector<std::string> unrequested;
-    bool stackedLayers = false;   ///< keys with a layer axis (decoder.layers.<name>)
     bool fsdpDtensorLoad = false; ///< fsdpDtensorLoad(index)
     /** What the load raises before any strictness applies (torch_dist's global shape check). */
     std::string raisesFirst;

@@ -22,13 +22,16 @@ bool Differ::byLoader(const std::string &rule)
     return false;
 }
 
-Request Differ::request(const LayoutParam &p, bool allRules, bool torchDistSplit) const
+Request Differ::request(const LayoutParam &p, bool allRules, std::optional<bool> swigluHalves) const
 {
     auto on = [&](const std::string &rule) {
         return allRules ||
                (enabled(rule) && (m_megatronLoader || m_options.everyRule || !byLoader(rule)));
     };
-    Request q = detail::loaderRequest(p, m_layout, m_torchDist && !torchDistSplit, on);
+    // torch_dist keeps SwiGLU's [W; V] in one key, unless singleton_local_shards keeps the
+    // halves apart.
+    const bool halves = swigluHalves.value_or(m_singleton);
+    Request q = detail::loaderRequest(p, m_layout, m_torchDist && !halves, on);
     // The local spec (no Transformer Engine) of a layer with linear_qkv keeps its norms
     // under TE's names in torch_dist: its sharded_state_dict_keys_map.
     if (m_torchDist && !m_layout.transformerEngine && on("local_spec_keys_map"))
@@ -66,6 +69,34 @@ void Differ::setRequest(DiffEntry &e, const Request &q, const std::string &state
 {
     e.requestKeys.clear();
     e.requestRows.clear();
+    if (m_torchDist) {
+        // Megatron's sharded keys: a stacked key's row says where on its stacked axes the piece
+        // goes, and the key's whole shape (those axes first).
+        std::vector<ShardedName> names;
+        bool stacked = false;
+        for (const Piece &piece : q.pieces) {
+            names.push_back(shardedName(piece.name, m_form));
+            stacked = stacked || !names.back().lead.empty();
+            e.requestKeys.push_back(requestKey(names.back().key, state));
+        }
+        if (q.pieces.size() > 1 || stacked)
+            for (size_t i = 0; i < q.pieces.size(); ++i) {
+                const Piece &piece = q.pieces[i];
+                std::vector<int64_t> shape = names[i].leadSizes;
+                if (state != "step")
+                    shape.insert(shape.end(), piece.shape.begin(), piece.shape.end());
+                e.requestRows.push_back({e.requestKeys[i],
+                                         std::move(shape),
+                                         {},
+                                         piece.dim,
+                                         piece.begin,
+                                         piece.end,
+                                         0,
+                                         std::move(names[i].lead),
+                                         -1});
+            }
+        return;
+    }
     for (const Piece &piece : q.pieces)
         e.requestKeys.push_back(requestKey(piece.name, state));
     if (q.pieces.size() > 1)
@@ -85,6 +116,8 @@ bool Differ::lookup(const Request &q, const std::string &state, std::vector<Disk
 {
     found.clear();
     scratch().lead.clear();
+    if (m_torchDist)
+        return lookupTorchDist(q, state, found);
     for (const Piece &piece : q.pieces) {
         std::vector<int64_t> lead;
         DiskKey *k = find(piece.name, state);

@@ -24,8 +24,10 @@ const std::vector<RuleInfo> &allRules()
          "tensors included (wired by the Megatron-Bridge fix)",
          true},
         {"torch_dist_stacked",
-         "torch_dist stacked layer axes (decoder.layers.x [L, …]) and expert axes "
-         "(mlp.experts.experts.linear_fcN.weight [E, …])",
+         "torch_dist: a homogeneous block's layers stacked under one key (decoder.layers.x "
+         "[L, …]); off: the per-layer request of a block that is not homogeneous (experts stay "
+         "stacked, mlp.experts.experts.linear_fcN.weight [E, …], unless the checkpoint says "
+         "singleton_local_shards)",
          true},
         {"experts_global",
          "EP-local expert indices (an EP-local layout) <-> global indices on disk "

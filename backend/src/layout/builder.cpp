@@ -20,6 +20,9 @@ public:
 
     void build()
     {
+        l.torchDistLayers =
+            m.perLayerKeys.empty() ? Layout::LayerKeys::Stacked : Layout::LayerKeys::PerLayer;
+        l.torchDistLayersWhy = m.perLayerKeys.empty() ? "a homogeneous block" : m.perLayerKeys;
         add("embedding.word_embeddings.weight", {m.vocab, m.hidden}, 0);
         if (m.positions > 0)
             add("embedding.position_embeddings.weight", {m.positions, m.hidden});

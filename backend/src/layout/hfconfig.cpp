@@ -117,6 +117,18 @@ Result<ModelSpec> fromHuggingFace(const json &c, const std::string &origin)
     if (type == "qwen3_next" || c.contains("linear_num_value_heads"))
         if (Status st = readGatedDeltaNet(c, m, origin); !st)
             return st.error();
+    // What Megatron-Bridge's providers give TransformerBlock: a moe_layer_freq list for
+    // DeepSeek's families (even with no dense layer) and wherever dense and MoE layers mix, and
+    // linear attention layers for Qwen3-Next; each forces per-layer torch_dist keys.
+    const bool mixed =
+        std::any_of(m.moeLayer.begin(), m.moeLayer.end(), [](bool b) { return b; }) &&
+        !std::all_of(m.moeLayer.begin(), m.moeLayer.end(), [](bool b) { return b; });
+    if (std::any_of(m.gdnLayer.begin(), m.gdnLayer.end(), [](bool b) { return b; }))
+        m.perLayerKeys = "linear attention layers (Megatron-Bridge's linear_attention_freq)";
+    else if (m.mla && m.experts > 0)
+        m.perLayerKeys = "moe_layer_freq is a list (Megatron-Bridge's DeepSeek providers)";
+    else if (mixed)
+        m.perLayerKeys = "dense and MoE layers mixed (moe_layer_freq is a list)";
     if (Status st = checkSize(m, origin); !st)
         return st.error();
     return m;

@@ -76,6 +76,12 @@ std::string layoutToJson(const Layout &l)
     j["transformer_engine"] = l.transformerEngine;
     j["linear_extra_state"] = l.linearExtraState;
     j["mtp_inner"] = l.mtpInner;
+    if (l.torchDistLayers != Layout::LayerKeys::Unknown) {
+        j["torch_dist"] = {
+            {"layers", l.torchDistLayers == Layout::LayerKeys::PerLayer ? "per_layer" : "stacked"}};
+        if (!l.torchDistLayersWhy.empty())
+            j["torch_dist"]["why"] = l.torchDistLayersWhy;
+    }
     j["optimizer"] = {{"states", l.optimizerStates}, {"step", l.optimizerStep}};
     json params = json::array();
     for (const LayoutParam &p : l.params) {
@@ -157,6 +163,19 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
             return layoutError(origin, "linear_extra_state", "must be true or false");
         l.linearExtraState = j.value("linear_extra_state", l.transformerEngine);
         l.mtpInner = j.value("mtp_inner", std::string("mtp_model_layer"));
+        if (const auto td = j.find("torch_dist"); td != j.end()) {
+            if (!td->is_object())
+                return layoutError(origin, "torch_dist", "must be an object");
+            if (const auto layers = td->find("layers"); layers != td->end()) {
+                if (!layers->is_string() || (*layers != "stacked" && *layers != "per_layer"))
+                    return layoutError(origin, "torch_dist.layers",
+                                       "must be \"stacked\" or \"per_layer\"");
+                l.torchDistLayers = *layers == "per_layer" ? Layout::LayerKeys::PerLayer
+                                                           : Layout::LayerKeys::Stacked;
+            }
+            if (const auto why = td->find("why"); why != td->end() && why->is_string())
+                l.torchDistLayersWhy = why->get<std::string>();
+        }
         if (j.contains("optimizer")) {
             l.optimizerStates =
                 j["optimizer"].value("states", std::vector<std::string>{"exp_avg", "exp_avg_sq"});

@@ -149,6 +149,10 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
             for (const json &v : *it)
                 pattern->push_back(v.is_number() ? v.get<int>() : 0);
         }
+        if (pattern)
+            m.perLayerKeys = "moe_layer_freq is a list";
+        else if (num<int64_t>(a, "moe_layer_freq", 1) > 1)
+            m.perLayerKeys = "moe_layer_freq > 1";
         if (pattern) {
             if (pattern->size() != size_t(m.layers))
                 return makeError(Error::Code::Format,
@@ -173,6 +177,18 @@ Result<ModelSpec> fromMegatronArgs(const json &a, const std::string &origin)
         m.vHead = num<int64_t>(a, "v_head_dim", 128);
     }
     m.mtpLayers = num<int64_t>(a, "mtp_num_layers", 0);
+    // The rest of what makes TransformerBlock.sharded_state_dict non-homogeneous.
+    if (const auto it = a.find("linear_attention_freq");
+        it != a.end() && (it->is_array() || (it->is_string() && it->get<std::string>().find('[') !=
+                                                                    std::string::npos)))
+        m.perLayerKeys = "linear_attention_freq is a list";
+    else if (num<int64_t>(a, "linear_attention_freq", 1) > 1)
+        m.perLayerKeys = "linear_attention_freq > 1";
+    if (num<int>(a, "hetereogenous_dist_checkpoint", 0) != 0)
+        m.perLayerKeys = "--hetereogenous-dist-checkpoint";
+    if (!text(a, "heterogeneous_layers_config_path", "").empty() ||
+        !text(a, "heterogeneous_layers_config_encoded_json", "").empty())
+        m.perLayerKeys = "heterogeneous block specs (--heterogeneous-layers-config-path)";
     if (Status st = checkSize(m, origin); !st)
         return st.error();
     return m;

@@ -43,6 +43,9 @@ struct ModelSpec
     // Qwen3-Next: gated delta net layers and gated attention
     std::vector<bool> gdnLayer;
     bool attentionGate = false;
+    /** Why megatron-core's torch_dist asks for the decoder layers one key per layer
+     *  (non_homogeneous_layers); empty: a homogeneous block, its layers stacked. */
+    std::string perLayerKeys;
     int64_t linKeyHeads = 0, linKeyDim = 0, linValueHeads = 0, linValueDim = 0, convKernel = 4;
 };
 

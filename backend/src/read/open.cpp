@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Format detection and Megatron checkpoint roots: openCheckpoint() and checkIntegrity().
+#include "read/contentmetadata.h"
 #include "read/indexcache.h"
 #include "read/mappedfile.h"
 #include "read/readers.h"
@@ -68,6 +69,8 @@ Status openDcpLike(const fs::path &dir, CheckpointIndex &index, const OpenOption
         if (!st)
             return st;
     }
+    if (index.format == Format::MegatronTorchDist)
+        noteContentMetadata(index);
     refineDcpFormat(index);
     return Ok{};
 }

@@ -53,12 +53,15 @@ json diffJson(const DiffResult &diff)
             entry["unread_keys"] = e.unreadKeys;
         if (!e.requestRows.empty()) {
             json rows = json::array();
-            for (const DiffSource &r : e.requestRows)
+            for (const DiffSource &r : e.requestRows) {
                 rows.push_back({{"key", r.key},
                                 {"shape", r.shape},
                                 {"dim", r.dim},
                                 {"begin", r.begin},
                                 {"end", r.end}});
+                if (!r.index.empty()) // a stacked key: where the piece goes on its leading axes
+                    rows.back()["index"] = r.index;
+            }
             entry["request_rows"] = std::move(rows);
         }
         if (e.narrowing)
