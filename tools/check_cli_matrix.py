@@ -67,7 +67,9 @@ def commands(ckpt: str, other: str, layout: str, key: str, out: str, tag: str,
     for flags in ([], ["--json"], ["--strictness", "log_all", "--no-strict"],
                   ["--strictness", "ignore_all", "--no-strict", "--disable-rule", "mla_down_proj"],
                   ["--no-optimizer", "--json"], ["--measure-casts", "--fail-on-cast"],
-                  ["--check-init", "--init-std", "0.02", "--json"]):
+                  ["--check-init", "--init-std", "0.02", "--json"], ["--all"],
+                  ["--all", "--disable-rule", "mla_down_proj", "--no-strict", "--strictness",
+                   "ignore_all"]):
         if single:
             c.append((["diff", ckpt, "--layout", layout, *flags], None))
     for flags in ([], ["--json"], ["--disable-rule", "mla_down_proj"], ["--values"],

@@ -169,6 +169,8 @@ def main() -> int:
 
         r = run(cli, "diff", str(ck["dcp"]), "--layout", str(layout))
         t.unit("diff: text", terminal_problems(r.stdout + r.stderr) + one_line_each(r.stdout))
+        r = run(cli, "diff", str(ck["dcp"]), "--layout", str(layout), "--all")
+        t.unit("diff: text --all", terminal_problems(r.stdout + r.stderr) + one_line_each(r.stdout))
         r = run(cli, "diff", str(ck["dcp"]), "--layout", str(layout), "--json")
         problems = []
         try:

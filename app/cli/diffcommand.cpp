@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "diffcommand.h"
+#include "difftext.h"
 #include "inspectcommand.h"
 
 #include <shardscope/escape.h>
@@ -8,7 +9,6 @@
 
 #include <filesystem>
 #include <iostream>
-#include <utility>
 
 namespace shardscope::cli {
 
@@ -18,93 +18,6 @@ int fail(const Error &e)
 {
     std::cerr << "shardscope-cli: " << e.toString() << "\n";
     return ExitUnreadable;
-}
-
-void printDiff(const DiffResult &d)
-{
-    std::cout << "checkpoint: " << visibleName(d.checkpoint) << " (" << visibleText(d.format)
-              << ")\n"
-              << "layout:     " << visibleName(d.against) << "\n"
-              << "model:      " << d.loadableModel << " of " << d.expectedModel
-              << " parameters filled by a real load\n";
-    if (d.expectedOptimizer)
-        std::cout << "optimizer:  " << d.loadableOptimizer << " of " << d.expectedOptimizer
-                  << " states filled\n";
-    std::cout << "load:       " << actionName(d.outcome.action);
-    if (!d.outcome.message.empty())
-        std::cout << ": " << visibleText(d.outcome.message);
-    std::cout << "\n";
-    for (const std::string &w : d.outcome.warnings)
-        std::cout << "warning:    " << visibleText(w) << "\n";
-    if (!d.outcome.keptAtInit.empty()) {
-        std::cout << "\nSILENTLY KEPT AT INITIAL VALUES (" << d.outcome.keptAtInit.size() << "):\n";
-        for (const std::string &k : d.outcome.keptAtInit)
-            std::cout << "  " << visibleName(k) << "\n";
-    }
-    if (!d.outcome.loadedWrong.empty()) {
-        std::cout << "\nSILENTLY FILLED FROM THE WRONG KEY (" << d.outcome.loadedWrong.size()
-                  << "):\n";
-        for (const std::string &k : d.outcome.loadedWrong)
-            std::cout << "  " << visibleName(k) << "\n";
-    }
-    bool initHeader = false;
-    for (const DiffEntry &e : d.entries)
-        if (!e.looksInitial.empty()) {
-            if (!std::exchange(initHeader, true))
-                std::cout << "\nLOADS VALUES THAT LOOK FRESHLY INITIALISED:\n";
-            std::cout << "  " << visibleName(e.name) << "\n      " << visibleText(e.looksInitial)
-                      << "\n";
-        }
-    bool header = false;
-    for (const DiffEntry &e : d.entries) {
-        if (e.realLoadFills && e.status == LoadStatus::Ok)
-            continue;
-        if (!header) {
-            std::cout << "\n";
-            header = true;
-        }
-        std::cout << (e.realLoadFills ? "  " : "! ") << statusName(e.status) << "  "
-                  << visibleName(e.name);
-        if (!e.reason.empty())
-            std::cout << "\n      " << visibleText(e.reason);
-        if (!e.realLoadFills && !e.fix.empty())
-            std::cout << "\n      fix: " << visibleText(e.fix);
-        std::cout << "\n";
-    }
-    if (d.repair) {
-        const RepairPreview &r = *d.repair;
-        std::cout << "\nREPAIR:\n";
-        if (r.command.empty()) {
-            std::cout << "  " << visibleText(r.unsupported) << "\n";
-        } else {
-            std::string kinds;
-            bool copies = false;
-            for (const auto &[kind, n] : r.changes) {
-                kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
-                copies = copies || kind == "rewrite";
-            }
-            std::cout << "  " << visibleText(r.command) << "\n      "
-                      << (r.blockers.empty()
-                              ? "writes a checkpoint this load accepts (" + kinds + "): " +
-                                    (copies ? "the rewritten keys copied into one new data "
-                                              "file, everything else referenced"
-                                            : "no tensor data copied")
-                              : "repairs what it can (" +
-                                    (kinds.empty() ? std::string("nothing") : kinds) +
-                                    "); nothing is written without --partial while these "
-                                    "remain:")
-                      << "\n";
-            for (size_t i = 0; i < r.blockers.size() && i < 10; ++i)
-                std::cout << "  cannot: " << visibleText(r.blockers[i]) << "\n";
-            if (r.blockers.size() > 10)
-                std::cout << "  cannot: … and " << r.blockers.size() - 10 << " more\n";
-        }
-    }
-    if (!d.unconsumed.empty()) {
-        std::cout << "\nunconsumed keys (" << d.unconsumed.size() << "):\n";
-        for (const UnconsumedKey &u : d.unconsumed)
-            std::cout << "  " << visibleName(u.key) << "  (" << visibleText(u.note) << ")\n";
-    }
 }
 
 } // namespace
@@ -244,7 +157,7 @@ int runDiff(const DiffCommandOptions &o)
     if (o.json)
         std::cout << diffToJson(*diff);
     else
-        printDiff(*diff);
+        printDiffText(std::cout, *diff, o.all);
     return diff->passes() ? ExitHealthy : ExitProblems;
 }
 

@@ -38,6 +38,7 @@ struct DiffCommandOptions
     bool checkInit = false;
     double initStd = 0.02;
     bool json = false;
+    bool all = false; ///< text: every entry on its own line, not problems folded and counts
     // --values: the value comparison (with --against)
     bool values = false;
     double rtol = 0, atol = 0;

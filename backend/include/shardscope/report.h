@@ -43,6 +43,32 @@ std::string renderCheckpointDiffReport(const CheckpointDiff &diff, ReportFormat 
                                        const ReportContext &ctx,
                                        const ValueDiffResult *values = nullptr);
 
+/** Entries of a diff folded as its report folds its problems. */
+struct DiffEntryGroup
+{
+    std::string pattern;         ///< expands to exactly the members' names (`layers.{0..60}.…`)
+    std::vector<size_t> entries; ///< into DiffResult::entries, ascending
+    std::string reason, fix;     ///< the members' texts, folded field by field
+};
+
+/**
+ * The entries `which` (indices into diff.entries) folded: entries of one section, status and
+ * fill whose names, reasons and fixes differ only in their numeric fields share a group, one
+ * group per exact pattern. Groups the real load does not fill come first, then by section,
+ * otherwise in the entries' order. The report's problem groups are these.
+ */
+std::vector<DiffEntryGroup> foldDiffEntries(const DiffResult &diff,
+                                            const std::vector<size_t> &which);
+
+/** Unconsumed keys folded as the report folds them (tensors and objects apart, by note). */
+struct UnconsumedKeyGroup
+{
+    std::string pattern;
+    std::vector<size_t> keys; ///< into DiffResult::unconsumed, ascending
+    std::string note;         ///< folded field by field
+};
+std::vector<UnconsumedKeyGroup> foldUnconsumed(const DiffResult &diff);
+
 /** Every field of a DiffResult as JSON (schema "shardscope.diff/1"), indented by one space. */
 std::string diffToJson(const DiffResult &diff);
 

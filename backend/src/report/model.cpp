@@ -84,29 +84,20 @@ DiffModel buildModel(const DiffResult &diff)
 {
     DiffModel model;
     std::vector<size_t> problems;
-    std::vector<FoldInput> items;
-    for (size_t i = 0; i < diff.entries.size(); ++i) {
-        const DiffEntry &e = diff.entries[i];
-        if (!isProblem(e))
-            continue;
-        problems.push_back(i);
-        const std::string category = std::to_string(int(e.section)) + "/" +
-                                     std::to_string(int(e.status)) + "/" +
-                                     (e.realLoadFills ? "1" : "0");
-        items.push_back({category, e.name, {splitText(e.reason), splitText(e.fix)}});
-    }
+    for (size_t i = 0; i < diff.entries.size(); ++i)
+        if (isProblem(diff.entries[i]))
+            problems.push_back(i);
     model.problemEntries = problems.size();
-    for (FoldGroup &f : foldItems(items)) {
+    for (DiffEntryGroup &f : foldDiffEntries(diff, problems)) {
         ProblemGroup g;
-        for (size_t m : f.members)
-            g.entries.push_back(problems[m]);
+        g.entries = std::move(f.entries);
         const DiffEntry &first = diff.entries[g.entries.front()];
         g.section = first.section;
         g.status = first.status;
         g.fills = first.realLoadFills;
         g.pattern = std::move(f.pattern);
-        g.reason = std::move(f.texts[0]);
-        g.fix = std::move(f.texts[1]);
+        g.reason = std::move(f.reason);
+        g.fix = std::move(f.fix);
         if (g.fix != first.fix) { // a pattern: show one runnable instance too
             g.fixExample = first.fix;
             g.exampleName = first.name;
@@ -124,25 +115,17 @@ DiffModel buildModel(const DiffResult &diff)
         g.requested = foldKeys(requested);
         model.groups.push_back(std::move(g));
     }
-    // What a real load does not fill first, then by section; otherwise in model order.
-    std::stable_sort(
-        model.groups.begin(), model.groups.end(), [](const ProblemGroup &a, const ProblemGroup &b) {
-            return std::tuple(a.fills, int(a.section)) < std::tuple(b.fills, int(b.section));
-        });
 
-    std::vector<FoldInput> unconsumed;
-    for (const UnconsumedKey &u : diff.unconsumed)
-        unconsumed.push_back({u.tensor ? "t" : "o", u.key, {splitText(u.note)}});
-    for (FoldGroup &f : foldItems(unconsumed)) {
+    for (UnconsumedKeyGroup &f : foldUnconsumed(diff)) {
         UnconsumedGroup g;
         g.pattern = std::move(f.pattern);
-        g.count = f.members.size();
-        g.tensor = diff.unconsumed[f.members.front()].tensor;
-        g.note = std::move(f.texts[0]);
+        g.count = f.keys.size();
+        g.tensor = diff.unconsumed[f.keys.front()].tensor;
+        g.note = std::move(f.note);
         if (g.tensor) {
             g.shape =
-                uniform(f.members, [&](size_t i) { return shapeText(diff.unconsumed[i].shape); });
-            g.dtype = uniform(f.members, [&](size_t i) { return diff.unconsumed[i].dtype; });
+                uniform(f.keys, [&](size_t i) { return shapeText(diff.unconsumed[i].shape); });
+            g.dtype = uniform(f.keys, [&](size_t i) { return diff.unconsumed[i].dtype; });
         }
         model.unconsumed.push_back(std::move(g));
     }
@@ -230,3 +213,52 @@ size_t countOf(const CheckpointDiff &diff, KeyChange::Kind k)
                                 [k](const KeyChange &c) { return c.kind == k; }));
 }
 } // namespace shardscope::report
+
+namespace shardscope {
+
+using report::FoldInput;
+
+std::vector<DiffEntryGroup> foldDiffEntries(const DiffResult &diff,
+                                            const std::vector<size_t> &which)
+{
+    std::vector<FoldInput> items;
+    for (size_t i : which) {
+        const DiffEntry &e = diff.entries[i];
+        const std::string category = std::to_string(int(e.section)) + "/" +
+                                     std::to_string(int(e.status)) + "/" +
+                                     (e.realLoadFills ? "1" : "0");
+        items.push_back({category, e.name, {splitText(e.reason), splitText(e.fix)}});
+    }
+    std::vector<DiffEntryGroup> out;
+    for (report::FoldGroup &f : report::foldItems(items)) {
+        DiffEntryGroup g;
+        for (size_t m : f.members)
+            g.entries.push_back(which[m]);
+        g.pattern = std::move(f.pattern);
+        g.reason = std::move(f.texts[0]);
+        g.fix = std::move(f.texts[1]);
+        out.push_back(std::move(g));
+    }
+    // What a real load does not fill first, then by section; otherwise in model order.
+    auto rank = [&](const DiffEntryGroup &g) {
+        const DiffEntry &e = diff.entries[g.entries.front()];
+        return std::tuple(e.realLoadFills, int(e.section));
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const DiffEntryGroup &a, const DiffEntryGroup &b) {
+        return rank(a) < rank(b);
+    });
+    return out;
+}
+
+std::vector<UnconsumedKeyGroup> foldUnconsumed(const DiffResult &diff)
+{
+    std::vector<FoldInput> items;
+    for (const UnconsumedKey &u : diff.unconsumed)
+        items.push_back({u.tensor ? "t" : "o", u.key, {splitText(u.note)}});
+    std::vector<UnconsumedKeyGroup> out;
+    for (report::FoldGroup &f : report::foldItems(items))
+        out.push_back({std::move(f.pattern), std::move(f.members), std::move(f.texts[0])});
+    return out;
+}
+
+} // namespace shardscope

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""`shardscope-cli diff`'s text output at a size where listing every entry buries the answer.
+
+    check_diff_text.py --cli CLI [--keep DIR]
+
+Writes, with real torch (tools/make_layout_fixtures.py's DeepSeek-V3 names and values, saved the
+way Megatron-FSDP's fsdp_dtensor saves them), a DeepSeek-V3-like checkpoint of 12 layers and 16
+experts, then runs the diff with rules off, in text and as JSON. The JSON's entries are the
+ground truth; the text must say the same:
+
+- problems come first, one line per folded group (`decoder.layers.{2..11}.…`): each pattern
+  expands to exactly its entries, every problem entry is covered once with its status, and the
+  entries fold as far as their names allow (one group per section, status, fill and name with
+  its numbers taken out);
+- what loads as the layout asks is counted per status, and the counts are the JSON's;
+- kept-at-init and unconsumed keys fold to exactly the JSON's lists;
+- `--all` lists every entry, kept key and unconsumed key, in the JSON's order.
+
+Exit 0 when every check holds, 1 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_layout_fixtures as mlf  # noqa: E402
+
+FAILURES: list[str] = []
+LAYERS, EXPERTS = 12, 16
+
+
+def check(cond: bool, what: str) -> None:
+    if not cond:
+        FAILURES.append(what)
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+CONFIG = dict(mlf.DEEPSEEK_V3, num_hidden_layers=LAYERS, n_routed_experts=EXPERTS,
+              first_k_dense_replace=2)
+
+
+def write_checkpoint(ckpt: Path) -> None:
+    mlf.CONFIGS["deepseek_v3"] = CONFIG  # megatron_args() reads the family's config from there
+    model = mlf.deepseek_v3_model(CONFIG)
+    mlf.write_dcp(mlf.state_dict("deepseek_v3", "unfused", model), ckpt)
+
+
+def layout(cli: str, root: Path, cfg: dict, name: str) -> Path:
+    config, out = root / f"{name}.config.json", root / f"{name}.layout.json"
+    config.write_text(json.dumps(cfg))
+    rc, _, err = run(cli, "layout", "--from-config", str(config), "-o", str(out))
+    if rc != 0:
+        raise SystemExit(f"layout failed: {err}")
+    return out
+
+
+def is_problem(e: dict) -> bool:
+    """What the text lists rather than counts (app/cli/difftext.h): not filled, filled from the
+    wrong key, with another shape, with holes, unreadable, or cast with a possible loss."""
+    if not e["real_load_fills"]:
+        return True
+    if e["status"] in ("ok", "split", "merge", "rename"):
+        return False
+    if e["status"] == "cast":
+        loss = e.get("cast_loss")
+        return bool(e.get("narrowing")) and not (loss and loss["changed"] == 0)
+    return True
+
+
+def expand(pattern: str) -> list[str]:
+    """`a.{0..2}.b{3,5}` -> every name it stands for."""
+    m = re.search(r"\{([^{}]*)\}", pattern)
+    if not m:
+        return [pattern]
+    values: list[int] = []
+    for part in m.group(1).split(","):
+        lo, _, hi = part.partition("..")
+        values += range(int(lo), int(hi or lo) + 1)
+    return [n for v in values for n in expand(pattern[:m.start()] + str(v) + pattern[m.end():])]
+
+
+def skeleton(name: str) -> str:
+    """A name with its numeric fields taken out, as shardscope/keyfold.h splits names: dotted
+    numbers and the index after a component's leading weight/bias."""
+    parts = []
+    for c in name.split("."):
+        if re.fullmatch(r"0|[1-9][0-9]*", c):
+            c = "#"
+        else:
+            c = re.sub(r"^(weight|bias)(0|[1-9][0-9]*)", r"\1#", c)
+        parts.append(c)
+    return ".".join(parts)
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    """Blocks of the output by their heading line (text up to its count), in order."""
+    out: dict[str, list[str]] = {}
+    current = "header"
+    for line in text.splitlines():
+        if not line:
+            current = ""
+            continue
+        m = re.fullmatch(r"([A-Za-z][A-Za-z ]+) \((.*)\):|([A-Z]+):", line)
+        if not current and m:
+            current = (m.group(1) or m.group(3)).strip()
+            out[current] = [line]
+            continue
+        if not current:  # a block without a heading: the counts at the end
+            current = "tail"
+        out.setdefault(current, []).append(line)
+    return out
+
+
+ENTRY = re.compile(r"(!| ) (\S+)  (\S+?)(?:  \((\d+)\))?")
+
+
+def entry_blocks(lines: list[str]) -> list[dict]:
+    """`! status  pattern  (n)` lines, each with its indented reason and fix."""
+    blocks: list[dict] = []
+    for line in lines[1:]:
+        m = ENTRY.fullmatch(line)
+        if m:
+            blocks.append({"fills": m[1] == " ", "status": m[2], "pattern": m[3],
+                           "count": int(m[4] or 1), "reason": "", "fix": ""})
+        elif line.startswith("      fix: ") and blocks:
+            blocks[-1]["fix"] = line[len("      fix: "):]
+        elif line.startswith("      ") and blocks:
+            blocks[-1]["reason"] = line[6:]
+        else:
+            check(False, f"unexpected line among the entries: {line!r}")
+    return blocks
+
+
+def key_lines(lines: list[str]) -> list[tuple[str, int]]:
+    """`  pattern  (n)  (note)` lines of a key list."""
+    out = []
+    for line in lines[1:]:
+        m = re.fullmatch(r"  (\S+)(?:  \((\d+)\))?(?:  \(.*\))?", line)
+        check(m is not None, f"not a key line: {line!r}")
+        if m:
+            out.append((m[1], int(m[2] or 1)))
+    return out
+
+
+def healthy_counts(text: str) -> tuple[dict[str, int], int] | None:
+    m = re.search(r"^healthy: +(.*) \((\d+) entr(?:y|ies) the load fills as the layout asks\)$",
+                  text, re.M)
+    if not m:
+        return None
+    counts = {} if m[1] == "none" else {
+        k: int(v) for k, v in (p.rsplit(" ", 1) for p in m[1].split(", "))}
+    return counts, int(m[2])
+
+
+def check_folded(what: str, text: str, d: dict) -> None:
+    lines = text.splitlines()
+    s = sections(text)
+    entries = d["entries"]
+    problems = [e for e in entries if is_problem(e)]
+    by_name = {e["name"]: e for e in entries}
+
+    # Problems: first (before what is unconsumed, the repair and the counts), folded, exact.
+    check(bool(problems), f"{what}: the case has no problem to show")
+    heads = [i for i, l in enumerate(lines) if l.startswith("PROBLEMS (")]
+    check(len(heads) == 1, f"{what}: {len(heads)} PROBLEMS headings")
+    if not heads:
+        return
+    later = [i for i, l in enumerate(lines)
+             if l.startswith(("unconsumed keys (", "REPAIR:", "healthy:", "--all "))]
+    check(all(heads[0] < i for i in later), f"{what}: problems are not listed first")
+    blocks = entry_blocks(s.get("PROBLEMS", []))
+    want_head = f"PROBLEMS ({len(problems)} entr{'y' if len(problems) == 1 else 'ies'} in " \
+                f"{len(blocks)} group{'' if len(blocks) == 1 else 's'}):"
+    check(lines[heads[0]] == want_head, f"{what}: {lines[heads[0]]!r}, want {want_head!r}")
+    covered = []
+    for b in blocks:
+        names = expand(b["pattern"])
+        check(len(names) == b["count"], f"{what}: {b['pattern']} counts {b['count']}, "
+                                        f"expands to {len(names)}")
+        for n in names:
+            e = by_name.get(n)
+            check(e is not None and is_problem(e) and e["status"] == b["status"]
+                  and e["real_load_fills"] == b["fills"],
+                  f"{what}: {n} (from {b['pattern']}) is "
+                  f"{e and (e['status'], e['real_load_fills'])}, the line says "
+                  f"{(b['status'], b['fills'])}")
+        if b["count"] == 1 and names[0] in by_name:
+            e = by_name[names[0]]
+            check(b["reason"] == e["reason"], f"{what}: {names[0]}: reason {b['reason']!r}")
+            check(b["fix"] == ("" if e["real_load_fills"] else e["fix"]),
+                  f"{what}: {names[0]}: fix")
+        covered += names
+    missing = collections.Counter(e["name"] for e in problems) - collections.Counter(covered)
+    extra = collections.Counter(covered) - collections.Counter(e["name"] for e in problems)
+    check(not missing and not extra,
+          f"{what}: problems not covered {sorted(missing)[:5]}, covered twice or not problems "
+          f"{sorted(extra)[:5]}")
+    kinds = {(e["section"], e["status"], e["real_load_fills"], skeleton(e["name"]))
+             for e in problems}
+    check(len(blocks) == len(kinds), f"{what}: {len(blocks)} problem lines for {len(kinds)} "
+                                     f"kinds of name: not folded as far as the names allow")
+    fills = [b["fills"] for b in blocks]
+    check(fills == sorted(fills), f"{what}: what the load fills listed before what it does not")
+
+    # The rest counted per status: the JSON's counts.
+    got = healthy_counts(text)
+    want = collections.Counter(e["status"] for e in entries if not is_problem(e))
+    check(got is not None and got[0] == dict(want) and got[1] == sum(want.values()),
+          f"{what}: healthy counts {got}, the JSON's {dict(want)}")
+    check(f"--all lists all {len(entries)} entries one by one" in text,
+          f"{what}: no hint that --all lists every entry")
+
+    # Kept at init and unconsumed keys: exactly the JSON's, folded.
+    for heading, keys in (("SILENTLY KEPT AT INITIAL VALUES", d["outcome"]["kept_at_init"]),
+                          ("unconsumed keys", [u["key"] for u in d["unconsumed"]])):
+        listed = key_lines(s.get(heading, [""]))
+        names = [n for p, c in listed for n in expand(p)]
+        check(sorted(names) == sorted(keys), f"{what}: {heading}: {len(names)} keys listed, "
+                                             f"the JSON has {len(keys)}")
+        check(all(len(expand(p)) == c for p, c in listed), f"{what}: {heading}: counts")
+        kinds = {skeleton(k) for k in keys}
+        check(len(listed) == len(kinds), f"{what}: {heading}: {len(listed)} lines for "
+                                         f"{len(kinds)} kinds of name")
+
+
+def check_all(what: str, text: str, d: dict) -> None:
+    s = sections(text)
+    blocks = entry_blocks(s.get("ENTRIES", []))
+    got = [(b["fills"], b["status"], b["pattern"]) for b in blocks]
+    want = [(e["real_load_fills"], e["status"], e["name"]) for e in d["entries"]]
+    if got != want:
+        first = next((g, w) for g, w in zip(got + [None], want + [None]) if g != w)
+        check(False, f"{what}: --all lists {len(got)} entries, the JSON {len(want)}; first "
+                     f"difference {first}")
+    for b, e in zip(blocks, d["entries"]):
+        if b["reason"] != e["reason"]:
+            check(False, f"{what}: --all: {e['name']}: reason {b['reason']!r}")
+            break
+    for heading, keys in (("SILENTLY KEPT AT INITIAL VALUES", d["outcome"]["kept_at_init"]),
+                          ("unconsumed keys", [u["key"] for u in d["unconsumed"]])):
+        listed = [p for p, _ in key_lines(s.get(heading, [""]))]
+        check(listed == keys, f"{what}: --all: {heading}: {len(listed)} listed, the JSON "
+                              f"{len(keys)}")
+    got_counts = healthy_counts(text)
+    check(got_counts is not None and got_counts[1] == sum(not is_problem(e) for e in d["entries"]),
+          f"{what}: --all: healthy counts {got_counts}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--keep", type=Path, help="write the checkpoint here and keep it")
+    a = ap.parse_args()
+    root = a.keep or Path(tempfile.mkdtemp(prefix="ss-difftext-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        ckpt = root / "dsv3-12x16"
+        if not ckpt.exists():
+            write_checkpoint(ckpt)
+        full = layout(a.cli, root, CONFIG, "full")
+        # Two layers fewer than were saved: their keys are unconsumed model tensors.
+        shallow = layout(a.cli, root, dict(CONFIG, num_hidden_layers=LAYERS - 2), "shallow")
+        cases = {
+            "mla_down_proj and swiglu off": (full, ["--disable-rule", "mla_down_proj",
+                                                    "--disable-rule", "swiglu"]),
+            "swiglu off, shallower model, ignore_all": (
+                shallow, ["--disable-rule", "swiglu", "--no-strict-fsdp-dtensor-load",
+                          "--strictness", "ignore_all"]),
+        }
+        for what, (lay, flags) in cases.items():
+            base = [a.cli, "diff", str(ckpt), "--layout", str(lay), *flags]
+            rc_json, out, err = run(*base, "--json")
+            if rc_json == 2:
+                raise SystemExit(f"{what}: diff could not read: {err}")
+            d = json.loads(out)
+            rc, text, err = run(*base)
+            check(rc == rc_json == 1, f"{what}: exit {rc} (JSON {rc_json}): {err[-300:]}")
+            check_folded(what, text, d)
+            rc, text_all, err = run(*base, "--all")
+            check(rc == rc_json, f"{what}: --all: exit {rc}: {err[-300:]}")
+            check_all(what, text_all, d)
+            check(len(text.splitlines()) * 10 < len(text_all.splitlines()),
+                  f"{what}: {len(text.splitlines())} lines, --all {len(text_all.splitlines())}")
+            print(f"{what}: {len(d['entries'])} entries, "
+                  f"{sum(map(is_problem, d['entries']))} problems, "
+                  f"{len(d['unconsumed'])} unconsumed: {len(text.splitlines())} lines "
+                  f"(--all: {len(text_all.splitlines())})")
+    finally:
+        if not a.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    for f in FAILURES:
+        print("FAIL:", f)
+    print("ok" if not FAILURES else f"{len(FAILURES)} failures")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
