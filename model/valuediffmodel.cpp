@@ -14,13 +14,13 @@ using Verdict = TensorValueDiff::Verdict;
 int rank(Verdict v)
 {
     switch (v) {
-    case Verdict::Different:
-        return 0;
-    case Verdict::Within:
-        return 1;
-    case Verdict::Identical:
-        return 2;
     case Verdict::NotCompared:
+        return 0;
+    case Verdict::Different:
+        return 1;
+    case Verdict::Within:
+        return 2;
+    case Verdict::Identical:
         return 3;
     }
     return 3;

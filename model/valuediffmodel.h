@@ -8,11 +8,12 @@
 namespace shardscope::model {
 
 /**
- * A value comparison's tensors, one row each, worst first: beyond the tolerance before within,
- * within before identical, larger relative L2 difference first; tensors not compared last, with
- * why. VerdictRole carries the verdict name, DifferentRole whether it is beyond the tolerance,
- * TensorRole the row's position in ValueDiffResult::tensors (for the histogram and the
- * per-layer plot), SortRole numbers as numbers.
+ * A value comparison's tensors, one row each: tensors not compared first, with why (a comparison
+ * that skipped some is no all-clear), then worst first: beyond the tolerance before within,
+ * within before identical, larger relative L2 difference first. VerdictRole carries the verdict
+ * name, DifferentRole whether it is beyond the tolerance, TensorRole the row's position in
+ * ValueDiffResult::tensors (for the histogram and the per-layer plot), SortRole numbers as
+ * numbers.
  */
 class ValueDiffModel : public FlatTableModel
 {

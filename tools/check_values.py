@@ -19,7 +19,11 @@ mla_split (MLA's fused down projection and absorbed norm against the handler's p
 (one real megatron-core model in torch_dist, legacy at EP 1 and 2, torch.save, safetensors),
 layout_fixtures (make_layout_fixtures.py's fused against unfused families), splits (the same
 results whatever the threads, memory budget and processes), report (the value section of each
-report format), unreadable (a data file cut short).
+report format), unreadable (a data file cut short), rule_off (the bundled demo against a copy
+torch changed inside MLA's fused down projection, with Megatron's MLA handler switched off, then
+every other rule off in turn: keys stored under the same name are compared whatever the rules),
+not_compared (tensors that truly cannot be compared: counted, listed first, exit 1 unless
+--allow-not-compared).
 """
 from __future__ import annotations
 
@@ -53,10 +57,12 @@ def close(x, y, rel: float = 1e-9) -> bool:
 
 
 class Env:
-    def __init__(self, cli: str, fixtures: str | None, layout_fixtures: str | None = None):
+    def __init__(self, cli: str, fixtures: str | None, layout_fixtures: str | None = None,
+                 demo: str | None = None):
         self.cli = cli
         self.fixtures = Path(fixtures) if fixtures else None
         self.layout_fixtures = Path(layout_fixtures) if layout_fixtures else None
+        self.demo = Path(demo) if demo else Path(__file__).resolve().parent.parent / "resources" / "demo" / "dsv3-mini"
         self.tmp = Path(tempfile.mkdtemp(prefix="ss-values-"))
 
     def values(self, a: Path, b: Path, *extra: str, launch: int = 0) -> tuple[int, dict, str]:
@@ -70,6 +76,19 @@ class Env:
         except json.JSONDecodeError:
             d = {}
         return p.returncode, d, p.stderr
+
+
+    def text(self, a: Path, b: Path, *extra: str) -> tuple[int, str]:
+        p = subprocess.run([self.cli, "diff", str(a), "--against", str(b), "--values", *extra],
+                           capture_output=True, text=True, timeout=600)
+        return p.returncode, p.stdout
+
+
+def sections(text: str) -> list[str]:
+    """The verdict sections of diff --values' text, in the order it prints them."""
+    return [line.split(" (")[0] for line in text.splitlines()
+            if line and line[0].isupper() and line.split(" (")[0] in
+            ("NOT COMPARED", "DIFFERENT", "WITHIN TOLERANCE", "IDENTICAL")]
 
 
 def save_dcp(state: dict, path: Path) -> Path:
@@ -397,6 +416,22 @@ def case_hf_llama(env: Env) -> None:
         check(rc == 0 and set(meg) <= set(t) and all(t[k]["verdict"] == "identical" for k in meg),
               f"hf_llama {hf_side.name}: exit {rc} {err.strip()}; "
               f"{[(k, t.get(k, {}).get('verdict'), t.get(k, {}).get('why')) for k in meg if t.get(k, {}).get('verdict') != 'identical'][:3]}")
+    # A tensor Megatron-Bridge's mapping does not read (here a rotary buffer some exports keep)
+    # is not compared, and says so: exit 1, and 0 once allowed.
+    from safetensors.torch import save_file
+    extra = env.tmp / "hf-llama-extra"
+    extra.mkdir()
+    inv_freq = "model.layers.0.self_attn.rotary_emb.inv_freq"
+    save_file({**hf, inv_freq: torch.rand(4)}, str(extra / "model.safetensors"))
+    shutil.copy(path / "config.json", extra / "config.json")
+    rc, d, err = env.values(extra, good)
+    t = by_name(d)
+    unpaired = [x["name"] for x in d.get("tensors", []) if x["verdict"] == "not_compared"]
+    check(rc == 1 and unpaired == [inv_freq] and "only in the first" in t[inv_freq]["why"] and
+          all(t.get(k, {}).get("verdict") == "identical" for k in meg),
+          f"hf_llama with a tensor no mapping reads: exit {rc} {err.strip()}; {unpaired}")
+    rc, _, _ = env.values(extra, good, "--allow-not-compared")
+    check(rc == 0, f"hf_llama with a tensor no mapping reads, allowed: exit {rc}")
     # One query group's q rows swapped with the next's, in layer 1: found there and only there.
     bad = dict(meg)
     name = "decoder.layers.1.self_attention.linear_qkv.weight"
@@ -504,10 +539,24 @@ def case_formats(env: Env) -> None:
         t = by_name(d)
         wrong = [(k, t.get(k, {}).get("verdict"), t.get(k, {}).get("why")) for k in sd
                  if t.get(k, {}).get("verdict") != "identical"]
-        check(rc == 0 and not wrong, f"formats {first.name} / {second.name}: exit {rc} "
-                                     f"{err.strip()[:200]}; not identical {wrong[:3]}")
+        # EP rank 1's file holds its own copy of every dense tensor; the layout reads EP rank
+        # 0's, and the other format has nothing under those names: not compared (exit 1).
+        replicas = ({f"mp_rank_00_001/model.{k}" for k in sd if not expert_re.search(k)}
+                    if legacy_ep in (first, second) else set())
+        unpaired = {x["name"] for x in d.get("tensors", []) if x["verdict"] == "not_compared"}
+        check(rc == (1 if replicas else 0) and not wrong and unpaired == replicas,
+              f"formats {first.name} / {second.name}: exit {rc} {err.strip()[:200]}; not "
+              f"identical {wrong[:3]}; not compared {sorted(unpaired ^ replicas)[:3]}")
+        if replicas:
+            rc, _, err = env.values(first, second, "--no-optimizer", "--allow-not-compared")
+            check(rc == 0, f"formats {first.name} / {second.name} --allow-not-compared: exit "
+                           f"{rc} {err.strip()[:200]}")
         check(expert in t and len(t[expert]["keys_a" if first == dist else "keys_b"]) >= 1,
               f"formats {first.name} / {second.name}: expert {expert} not paired")
+    # Against itself every copy is stored under the same name on both sides: all compared.
+    rc, d, err = env.values(legacy_ep, legacy_ep, "--no-optimizer")
+    check(rc == 0 and d.get("summary", {}).get("not_compared") == 0,
+          f"formats legacy EP 2 against itself: exit {rc} {err.strip()[:200]}")
     # verify reads the pre-1.6 stream too: every parameter gathered bit for bit, torch's min/max.
     layout = env.tmp / "fmt-layout.json"
     layout.write_text(json.dumps({
@@ -587,15 +636,149 @@ def case_unreadable(env: Env) -> None:
     data = next(p for p in pb.iterdir() if p.suffix == ".distcp")
     with open(data, "r+b") as f:
         f.truncate(data.stat().st_size // 2)
-    rc, _, err = env.values(pa, pb)
+    rc, d, err = env.values(pa, pb)
     lines = err.strip().splitlines()
     check(rc == 2 and len(lines) == 1 and data.name in lines[0] and "w" in lines[0],
           f"unreadable: exit {rc}, {err!r}")
+    # Once: the key stored under the same name on both sides is not reported again as stored.
+    check(d.get("summary", {}).get("unreadable") == 1 and len(d.get("tensors", [])) == 1,
+          f"unreadable: {d.get('summary')}")
+
+
+def demo_state(path: Path, tmp: Path) -> dict:
+    """Every tensor of a Megatron run folder's latest iteration as torch reads it."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    it = int((path / "latest_checkpointed_iteration.txt").read_text())
+    out = tmp / (path.name + ".pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp_to_torch_save(str(path / f"iter_{it:07d}"), str(out))
+    return flat(torch.load(out, weights_only=False))
+
+
+def case_rule_off(env: Env) -> None:
+    """The README's debugging state: the bundled demo read through the layout of its config
+    with Megatron's MLA handler switched off (--disable-rule mla_down_proj), against a copy in
+    which torch changed one element of linear_q_down_proj, one of the tensors the fused
+    linear_qkv_down_proj is made of. Both sides store it under the same name, so it is compared
+    whatever the rules: found, alone, with torch's figures; then every other rule switched off
+    in turn finds it too. What cannot be compared is listed before anything else."""
+    tools = Path(__file__).resolve().parent
+    changed = env.tmp / "demo-changed"
+    key = "model.module.decoder.layers.1.self_attention.linear_q_down_proj.weight"
+    p = subprocess.run([sys.executable, str(tools / "make_changed_copy.py"), str(env.demo),
+                        str(changed), "--key", key, "--json"], capture_output=True, text=True)
+    check(p.returncode == 0 and json.loads(p.stdout or "{}").get("key") == key,
+          f"rule_off: make_changed_copy: {p.stderr.strip()[-300:]}")
+    layout = env.tmp / "demo-layout.json"
+    p = subprocess.run([env.cli, "layout", "--from-config", str(env.demo / "config.json"), "-o",
+                        str(layout)], capture_output=True, text=True)
+    check(p.returncode == 0, f"rule_off: layout: {p.stderr.strip()}")
+    a, b = demo_state(env.demo, env.tmp), demo_state(changed, env.tmp)
+    # What torch says differs: that one tensor.
+    torch_different = [k for k in a if k in b and not torch.equal(bits(a[k]), bits(b[k]))]
+    check(torch_different == [key], f"rule_off: torch sees {torch_different} changed")
+
+    rules = subprocess.run([env.cli, "rules"], capture_output=True, text=True).stdout
+    names = [line.split()[0] for line in rules.splitlines() if line.strip()]
+    check("mla_down_proj" in names and "wrapper_prefix" in names, f"rule_off: rules {names}")
+    for rule in names:
+        tag = f"rule_off/{rule}"
+        rc, d, err = env.values(env.demo, changed, "--layout", str(layout), "--disable-rule", rule)
+        different = [t for t in d.get("tensors", []) if t["verdict"] != "identical" and
+                     t["verdict"] != "not_compared"]
+        check(rc == 1 and len(different) == 1 and key in different[0]["keys_a"],
+              f"{tag}: exit {rc} {err.strip()[:200]}; not identical "
+              f"{[(t['name'], t['verdict']) for t in different][:3]}")
+        if len(different) == 1:
+            t = different[0]
+            # torch's own concatenation of the stored tensors the pair is made of.
+            check_figures(tag, t, torch.cat([a[k] for k in t["keys_a"]]),
+                          torch.cat([b[k] for k in t["keys_b"]]))
+        not_compared = [t for t in d.get("tensors", []) if t["verdict"] == "not_compared"]
+        check(d.get("summary", {}).get("not_compared") == len(not_compared),
+              f"{tag}: summary {d.get('summary')}")
+        rc, text = env.text(env.demo, changed, "--layout", str(layout), "--disable-rule", rule)
+        order = sections(text)
+        first = ["NOT COMPARED", "DIFFERENT"] if not_compared else ["DIFFERENT"]
+        check(order[:len(first)] == first, f"{tag}: sections in the order {order}")
+        check(f"{len(not_compared)} not compared" in text, f"{tag}: the count is not in the text")
+        if rule == "mla_down_proj":
+            # The README's state: nothing left out, the parts compared under their stored names.
+            check(not not_compared and different[:1] and different[0]["name"] == key and
+                  different[0]["keys_a"] == [key] == different[0]["keys_b"],
+                  f"{tag}: {[(t['name'], t.get('why')) for t in not_compared][:3]}")
+
+
+def case_not_compared(env: Env) -> None:
+    """Tensors that truly cannot be compared, a key only one side stores and one stored under
+    the same name with another shape (never reshaped), are counted in the summary, listed
+    first and make the exit code 1; --allow-not-compared makes it 0 when the rest is within the
+    tolerance, still counting and listing them, and never hides a difference. The report's
+    exit code and sections say the same."""
+    g = torch.Generator().manual_seed(9)
+    a = {"w": torch.randn(16, 8, generator=g), "only_a": torch.randn(4, generator=g),
+         "reshaped": torch.randn(4, 6, generator=g), "norm": torch.rand(8, generator=g)}
+    b = {"w": a["w"].clone(), "only_b": torch.randn(5, generator=g),
+         "reshaped": a["reshaped"].reshape(6, 4).clone(), "norm": a["norm"].clone()}
+    pa, pb = save_dcp(a, env.tmp / "nc-a"), save_dcp(b, env.tmp / "nc-b")
+    # What torch itself cannot compare element by element: a side lacks it, or other shapes.
+    want = {k for k in a.keys() | b.keys() if k not in a or k not in b or a[k].shape != b[k].shape}
+    comparable = (a.keys() & b.keys()) - want
+    rc, d, err = env.values(pa, pb)
+    got = {t["name"] for t in d.get("tensors", []) if t["verdict"] == "not_compared"}
+    s = d.get("summary", {})
+    check(rc == 1 and got == want and s.get("not_compared") == len(want) and s.get("passes") is False
+          and d.get("allow_not_compared") is False,
+          f"not_compared: exit {rc} {err.strip()}; not compared {got}, torch {want}; {s}")
+    for k in comparable:
+        check(by_name(d).get(k, {}).get("verdict") == "identical", f"not_compared: {k} not identical")
+    check("another shape" in by_name(d).get("reshaped", {}).get("why", "") or
+          "[6, 4]" in by_name(d).get("reshaped", {}).get("why", ""),
+          f"not_compared: reshaped: {by_name(d).get('reshaped')}")
+    rc, text = env.text(pa, pb)
+    check(rc == 1 and sections(text)[:1] == ["NOT COMPARED"] and
+          f"{len(want)} not compared" in text and "(exit 1" in text,
+          f"not_compared: text exit {rc}: {text[:600]}")
+
+    rc, d, err = env.values(pa, pb, "--allow-not-compared")
+    got = {t["name"] for t in d.get("tensors", []) if t["verdict"] == "not_compared"}
+    check(rc == 0 and got == want and d.get("summary", {}).get("passes") is True and
+          d.get("allow_not_compared") is True,
+          f"not_compared --allow-not-compared: exit {rc} {err.strip()}; {got}")
+    rc, text = env.text(pa, pb, "--allow-not-compared")
+    check(rc == 0 and sections(text)[:1] == ["NOT COMPARED"] and "(exit 0" in text,
+          f"not_compared --allow-not-compared: text exit {rc}: {text[:600]}")
+    # The flag accepts what cannot be compared, never a difference.
+    moved = {k: v.clone() for k, v in b.items()}
+    moved["norm"][2] += 0.5
+    pc = save_dcp(moved, env.tmp / "nc-c")
+    rc, d, _ = env.values(pa, pc, "--allow-not-compared")
+    if "norm" in by_name(d):
+        check_figures("not_compared/norm", by_name(d)["norm"], a["norm"], moved["norm"])
+    check(rc == 1, f"not_compared: a difference with --allow-not-compared: exit {rc}")
+    # Every tensor comparable (the pair with itself): exit 0 without the flag.
+    rc, d, _ = env.values(pa, pa)
+    check(rc == 0 and d.get("summary", {}).get("not_compared") == 0,
+          f"not_compared: a checkpoint against itself: exit {rc}")
+
+    # The report: its exit code, and the tensors not compared in its first rows.
+    for extra, code in (([], 1), (["--allow-not-compared"], 0)):
+        out = env.tmp / f"nc-report{len(extra)}.md"
+        p = subprocess.run([env.cli, "report", str(pa), "--against", str(pb), "--values", "-o",
+                            str(out), *extra], capture_output=True, text=True)
+        md = out.read_text() if out.exists() else ""
+        rows = [line for line in md.split("## Value differences")[-1].splitlines()
+                if line.startswith("| `")]
+        check(p.returncode == code and rows and all("not_compared" in r for r in rows[:len(want)])
+              and f"{len(want)} not compared" in md,
+              f"not_compared report {extra}: exit {p.returncode} {p.stderr.strip()}; {rows[:4]}")
 
 
 CASES = {"element": case_element, "rows_permuted": case_rows_permuted, "mla_split": case_mla_split,
          "bf16_roundtrip": case_bf16_roundtrip, "ranks": case_ranks, "hf_llama": case_hf_llama,
-         "splits": case_splits, "formats": case_formats, "layout_fixtures": case_layout_fixtures, "report": case_report, "unreadable": case_unreadable}
+         "splits": case_splits, "formats": case_formats, "layout_fixtures": case_layout_fixtures, "report": case_report, "unreadable": case_unreadable,
+         "rule_off": case_rule_off, "not_compared": case_not_compared}
 
 
 def main() -> int:
@@ -603,9 +786,10 @@ def main() -> int:
     ap.add_argument("--cli", required=True)
     ap.add_argument("--fixtures", help="make_fixtures.py's output (for the ranks case)")
     ap.add_argument("--layout-fixtures", help="make_layout_fixtures.py's output")
+    ap.add_argument("--demo", help="the bundled demo checkpoint (default: resources/demo/dsv3-mini)")
     ap.add_argument("case", choices=sorted(CASES))
     a = ap.parse_args()
-    env = Env(a.cli, a.fixtures, a.layout_fixtures)
+    env = Env(a.cli, a.fixtures, a.layout_fixtures, a.demo)
     try:
         CASES[a.case](env)
     finally:

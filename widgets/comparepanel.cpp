@@ -49,7 +49,7 @@ protected:
         const QString v = index.data(ValueDiffModel::VerdictRole).toString();
         if (v == QStringLiteral("different"))
             applyAttention(option, Attention::Bad);
-        else if (v == QStringLiteral("within") || v == QStringLiteral("not_compared"))
+        else if (v == QStringLiteral("within_tolerance") || v == QStringLiteral("not_compared"))
             applyAttention(option, Attention::Warning);
         else
             applyAttention(option, Attention::Fine);
@@ -72,7 +72,8 @@ protected:
     }
 };
 
-// "Differences only": the rows beyond the tolerance.
+// "Differences only": the rows beyond the tolerance, and those not compared (nothing is known
+// of their values either).
 class VerdictFilter : public QSortFilterProxyModel
 {
 public:
@@ -86,8 +87,9 @@ public:
 protected:
     bool filterAcceptsRow(int row, const QModelIndex &parent) const override
     {
-        return !m_only ||
-               sourceModel()->index(row, 0, parent).data(ValueDiffModel::DifferentRole).toBool();
+        const QModelIndex at = sourceModel()->index(row, 0, parent);
+        return !m_only || at.data(ValueDiffModel::DifferentRole).toBool() ||
+               at.data(ValueDiffModel::VerdictRole).toString() == QStringLiteral("not_compared");
     }
 
 private:
@@ -142,10 +144,11 @@ ComparePanel::ComparePanel(QWidget *parent)
     m_compareValues->setEnabled(false);
     connect(m_compareValues, &QPushButton::clicked, this,
             [this] { Q_EMIT valuesRequested(valueRequest()); });
+    m_summary->setObjectName(QStringLiteral("valuesSummary"));
     m_against->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_against->setTextFormat(Qt::PlainText); // may quote the file
     m_show->addItem(tr("All tensors"));
-    m_show->addItem(tr("Beyond tolerance"));
+    m_show->addItem(tr("Beyond tolerance or not compared"));
     connect(m_show, &QComboBox::currentIndexChanged, this, [this](int i) {
         static_cast<VerdictFilter *>(m_valuesProxy)->setDifferentOnly(i == 1);
     });
@@ -263,8 +266,17 @@ void ComparePanel::setValues(const model::ValuesSnapshot &values)
     updateSummary();
     if (values) {
         m_tabs->setCurrentIndex(1);
-        if (m_valuesProxy->rowCount() > 0)
-            m_valueView->setCurrentIndex(m_valuesProxy->index(0, 0));
+        // The worst compared tensor's plots; the list stays at its top, where the tensors not
+        // compared are.
+        int row = 0;
+        while (row + 1 < m_valuesProxy->rowCount() &&
+               m_valuesProxy->index(row, 0).data(ValueDiffModel::VerdictRole).toString() ==
+                   QStringLiteral("not_compared"))
+            ++row;
+        if (m_valuesProxy->rowCount() > 0) {
+            m_valueView->setCurrentIndex(m_valuesProxy->index(row, 0));
+            m_valueView->scrollToTop();
+        }
     } else {
         showTensor(-1);
     }
@@ -296,13 +308,32 @@ void ComparePanel::updateSummary()
         return;
     }
     using Verdict = TensorValueDiff::Verdict;
-    m_summary->setText(
-        tr("%1 different · %2 within tolerance · %3 identical · %4 not compared · %5 read")
-            .arg(model::formatCount(v->count(Verdict::Different)),
-                 model::formatCount(v->count(Verdict::Within)),
-                 model::formatCount(v->count(Verdict::Identical)),
-                 model::formatCount(v->count(Verdict::NotCompared)),
-                 model::formatBytes(v->bytesRead)));
+    const size_t notCompared = v->count(Verdict::NotCompared);
+    if (notCompared == 0) {
+        m_summary->setText(tr("%1 different · %2 within tolerance · %3 identical · all %4 "
+                              "compared · %5 read")
+                               .arg(model::formatCount(v->count(Verdict::Different)),
+                                    model::formatCount(v->count(Verdict::Within)),
+                                    model::formatCount(v->count(Verdict::Identical)),
+                                    model::formatCount(v->tensors.size()),
+                                    model::formatBytes(v->bytesRead)));
+        return;
+    }
+    // Incomplete: nothing here may read as a verdict on every tensor ("0 different").
+    const QString incomplete =
+        tr("Incomplete: %1 of %2 tensors not compared (listed first)")
+            .arg(model::formatCount(notCompared), model::formatCount(v->tensors.size()));
+    const size_t different = v->count(Verdict::Different);
+    const size_t comparedCount = v->tensors.size() - notCompared;
+    const QString compared = model::formatCount(comparedCount);
+    m_summary->setText(QStringLiteral("%1 · %2 · %3")
+                           .arg(incomplete,
+                                different ? tr("%1 different among the %2 compared")
+                                                .arg(model::formatCount(different), compared)
+                                : comparedCount
+                                    ? tr("the %1 compared are within the tolerance").arg(compared)
+                                    : tr("none compared"),
+                                tr("%1 read").arg(model::formatBytes(v->bytesRead))));
 }
 
 void ComparePanel::showTensor(int tensor)

@@ -45,6 +45,7 @@ struct DiffCommandOptions
     uint64_t maxMemory = 0;
     int threads = 0;
     bool noGpu = false;
+    bool allowNotCompared = false; ///< --allow-not-compared
     std::string backend = "auto";
     std::optional<std::string> reportPath; ///< report: -o FILE.md|.html|.json
     std::string commandLine;               ///< for the report's reproduce section

@@ -128,8 +128,13 @@ int main(int argc, char **argv)
         auto *a = c->add_option("--against", diff.against, "Another checkpoint");
         auto *v = c->add_flag("--values", diff.values,
                               "With --against: compare every tensor value by value, through "
-                              "the rules (exit 0 within tolerance, 1 differences)");
+                              "the rules (exit 0 every tensor within tolerance, 1 differences "
+                              "or tensors not compared, 2 cannot read)");
         v->needs(a);
+        c->add_flag("--allow-not-compared", diff.allowNotCompared,
+                    "--values: tensors that cannot be compared (a side lacks one, other "
+                    "shapes) do not make the exit code 1; they are still counted and listed")
+            ->needs(v);
         c->add_option("--rtol", diff.rtol,
                       "--values: relative tolerance, |a-b| <= atol + rtol*|b| (default 0)");
         c->add_option("--atol", diff.atol, "--values: absolute tolerance (default 0: bit-exact)");

@@ -27,6 +27,7 @@ ValueDiffRequest valueRequest(const DiffCommandOptions &o)
     r.maxMemory = o.maxMemory;
     r.threads = o.threads;
     r.useGpu = !o.noGpu;
+    r.allowNotCompared = o.allowNotCompared;
     return r;
 }
 
@@ -62,8 +63,10 @@ int runValues(const DiffCommandOptions &o)
         std::cerr << "shardscope-cli: " << result.error().toString() << "\n";
         return ExitUnreadable;
     }
+    // 1 for differences and for tensors that could not be compared (unless allowed): a
+    // comparison that skipped some says nothing about them.
     const int code = result->cancelled || result->unreadable() ? ExitUnreadable
-                     : result->withinTolerance()               ? ExitHealthy
+                     : result->passes()                        ? ExitHealthy
                                                                : ExitProblems;
     RanksFinish done{comm->get()};
     if (!leader)

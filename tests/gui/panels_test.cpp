@@ -11,9 +11,12 @@
 
 #include <QAbstractItemModelTester>
 #include <QCheckBox>
+#include <QComboBox>
 #include <QFile>
+#include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QTemporaryDir>
@@ -113,13 +116,13 @@ TEST(ComparePanelTest, PlotsTheSelectedFamilyAcrossLayers)
                                     QAbstractItemModelTester::FailureReportingMode::Fatal);
     panel.setComparePath(QStringLiteral("/b"));
     panel.setValues(values);
-    // Worst first: the differing layer, then the identical ones, the uncompared last.
+    // The uncompared first, then worst first: the differing layer, then the identical ones.
     model::ValueDiffModel *m = panel.valuesModel();
-    EXPECT_EQ(m->index(0, 0).data().toString(),
-              QStringLiteral("decoder.layers.1.mlp.linear_fc1.weight"));
-    EXPECT_EQ(m->index(3, 0).data(model::ValueDiffModel::VerdictRole).toString(),
+    EXPECT_EQ(m->index(0, 0).data(model::ValueDiffModel::VerdictRole).toString(),
               QStringLiteral("not_compared"));
-    // setValues selected the worst: its histogram and its family.
+    EXPECT_EQ(m->index(1, 0).data().toString(),
+              QStringLiteral("decoder.layers.1.mlp.linear_fc1.weight"));
+    // setValues selected the worst compared tensor: its histogram and its family.
     EXPECT_EQ(panel.histogramPlot()->plot()->plottable(0)->interface1D()->dataCount(), 2);
     QCustomPlot *layers = panel.layerPlot()->plot();
     ASSERT_EQ(layers->graph(0)->dataCount(), 3);
@@ -130,6 +133,64 @@ TEST(ComparePanelTest, PlotsTheSelectedFamilyAcrossLayers)
     EXPECT_EQ(layers->graph(1)->dataMainValue(0), 0.25);
     panel.selectTensor(1); // layer 0
     EXPECT_EQ(layers->graph(1)->dataMainKey(0), 0.0);
+}
+
+// A comparison that could not compare every tensor is no all-clear: those tensors come first,
+// are counted, stay under "beyond tolerance or not compared", and the summary says it is
+// incomplete instead of "0 different".
+TEST(ComparePanelTest, NotComparedComeFirstAndMakeTheSummaryIncomplete)
+{
+    auto values = std::make_shared<ValueDiffResult>();
+    for (int i = 0; i < 3; ++i) {
+        TensorValueDiff t;
+        t.name = "decoder.layers." + std::to_string(i) + ".w";
+        t.verdict = TensorValueDiff::Verdict::Identical;
+        t.count = 4;
+        values->tensors.push_back(t);
+    }
+    TensorValueDiff lost;
+    lost.name = "decoder.layers.3.w";
+    lost.verdict = TensorValueDiff::Verdict::NotCompared;
+    lost.why = "second checkpoint: not found";
+    values->tensors.push_back(lost);
+
+    ComparePanel panel;
+    QAbstractItemModelTester tester(panel.valuesModel(),
+                                    QAbstractItemModelTester::FailureReportingMode::Fatal);
+    panel.setComparePath(QStringLiteral("/b"));
+    panel.setValues(values);
+    model::ValueDiffModel *m = panel.valuesModel();
+    EXPECT_EQ(m->index(0, 0).data().toString(), QStringLiteral("decoder.layers.3.w"));
+    EXPECT_TRUE(m->index(0, model::ValueDiffModel::VerdictColumn)
+                    .data()
+                    .toString()
+                    .contains(QStringLiteral("second checkpoint: not found")));
+    auto *summary = panel.findChild<QLabel *>(QStringLiteral("valuesSummary"));
+    ASSERT_NE(summary, nullptr);
+    const QString text = summary->text();
+    EXPECT_TRUE(text.startsWith(QStringLiteral("Incomplete: 1 of 4 tensors not compared")))
+        << text.toStdString();
+    EXPECT_FALSE(text.contains(QStringLiteral("0 different"))) << text.toStdString();
+    EXPECT_FALSE(text.contains(QStringLiteral("identical"))) << text.toStdString();
+    // The view shows the filter's rows: "beyond tolerance or not compared" keeps this one.
+    auto *show = panel.findChild<QComboBox *>();
+    ASSERT_NE(show, nullptr);
+    show->setCurrentIndex(1);
+    QTreeView *view = nullptr;
+    for (QTreeView *v : panel.findChildren<QTreeView *>())
+        if (auto *proxy = qobject_cast<QSortFilterProxyModel *>(v->model()))
+            if (proxy->sourceModel() == m)
+                view = v;
+    ASSERT_NE(view, nullptr);
+    ASSERT_EQ(view->model()->rowCount(), 1);
+    EXPECT_EQ(view->model()->index(0, 0).data().toString(), QStringLiteral("decoder.layers.3.w"));
+
+    // Every tensor compared: the counts are the verdict.
+    values->tensors.pop_back();
+    panel.setValues(values);
+    EXPECT_TRUE(summary->text().startsWith(QStringLiteral("0 different")))
+        << summary->text().toStdString();
+    EXPECT_TRUE(summary->text().contains(QStringLiteral("all 3 compared")));
 }
 
 // The dialog gives back what it was given, and what its controls say.

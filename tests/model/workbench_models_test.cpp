@@ -10,6 +10,7 @@
 #include "model/loadmarks.h"
 #include "model/reprocommand.h"
 #include "model/shardmap.h"
+#include "model/valuediffmodel.h"
 #include "model/verifytablemodel.h"
 
 #include <QAbstractItemModelTester>
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 using namespace shardscope;
 using namespace shardscope::model;
@@ -269,6 +271,42 @@ TEST(VerifyTableModelTest, WorstFirstWithTheirStoredKeys)
               QStringLiteral("model.embed.weight"));
     EXPECT_EQ(model.rowOf(QStringLiteral("attn.a")), 1);
     model.setReport(nullptr);
+    EXPECT_EQ(model.rowCount(), 0);
+}
+
+// Tensors not compared come first (a comparison that skipped some is no all-clear), then the
+// worst: beyond the tolerance, within it, identical; larger relative L2 first.
+TEST(ValueDiffModelTest, NotComparedFirstThenWorstFirst)
+{
+    using V = TensorValueDiff::Verdict;
+    auto values = std::make_shared<ValueDiffResult>();
+    for (auto [name, verdict, relL2] :
+         {std::tuple{"same", V::Identical, 0.0}, std::tuple{"close", V::Within, 1e-6},
+          std::tuple{"far", V::Different, 0.5}, std::tuple{"lost", V::NotCompared, 0.0},
+          std::tuple{"farther", V::Different, 2.0}}) {
+        TensorValueDiff t;
+        t.name = name;
+        t.verdict = verdict;
+        t.relL2 = relL2;
+        t.why = verdict == V::NotCompared ? "second checkpoint: not found" : "";
+        values->tensors.push_back(t);
+    }
+    ValueDiffModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    model.setValues(values);
+    ASSERT_EQ(model.rowCount(), 5);
+    QStringList order;
+    for (int r = 0; r < model.rowCount(); ++r)
+        order.push_back(model.index(r, 0).data().toString());
+    EXPECT_EQ(order,
+              (QStringList{QStringLiteral("lost"), QStringLiteral("farther"), QStringLiteral("far"),
+                           QStringLiteral("close"), QStringLiteral("same")}));
+    EXPECT_EQ(model.index(0, ValueDiffModel::VerdictColumn).data().toString(),
+              QStringLiteral("not_compared: second checkpoint: not found"));
+    EXPECT_LT(model.index(0, ValueDiffModel::VerdictColumn).data(ValueDiffModel::SortRole).toInt(),
+              model.index(1, ValueDiffModel::VerdictColumn).data(ValueDiffModel::SortRole).toInt());
+    EXPECT_EQ(model.rowOfTensor(3), 0);
+    model.setValues(nullptr);
     EXPECT_EQ(model.rowCount(), 0);
 }
 

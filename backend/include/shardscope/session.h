@@ -157,6 +157,8 @@ struct ValueDiffRequest
     uint64_t maxMemory = 0; ///< both sides' blocks, all threads; 0: a quarter of physical memory
     int threads = 0;        ///< 0: one per core
     bool useGpu = true;
+    /** Tensors that cannot be compared do not fail the result (ValueDiffResult::passes()). */
+    bool allowNotCompared = false;
     Communicator *comm = nullptr; ///< the job this process is one rank of (joinJob())
     OpenedIndex firstOpened, secondOpened;
 };

@@ -63,11 +63,16 @@ struct ValueDiffResult
     int processes = 1, threads = 1;
     uint64_t bytesRead = 0, maxMemory = 0;
     bool cancelled = false;
+    /** The user accepts tensors that cannot be compared (--allow-not-compared). */
+    bool allowNotCompared = false;
     size_t count(TensorValueDiff::Verdict v) const;
-    /** Every compared tensor within the tolerance (exit 0); NotCompared ones do not count. */
+    /** Every compared tensor within the tolerance; NotCompared ones do not count (passes()). */
     bool withinTolerance() const;
     /** Tensors whose data a side could not read (exit 2; the others are still compared). */
     size_t unreadable() const;
+    /** Exit 0: nothing cancelled or unreadable, every compared tensor within the tolerance,
+     *  and every tensor compared unless allowNotCompared. */
+    bool passes() const;
 };
 
 /** shardscope.value-diff/1 */

@@ -147,12 +147,15 @@ struct ValueGroup
     std::vector<size_t> members; ///< into ValueDiffResult::tensors
     size_t worst = 0;            ///< the member with the largest relative L2 difference
 };
-/** Different first, worst first; then within tolerance, not compared, identical. */
+/** Not compared first; then different, worst first; within tolerance; identical. */
 std::vector<ValueGroup> valueGroups(const ValueDiffResult &r);
 /** One tensor's figures on one line ("12 of 4096 differ (first at [3, 0]); max |a−b| …"). */
 std::string valueFigures(const TensorValueDiff &t);
-/** "126 tensors: 120 identical, 4 within tolerance, 2 different, 3 not compared". */
+/** "126 tensors: 3 not compared, 117 identical, 4 within tolerance, 2 different". */
 std::string valueSummary(const ValueDiffResult &r);
+/** What the result means and its exit code: "40 not compared; the 336 compared are identical
+ *  (exit 1; …)", "every tensor compared and identical (exit 0)". */
+std::string valueVerdict(const ValueDiffResult &r);
 
 // ---------------------------------------------------------------- the formats
 

@@ -41,6 +41,12 @@ bool ValueDiffResult::withinTolerance() const
     return !cancelled && count(TensorValueDiff::Verdict::Different) == 0;
 }
 
+bool ValueDiffResult::passes() const
+{
+    return withinTolerance() && unreadable() == 0 &&
+           (allowNotCompared || count(TensorValueDiff::Verdict::NotCompared) == 0);
+}
+
 std::string valueDiffToJson(const ValueDiffResult &r)
 {
     json tensors = json::array();
@@ -53,14 +59,16 @@ std::string valueDiffToJson(const ValueDiffResult &r)
                 {"layout", r.layout},
                 {"rtol", r.rtol},
                 {"atol", r.atol},
+                {"allow_not_compared", r.allowNotCompared},
                 {"summary",
                  {{"tensors", r.tensors.size()},
+                  {"not_compared", r.count(V::NotCompared)},
                   {"identical", r.count(V::Identical)},
                   {"within_tolerance", r.count(V::Within)},
                   {"different", r.count(V::Different)},
-                  {"not_compared", r.count(V::NotCompared)},
                   {"unreadable", r.unreadable()},
-                  {"within", r.withinTolerance()}}},
+                  {"within", r.withinTolerance()},
+                  {"passes", r.passes()}}},
                 {"processes", r.processes},
                 {"threads", r.threads},
                 {"bytes_read", r.bytesRead},

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The value comparison as the outputs show it: tensors grouped by verdict with repeated layers
-// folded, the worst first, and one line of figures per tensor (text for the CLI here; the
-// report formats use the same groups).
+// folded, those not compared first (a comparison that skipped some is no all-clear), then the
+// worst first, and one line of figures per tensor (text for the CLI here; the report formats use
+// the same groups).
 #include "report/reportparts.h"
 
 #include "shardscope/escape.h"
@@ -21,11 +22,11 @@ using V = TensorValueDiff::Verdict;
 int rank(V v)
 {
     switch (v) {
-    case V::Different:
-        return 0;
-    case V::Within:
-        return 1;
     case V::NotCompared:
+        return 0;
+    case V::Different:
+        return 1;
+    case V::Within:
         return 2;
     case V::Identical:
         break;
@@ -109,13 +110,41 @@ std::string valueFigures(const TensorValueDiff &t)
 
 std::string valueSummary(const ValueDiffResult &r)
 {
-    std::string s = plural(r.tensors.size(), "tensor", "tensors") + ": " +
-                    std::to_string(r.count(V::Identical)) + " identical, " +
-                    std::to_string(r.count(V::Within)) + " within tolerance, " +
-                    std::to_string(r.count(V::Different)) + " different";
-    if (const size_t n = r.count(V::NotCompared))
-        s += ", " + std::to_string(n) + " not compared";
-    return s;
+    return plural(r.tensors.size(), "tensor", "tensors") + ": " +
+           std::to_string(r.count(V::NotCompared)) + " not compared, " +
+           std::to_string(r.count(V::Identical)) + " identical, " +
+           std::to_string(r.count(V::Within)) + " within tolerance, " +
+           std::to_string(r.count(V::Different)) + " different";
+}
+
+std::string valueVerdict(const ValueDiffResult &r)
+{
+    const size_t unreadable = r.unreadable(), different = r.count(V::Different);
+    const size_t notCompared = r.count(V::NotCompared) - unreadable;
+    const int exit = r.cancelled || unreadable ? 2 : r.passes() ? 0 : 1;
+    std::vector<std::string> parts;
+    if (r.cancelled)
+        parts.push_back("cancelled before every tensor was compared");
+    if (unreadable)
+        parts.push_back(std::to_string(unreadable) + " cannot be read");
+    if (notCompared)
+        parts.push_back(std::to_string(notCompared) + " not compared" +
+                        (r.allowNotCompared ? " (allowed by --allow-not-compared)" : ""));
+    if (different)
+        parts.push_back(std::to_string(different) + " different");
+    std::string s;
+    for (const std::string &p : parts)
+        s += (s.empty() ? "" : "; ") + p;
+    const size_t compared = r.tensors.size() - r.count(V::NotCompared);
+    if (!different && !r.cancelled && (compared || parts.empty())) {
+        const std::string all = r.count(V::Within) ? "within the tolerance" : "identical";
+        s += s.empty() ? "every tensor compared and " + all
+                       : "; the " + std::to_string(compared) + " compared are " + all;
+    }
+    s += " (exit " + std::to_string(exit);
+    if (exit == 1 && !different && notCompared && !r.allowNotCompared)
+        s += "; --allow-not-compared accepts what cannot be compared";
+    return s + ")";
 }
 
 } // namespace report
@@ -130,6 +159,7 @@ std::string renderValueDiffText(const ValueDiffResult &r)
                                        : "rtol " + num(r.rtol) + ", atol " + num(r.atol)) +
            "\n";
     out += "result:     " + valueSummary(r) + (r.cancelled ? " (cancelled)" : "") + "\n";
+    out += "verdict:    " + valueVerdict(r) + "\n";
     std::string device = "cpu";
     for (const TensorValueDiff &t : r.tensors)
         if (!t.device.empty() && t.device != "cpu")

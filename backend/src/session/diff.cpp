@@ -198,7 +198,7 @@ Result<ReportOutput> runReport(const ReportRequest &request, const JobControl &c
         }
         out.text = renderCheckpointDiffReport(*diff, request.format, request.context,
                                               values ? &*values : nullptr);
-        out.clean = values ? values->withinTolerance() : diff->clean();
+        out.clean = values ? values->passes() : diff->clean();
     }
     control.report({"report", 1, 1});
     return out;

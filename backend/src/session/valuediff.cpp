@@ -50,6 +50,7 @@ Result<ValueDiffResult> runValueDiff(const ValueDiffRequest &request, const JobC
     if (!result)
         return result.error();
     result->layout = pivot->source;
+    result->allowNotCompared = request.allowNotCompared;
     return result;
 }
 
