@@ -147,9 +147,9 @@ void printDiffText(std::ostream &out, const DiffResult &d, bool all)
             // stands for its group.
             for (const FoldedName &f : foldNames(names)) {
                 const DiffEntry &e = d.entries[initial[f.members.front()]];
-                out << "  " << visibleName(f.pattern) << countSuffix(f.members.size())
-                    << "\n      " << (f.members.size() > 1 ? "first: " : "")
-                    << visibleText(e.looksInitial) << "\n";
+                out << "  " << visibleName(f.pattern) << countSuffix(f.members.size()) << "\n      "
+                    << (f.members.size() > 1 ? "first: " : "") << visibleText(e.looksInitial)
+                    << "\n";
             }
         }
     }

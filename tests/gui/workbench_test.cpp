@@ -223,12 +223,12 @@ TEST(WorkbenchTest, DebuggingAFailedLoad)
     // on both, and is compared as stored: nothing is left out, and the summary says so.
     for (const TensorValueDiff &t : values->tensors)
         EXPECT_NE(t.verdict, TensorValueDiff::Verdict::NotCompared) << t.name << ": " << t.why;
-    for (const std::string &key : holding) {
+    for (const std::string &held : holding) {
         const auto it = std::find_if(values->tensors.begin(), values->tensors.end(),
-                                     [&key](const TensorValueDiff &t) { return t.name == key; });
-        ASSERT_NE(it, values->tensors.end()) << key;
-        EXPECT_EQ(it->verdict, TensorValueDiff::Verdict::Identical) << key;
-        EXPECT_EQ(it->keysA, std::vector<std::string>{key});
+                                     [&held](const TensorValueDiff &t) { return t.name == held; });
+        ASSERT_NE(it, values->tensors.end()) << held;
+        EXPECT_EQ(it->verdict, TensorValueDiff::Verdict::Identical) << held;
+        EXPECT_EQ(it->keysA, std::vector<std::string>{held});
     }
     auto *valuesSummary = w.comparePanel()->findChild<QLabel *>(QStringLiteral("valuesSummary"));
     ASSERT_NE(valuesSummary, nullptr);

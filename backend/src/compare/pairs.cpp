@@ -243,10 +243,10 @@ void pairStoredNames(const CheckpointIndex &a, const CheckpointIndex &b, const D
             pairs.push_back(std::move(t));
             continue;
         }
-        if (auto h = holesA.find(key); h != holesA.end())
-            t.why = h->second;
-        else if (auto h = holesB.find(key); h != holesB.end())
-            t.why = h->second;
+        if (auto ha = holesA.find(key); ha != holesA.end())
+            t.why = ha->second;
+        else if (auto hb = holesB.find(key); hb != holesB.end())
+            t.why = hb->second;
         else {
             t.a = storedWhole(a, ta);
             t.b = storedWhole(b, tb);
