@@ -1508,7 +1508,185 @@ def case_legacy_stacked_experts(env: Env) -> None:
           f"{len(loaded)}, keeps {len(kept)} at init ({sorted(kept ^ set(real.missing_keys))[:3]})")
 
 
-CASES = {"state_dict": case_state_dict, "dcp": case_dcp, "torch_dist": case_torch_dist,
+class TiedLM(nn.Module):
+    """A Hugging Face–style causal LM with tie_word_embeddings: lm_head.weight is the embedding,
+    one Parameter under two names (its state_dict lists both, embedding first)."""
+
+    def __init__(self, vocab: int = 32, h: int = 8, tied: bool = True):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(vocab, h)
+        self.model.norm = nn.LayerNorm(h)
+        self.lm_head = nn.Linear(h, vocab, bias=False)
+        if tied:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+
+def case_tied(env: Env) -> None:
+    """Tied weights (vllm-project/vllm#51063, NVIDIA-NeMo/Automodel#2941). A tied model loading
+    a checkpoint trained untied (lm_head.weight distinct from the embedding): torch's strict
+    load_state_dict succeeds and leaves the one tensor holding whichever name it fills last; the
+    other trained tensor is lost. With the layout tools/export_layout.py writes of the live tied
+    module, the diff must name exactly the names whose stored values the model does not end up
+    holding (torch says which, by comparing after its own load), as filled from the wrong key;
+    with equal stored values (a tied save) nothing is lost; a tied save that stores the tensor
+    once (safetensors' save_model) raises torch's Missing key(s) strictly, and non-strictly
+    keeps nothing at its initial values. dcp.load decides by its read order: the same checks.
+    Megatron's tied output layer (no weight of its own) against a checkpoint that stores one:
+    lost when the values differ, nothing lost when equal."""
+    import torch.distributed.checkpoint as dcp
+    from safetensors.torch import load_file, save_file, save_model
+    from export_layout import export_layout, layout_from_state_dict
+    torch.manual_seed(3)
+    untied = TiedLM(tied=False)
+    tied_src = TiedLM()
+    layout = env.tmp / "tied-layout.json"
+    layout.write_text(json.dumps(export_layout(TiedLM(), source="tied")))
+    check(json.loads(layout.read_text()).get("ties") ==
+          [["model.embed_tokens.weight", "lm_head.weight"]],
+          f"export_layout ties: {json.loads(layout.read_text()).get('ties')}")
+
+    def saved(name: str, model: nn.Module, fmt: str) -> Path:
+        sd = model.state_dict()
+        if fmt == "torchsave":
+            path = env.tmp / f"{name}.pt"
+            torch.save(sd, path)
+        elif fmt == "safetensors":
+            path = env.tmp / f"{name}.safetensors"
+            save_file({k: v.clone() for k, v in sd.items()}, str(path))
+        elif fmt == "safetensors_once":  # Hugging Face's tied save: the tensor stored once
+            path = env.tmp / f"{name}.safetensors"
+            save_model(model, str(path))
+        else:
+            path = env.tmp / f"{name}-dcp"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                dcp.save({k: v.clone() for k, v in sd.items()}, checkpoint_id=str(path))
+        return path
+
+    def real_load(path: Path, fmt: str, strict: bool):
+        """The tied model after torch's own load, or what it raised."""
+        model = TiedLM()
+        if fmt == "dcp":
+            sd = model.state_dict()
+            err = error_of(lambda: dcp.load(sd, checkpoint_id=str(path)))
+            return model, sd, err
+        sd = torch.load(path) if fmt == "torchsave" else load_file(str(path))
+        res = {}
+        err = error_of(lambda: res.setdefault("r", model.load_state_dict(sd, strict=strict)))
+        return model, sd, err
+
+    for source, fmts in (("untied", ("torchsave", "safetensors", "dcp")),
+                         ("tied", ("torchsave", "safetensors", "safetensors_once", "dcp"))):
+        for fmt in fmts:
+            tag = f"tied model / {source} save / {fmt}"
+            path = saved(f"{source}-{fmt}", untied if source == "untied" else tied_src, fmt)
+            stored = {k: v for k, v in (torch.load(path).items() if fmt == "torchsave" else
+                                        load_file(str(path)).items() if "safetensors" in fmt
+                                        else {}.items())}
+            if fmt == "dcp":
+                stored = {k: torch.empty_like(v) for k, v in untied.state_dict().items()}
+                dcp.load(stored, checkpoint_id=str(path))
+            model, _, err = real_load(path, fmt, True)
+            d = env.diff(path, layout)
+            o = d["outcome"]
+            entries = {x["name"]: x for x in d.get("entries", []) if x["section"] == "model"}
+            if err is not None:
+                kind, msg = err
+                text = msg.strip().splitlines()[-1] if kind == "CheckpointException" else \
+                    f"{kind}: " + msg.replace("for TiedLM:", "for <model>:")
+                check(o["action"] == "raises" and o["message"] == text,
+                      f"{tag}: torch raises {text!r}; the diff {o['action']}: {o['message']!r}")
+                # Non-strict: torch names it missing, yet the tie fills it.
+                if fmt != "dcp":
+                    m2, _, err2 = real_load(path, fmt, False)
+                    d2 = env.diff(path, layout, "--no-strict")
+                    lost = [n for n in ("model.embed_tokens.weight", "lm_head.weight")
+                            if n in stored and not torch.equal(m2.state_dict()[n], stored[n])]
+                    names = ("model.embed_tokens.weight", "lm_head.weight")
+                    absent = [n for n in names if n not in stored]
+                    tied_to = {n: entries.get(n, {}).get("tied_to") for n in absent}
+                    check(err2 is None and not lost and d2["outcome"]["kept_at_init"] == [] and
+                          absent and all(t in stored for t in tied_to.values()),
+                          f"{tag} strict=False: torch fills both names ({lost}); the diff keeps "
+                          f"{d2['outcome']['kept_at_init']} at init, tied_to {tied_to}")
+                continue
+            after = model.state_dict()
+            lost = {n for n in ("model.embed_tokens.weight", "lm_head.weight")
+                    if not torch.equal(after[n], stored[n])}
+            wrong = {n for n, x in entries.items() if x["status"] == "wrong_source"}
+            check(wrong == lost and set(o["loaded_wrong"]) == lost and
+                  (d["exit"] == 1) == bool(lost),
+                  f"{tag}: torch's load leaves {sorted(lost)} not holding their stored values; "
+                  f"the diff says {sorted(wrong)} (exit {d['exit']}, {o['action']})")
+    # From a torch.save of the tied model, export_layout --state-dict finds the tie by storage.
+    lay_sd = layout_from_state_dict(torch.load(env.tmp / "tied-torchsave.pt"))
+    check(lay_sd.get("ties") == [["model.embed_tokens.weight", "lm_head.weight"]],
+          f"export_layout --state-dict ties: {lay_sd.get('ties')}")
+    case_tied_megatron(env)
+
+
+def case_tied_megatron(env: Env) -> None:
+    """A Megatron GPTModel built tied (share_embeddings_and_output_weights: no output layer
+    weight of its own) loading megatron-core's save of an untied one: megatron-core ignores the
+    stored output_layer.weight. Its trained values are lost when they differ from the embedding's
+    (torch compares), and nothing is lost when they are equal; the layouts from export_layout.py
+    and from the Megatron arguments both say the tie."""
+    from megatron.core import dist_checkpointing
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    from export_layout import export_layout
+    with megatron_model_parallel():
+        torch.manual_seed(9)
+
+        def build(tied: bool) -> GPTModel:
+            cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4,
+                                    ffn_hidden_size=32, use_cpu_initialization=True)
+            return GPTModel(cfg, get_gpt_layer_local_spec(), vocab_size=32,
+                            max_sequence_length=64, share_embeddings_and_output_weights=tied)
+
+        # The generated layouts say the tie as the configs do.
+        hf = {"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "intermediate_size": 32, "vocab_size": 32}
+        tie = ["embedding.word_embeddings.weight", "output_layer.weight"]
+        for name, cfg, want in (
+                ("hf-tied.json", json.dumps({**hf, "tie_word_embeddings": True}), True),
+                ("hf-untied.json", json.dumps({**hf, "tie_word_embeddings": False}), False),
+                ("megatron-tied.args", MEGATRON_RUNS["gpt"], True),
+                ("megatron-untied.args", MEGATRON_RUNS["llama"], False)):
+            (env.tmp / name).write_text(cfg)
+            out = env.tmp / (name + ".layout.json")
+            p = subprocess.run([env.cli, "layout", "--from-config", str(env.tmp / name), "-o",
+                                str(out)], capture_output=True, text=True, timeout=120)
+            ties = json.loads(out.read_text()).get("ties", []) if p.returncode == 0 else p.stderr
+            check((tie in ties) == want, f"layout --from-config {name}: ties {ties}")
+        lay = export_layout(build(True), source="megatron tied")
+        check(["embedding.word_embeddings.weight", "output_layer.weight"] in lay.get("ties", []),
+              f"export_layout of a tied GPTModel: ties {lay.get('ties')}")
+        layout = env.tmp / "megatron-tied.json"
+        layout.write_text(json.dumps(lay))
+        for equal in (False, True):
+            src = build(False)
+            if equal:
+                with torch.no_grad():
+                    src.output_layer.weight.copy_(src.embedding.word_embeddings.weight)
+            path = env.tmp / f"megatron-untied-save-{equal}"
+            path.mkdir()
+            with contextlib.redirect_stdout(io.StringIO()):
+                dist_checkpointing.save(src.sharded_state_dict(), str(path))
+            real = error_of(lambda: dist_checkpointing.load(build(True).sharded_state_dict(),
+                                                            str(path)))
+            same = torch.equal(src.output_layer.weight, src.embedding.word_embeddings.weight)
+            d = env.diff(path, layout)
+            u = {x["key"]: x for x in d.get("unconsumed", [])}.get("output_layer.weight", {})
+            check(real is None and u.get("redundant") == same and d["exit"] == (0 if same else 1)
+                  and ("differ" in u.get("note", "")) != same,
+                  f"megatron tied, stored output layer {'equal' if same else 'distinct'}: "
+                  f"megatron-core {real}; diff exit {d['exit']}, {u}")
+
+
+CASES = {"state_dict": case_state_dict, "tied": case_tied, "dcp": case_dcp, "torch_dist": case_torch_dist,
          "legacy": case_legacy, "te_torch_dist": case_te_torch_dist, "te_legacy": case_te_legacy,
          "mla_q_lora_null": case_mla_q_lora_null, "causes": case_causes,
          "megatron_gpt": case_megatron_gpt, "megatron_moe": case_megatron_moe,

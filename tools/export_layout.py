@@ -37,6 +37,10 @@ Megatron facts are read by duck typing, so no Megatron import is needed (docs/fo
   an MTP layer that has ``transformer_layer`` + ``eh_proj`` instead);
 * ``expert`` from ``experts.linear_fc<1|2>.weight<e>`` / ``local_experts.<e>.``; ``num_experts``
   from ``config.num_moe_experts`` (else the highest index + 1);
+* ``ties``: the state dict's names that are one tensor (tied weights, by identity), in its order;
+  a Megatron model built with ``share_embeddings_and_output_weights`` ties
+  ``output_layer.weight`` (which has no weight of its own) to ``embedding.word_embeddings.weight``;
+  from ``--state-dict``, tensors that view one storage at the same place;
 * ``torch_dist.layers``: ``per_layer`` when the decoder block's config makes megatron-core's
   ``sharded_state_dict`` key each layer apart (``moe_layer_freq`` a list or > 1,
   ``linear_attention_freq``, heterogeneous block specs, ``hetereogenous_dist_checkpoint``),
@@ -264,7 +268,28 @@ def export_layout(model, parallel: dict | None = None, family: str | None = None
                      source, num_experts, mtp_inner, list(sd))
     if torch_dist:
         layout["torch_dist"] = torch_dist
+    ties = _ties(sd, lambda t: id(t))
+    # Megatron's tied output layer has no weight of its own: the embedding's is used.
+    for m in modules.values():
+        if getattr(m, "share_embeddings_and_output_weights", False) and \
+                getattr(getattr(m, "output_layer", None), "weight", None) is None and \
+                getattr(m, "pre_process", True) and hasattr(m, "embedding"):
+            ties.append(["embedding.word_embeddings.weight", "output_layer.weight"])
+            break
+    if ties:
+        layout["ties"] = ties
     return layout
+
+
+def _ties(sd: dict, same) -> list[list[str]]:
+    """Groups of state-dict names that are one tensor (tied weights), in the state dict's order:
+    the order load_state_dict fills them in, the last stored one deciding the values."""
+    groups: dict = {}
+    for key, t in sd.items():
+        if key.endswith("_extra_state") or not hasattr(t, "shape"):
+            continue
+        groups.setdefault(same(t), []).append(strip_wrappers(key))
+    return [names for names in groups.values() if len(names) > 1]
 
 
 def _torch_dist_layers(modules: dict) -> dict | None:
@@ -318,7 +343,14 @@ def layout_from_state_dict(sd: dict, parallel: dict | None = None, family: str =
     if not any(".mtp_model_layer." in n for n in names) and any(
             n.startswith("mtp.") and ".transformer_layer." in n for n in names):
         mtp_inner = "transformer_layer"
-    return _layout(params, parallel or {}, family, source, None, mtp_inner, list(flat))
+    layout = _layout(params, parallel or {}, family, source, None, mtp_inner, list(flat))
+    # torch.save keeps tied tensors as views of one storage.
+    ties = _ties(flat, lambda t: (t.untyped_storage().data_ptr(), t.storage_offset(),
+                                  tuple(t.shape), tuple(t.stride()), t.dtype)
+                 if hasattr(t, "untyped_storage") and t.numel() else id(t))
+    if ties:
+        layout["ties"] = ties
+    return layout
 
 
 def parse_value(text: str):

@@ -37,6 +37,8 @@ enum class Strictness : uint8_t {
 std::string_view strictnessName(Strictness s);
 std::optional<Strictness> strictnessFromName(std::string_view name);
 
+struct DiffSource;
+
 struct DiffOptions
 {
     std::vector<std::string> disabledRules;
@@ -61,6 +63,12 @@ struct DiffOptions
     /** Threads for the parameters: 0 picks by the layout's size and the machine's cores; 1
      *  evaluates on the caller's thread only. The result is the same either way. */
     int threads = 0;
+    /**
+     * Whether two stored tensors hold the same values (tied weights both stored: the load
+     * keeps one): true, false, or nullopt when it cannot tell. Unset: the diff does not read
+     * data and says it did not compare them. The session's runs set it (it reads the files).
+     */
+    std::function<std::optional<bool>(const DiffSource &, const DiffSource &)> sameValues;
 };
 
 enum class LoadStatus : uint8_t {
@@ -130,6 +138,9 @@ struct DiffEntry
     /** DiffOptions::checkInit: why the values the load fills it with look freshly initialised
      *  (every source does), or empty. */
     std::string looksInitial;
+    /** Not stored, but tied to this parameter (one tensor), which the load fills: its values
+     *  are right, though a strict load still names it missing. */
+    std::string tiedTo;
 };
 
 /** A checkpoint key no expected parameter consumes (a plain DCP load ignores it silently). */
@@ -141,6 +152,9 @@ struct UnconsumedKey
     bool tensor = true;
     std::string note;   ///< e.g. "optimizer state of a parameter the model does not have"
     int64_t entry = -1; ///< its item in the index, as DiffSource::entry
+    /** Its values equal a tensor the load reads (a tied output layer saved beside its
+     *  embedding): leaving it out loses nothing. */
+    bool redundant = false;
 };
 
 /** What the real load would do under the chosen strictness. */

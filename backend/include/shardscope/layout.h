@@ -97,6 +97,14 @@ struct Layout
      * hetereogenous_dist_checkpoint). Unknown: the layout does not say; the diff then assumes
      * the checkpoint's own form and says so (docs/formats.md §5.3.2).
      */
+    /**
+     * Names that are one tensor (tied weights: an output layer sharing its embedding), each
+     * group in the order the model's state_dict() lists them, which is the order
+     * load_state_dict fills them in: the last stored one decides the tensor's values. A name
+     * that is not a param is one the model does not ask for apart (Megatron's tied output
+     * layer, which has no weight of its own).
+     */
+    std::vector<std::vector<std::string>> ties;
     enum class LayerKeys : uint8_t { Unknown, Stacked, PerLayer };
     LayerKeys torchDistLayers = LayerKeys::Unknown;
     std::string torchDistLayersWhy; ///< what in the model decides it ("moe_layer_freq is a list")

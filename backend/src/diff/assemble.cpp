@@ -82,6 +82,7 @@ void Differ::assembleOutcome(DiffResult &r)
             unrequested.emplace_back(k.key.substr(slash + 7));
     }
     r.outcome = detail::loadOutcome(r, m_index, m_options, context);
+    r.outcome.warnings.insert(r.outcome.warnings.end(), m_tieWarnings.begin(), m_tieWarnings.end());
     if (m_torchDist && m_layersAssumed && !m_blockLayers.empty())
         r.outcome.warnings.push_back(
             "the layout does not say how the model's torch_dist load asks for its decoder layers "

@@ -20,6 +20,7 @@ std::optional<DiffResult> Differ::run(const Progress &progress)
     const unsigned threads = workers();
     if (!evaluateModel(r, progress, threads))
         return std::nullopt;
+    applyTies(r);
     // Transformer Engine's extra state: asked for as entries of their own, not counted as
     // parameters (fsdp_dtensor drops them on save and load alike).
     if ((m_layout.transformerEngine || m_layout.linearExtraState) &&
@@ -32,7 +33,10 @@ std::optional<DiffResult> Differ::run(const Progress &progress)
     if (m_options.includeOptimizer && !m_disk.groupMeta.empty())
         paramGroups(r, threads);
     collectUnconsumed(r);
+    noteTiedUnconsumed(r);
     assembleOutcome(r);
+    // The options' callback views the caller's checkpoint: not for the result to keep.
+    r.options.sameValues = nullptr;
     if (progress)
         progress(2 * m_params.size(), 2 * m_params.size());
     return r;

@@ -293,6 +293,16 @@ private:
     // One parameter's param_group entry (reads the index and the layout only: any thread).
     DiffEntry groupEntry(const LayoutParam &p, const std::string &firstLeaf) const;
 
+    // --- tied weights (ties.cpp) ---
+    /** A tie's names that the load asks for: the one not stored is filled through the tie,
+     *  each stored one whose values differ from the one read last loses them. */
+    void applyTies(DiffResult &r);
+    /** A stored key the tied model has no weight for: whether its values are lost. */
+    void noteTiedUnconsumed(DiffResult &r);
+    std::optional<bool> sameStored(const DiffSource &a, const DiffSource &b) const;
+    /** Per entry, where dcp.load reads it: its file's rank, then its place (model entries). */
+    std::vector<std::pair<size_t, size_t>> dcpReadOrder(const DiffResult &r) const;
+
     // --- assembly (assemble.cpp) ---
     /** The stored keys no entry explained, each with what it likely is. */
     void collectUnconsumed(DiffResult &r);
@@ -347,7 +357,8 @@ private:
     std::string m_layersWhy;      ///< why the load asks for the layers so
     bool m_layersAssumed = false; ///< the layout does not say: taken from the checkpoint
     std::unordered_map<std::string, int64_t> m_blockLayers; ///< "…decoder.layers." → its layers
-    int64_t m_experts = 0; ///< routed experts per layer (the expert axis)
+    int64_t m_experts = 0;                  ///< routed experts per layer (the expert axis)
+    std::vector<std::string> m_tieWarnings; ///< ties whose values were not compared
     /** saved_prefix: a stored name with its wrappers' components removed → the stored name. */
     std::unordered_map<std::string, std::string> m_unwrapped;
     std::once_flag m_unwrappedOnce;

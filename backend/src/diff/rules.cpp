@@ -113,7 +113,7 @@ bool DiffResult::clean() const
             return false;
     // Model tensors nobody asks for: a load ignores them silently (a layer or expert too many?).
     for (const UnconsumedKey &u : unconsumed)
-        if (u.tensor && !u.key.starts_with("optimizer."))
+        if (u.tensor && !u.redundant && !u.key.starts_with("optimizer."))
             return false;
     return true;
 }

@@ -41,6 +41,8 @@ public:
         }
         if (!m.tied)
             add("output_layer.weight", {m.vocab, m.hidden}, 0);
+        else // no weight of its own: the embedding's (share_embeddings_and_output_weights)
+            l.ties.push_back({"embedding.word_embeddings.weight", "output_layer.weight"});
     }
 
 private:

@@ -76,6 +76,8 @@ std::string layoutToJson(const Layout &l)
     j["transformer_engine"] = l.transformerEngine;
     j["linear_extra_state"] = l.linearExtraState;
     j["mtp_inner"] = l.mtpInner;
+    if (!l.ties.empty())
+        j["ties"] = l.ties;
     if (l.torchDistLayers != Layout::LayerKeys::Unknown) {
         j["torch_dist"] = {
             {"layers", l.torchDistLayers == Layout::LayerKeys::PerLayer ? "per_layer" : "stacked"}};
@@ -163,6 +165,23 @@ Result<Layout> layoutFromJson(const std::string &text, const std::string &origin
             return layoutError(origin, "linear_extra_state", "must be true or false");
         l.linearExtraState = j.value("linear_extra_state", l.transformerEngine);
         l.mtpInner = j.value("mtp_inner", std::string("mtp_model_layer"));
+        if (const auto ties = j.find("ties"); ties != j.end()) {
+            if (!ties->is_array())
+                return layoutError(origin, "ties", "an array of arrays of names");
+            for (size_t i = 0; i < ties->size(); ++i) {
+                const json &g = (*ties)[i];
+                const std::string where = "ties[" + std::to_string(i) + "]";
+                if (!g.is_array() || g.size() < 2)
+                    return layoutError(origin, where, "a tie names two or more parameters");
+                std::vector<std::string> names;
+                for (const json &n : g) {
+                    if (!n.is_string())
+                        return layoutError(origin, where, "names are strings");
+                    names.push_back(n.get<std::string>());
+                }
+                l.ties.push_back(std::move(names));
+            }
+        }
         if (const auto td = j.find("torch_dist"); td != j.end()) {
             if (!td->is_object())
                 return layoutError(origin, "torch_dist", "must be an object");

@@ -73,6 +73,8 @@ json diffJson(const DiffResult &diff)
                 {"worst_index", e.castLoss->worstIndex}, {"worst_value", e.castLoss->worstValue}};
         if (!e.looksInitial.empty())
             entry["looks_initial"] = e.looksInitial;
+        if (!e.tiedTo.empty())
+            entry["tied_to"] = e.tiedTo;
         entries.push_back(std::move(entry));
     }
     json unconsumed = json::array();
@@ -81,7 +83,8 @@ json diffJson(const DiffResult &diff)
                               {"shape", u.shape},
                               {"dtype", u.dtype},
                               {"tensor", u.tensor},
-                              {"note", u.note}});
+                              {"note", u.note},
+                              {"redundant", u.redundant}});
     const LoadOutcome &o = diff.outcome;
     const DiffOptions &opt = diff.options;
     json repair = nullptr;

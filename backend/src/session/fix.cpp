@@ -194,10 +194,11 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     auto diff = [&](const CheckpointIndex &index, const DiffOptions &options,
                     const char *stage) -> Result<DiffResult> {
         bool stopped = false;
-        auto d = diffAgainstLayout(index, *layout, options, [&](uint64_t done, uint64_t total) {
-            stopped = stopped || !control.report({stage, done, total});
-            return !stopped;
-        });
+        auto d = diffAgainstLayout(index, *layout, detail::withValueComparison(options, index),
+                                   [&](uint64_t done, uint64_t total) {
+                                       stopped = stopped || !control.report({stage, done, total});
+                                       return !stopped;
+                                   });
         if (stopped)
             return cancelled();
         return d;

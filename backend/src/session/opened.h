@@ -17,4 +17,12 @@ void previewRepair(const CheckpointIndex &index, const Layout &layout, DiffResul
                    const std::string &checkpoint, const std::string &layoutPath,
                    const std::string &layoutCommand = {});
 
+/** Whether two stored tensors (their stacked entries) hold the same bytes, read in blocks;
+ *  nullopt when either cannot be read. */
+std::optional<bool> sameStoredValues(const CheckpointIndex &index, const DiffSource &a,
+                                     const DiffSource &b);
+
+/** `options` with DiffOptions::sameValues reading `index` (which must outlive the diff). */
+DiffOptions withValueComparison(DiffOptions options, const CheckpointIndex &index);
+
 } // namespace shardscope::detail
