@@ -220,9 +220,9 @@ private:
         case 0x8d:
         case 0x8e:
         case 0x96: {
-            const size_t n = op == 'U' || op == 'C' || op == 0x8c ? 1
+            const size_t n = op == 'U' || op == 'C' || op == 0x8c     ? 1
                              : op == 0x8d || op == 0x8e || op == 0x96 ? 8
-                                                                       : 4;
+                                                                      : 4;
             auto v = counted(n);
             if (!v)
                 return v.error();
@@ -420,11 +420,12 @@ private:
         case 0x98: // READONLY_BUFFER
             return Ok{};
         default:
-            return fail(opAt, "unknown opcode 0x" + [op] {
-                char b[3];
-                std::snprintf(b, sizeof b, "%02x", op);
-                return std::string(b);
-            }());
+            return fail(
+                opAt, "unknown opcode 0x" + [op] {
+                    char b[3];
+                    std::snprintf(b, sizeof b, "%02x", op);
+                    return std::string(b);
+                }());
         }
     }
 

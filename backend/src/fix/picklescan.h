@@ -20,8 +20,8 @@ struct PickleNode
 {
     enum class Kind : uint8_t { Opaque, None, Bool, Int, Str, Tuple, Global, Dict, Reduce, Persid };
     Kind kind = Kind::Opaque;
-    int64_t number = 0;                            ///< Bool, Int
-    std::string text;                              ///< Str; Global: "module.name"
+    int64_t number = 0;                             ///< Bool, Int
+    std::string text;                               ///< Str; Global: "module.name"
     std::vector<std::shared_ptr<PickleNode>> items; ///< Tuple; Dict: key, value, key, value…
     std::shared_ptr<PickleNode> callable, args;     ///< Reduce (and NEWOBJ); Persid: args
     std::shared_ptr<PickleNode> state;              ///< what BUILD set on it

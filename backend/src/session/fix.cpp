@@ -419,6 +419,9 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
             moved(v);
         for (Problem &p : written->problems)
             moved(p.file);
+        // What the open reads from the manifest, written after the read-back.
+        written->info["repaired_from"] =
+            std::filesystem::absolute(request.checkpoint, ec).lexically_normal().string();
         result.index = std::make_shared<const CheckpointIndex>(std::move(*written));
     }
     return result;
