@@ -31,8 +31,13 @@ QString repairSummaryText(const FixResult &fix)
     QStringList kinds;
     for (const FixChangeCount &c : fix.changes)
         kinds << QStringLiteral("%1 %2").arg(c.count).arg(text(c.kind));
+    // Written but not a repair (--partial, or the output read back still fails to load): said
+    // first, as the CLI does.
     QString s =
-        tr("Repaired into %1: %2. %3 files hard-linked, %4 symlinked, %5 copied; %6.")
+        (fix.repaired() ? tr("Repaired into %1: %2. %3 files hard-linked, %4 symlinked, %5 "
+                             "copied; %6.")
+                        : tr("Written into %1, NOT a repair: %2. %3 files hard-linked, %4 "
+                             "symlinked, %5 copied; %6."))
             .arg(text(fix.output), kinds.join(QStringLiteral(", ")))
             .arg(fix.filesLinked)
             .arg(fix.filesSymlinked)
@@ -48,6 +53,8 @@ QString repairSummaryText(const FixResult &fix)
                                     .arg(fix.after->loadableModel)
                                     .arg(fix.after->expectedModel)
                                     .arg(text(actionName(fix.after->outcome.action)));
+    if (!fix.stillFails.empty())
+        s += QLatin1Char(' ') + tr("The load still fails on it: %1.").arg(text(fix.stillFails));
     if (!fix.blockers.empty())
         s += QLatin1Char(' ') + tr("%1 entries could not be repaired (first: %2).")
                                     .arg(fix.blockers.size())

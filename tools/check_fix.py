@@ -19,7 +19,11 @@ tools/make_layout_fixtures.py's families as Megatron-FSDP saves them) and a load
 Other cases: `refusals` (an existing OUT, --force on a directory no fix wrote, an output inside
 the source, a parameter that nothing stores: nothing written, the blocker named, --partial
 writes the rest) and `hostile` (a `.metadata` whose storage names a file outside the checkpoint:
-nothing written anywhere).
+nothing written anywhere). Issue 37's, each with its format's real loader (strict dcp.load,
+load_state_dict(strict=True), Megatron's legacy strict load per rank) loading OUT bit for bit,
+the source's bytes unchanged, and the manifest saying the output read back loads:
+`zero_element`, `wrapper_fused`, `key_prefix`, `unused`, `symlink_outside`, `torch_save_index`,
+`legacy` and `recheck` (a --partial output flagged as no repair).
 Prints one line per failure and "N passed, M failed"; exits 0 only when all pass.
 """
 
@@ -99,21 +103,30 @@ def recast(ckpt: Path, out: Path, dtypes: dict[str, torch.dtype]) -> Path:
     return out
 
 
-def check_written(ckpt: Path, out: Path, result: dict, out_md, rewrites: bool) -> list[str]:
+def check_written(ckpt: Path, out: Path, result: dict, out_md, rewrites: bool,
+                  outside: tuple[str, ...] = ()) -> list[str]:
     """Only what references cannot express was written: no bytes at all, or (`rewrites`) one
     new data file holding exactly the rewritten keys; every other data file is a hard link of
-    the source's."""
+    the source's, except `outside` (data files that are symlinks out of the checkpoint): those
+    are copies, byte for byte, sharing no inode with the file outside, and the result says so."""
     problems = []
     kinds = {c["kind"]: c["count"] for c in result["changes"]}
     if bool(kinds.get("rewrite")) != rewrites:
         problems.append(f"rewrites expected: {rewrites}; changes {kinds}")
-    if result["files"]["copied"] != 0:
-        problems.append(f"files were copied: {result['files']}")
+    if result["files"]["copied"] != len(outside):
+        problems.append(f"files copied: {result['files']}, expected {len(outside)}")
+    said = result.get("copied_from_outside", [])
+    if sorted(x.split(" -> ")[0].split("/")[-1] for x in said) != sorted(outside):
+        problems.append(f"the result names {said} as copied from outside, not {list(outside)}")
     new = []
     for f in data_dir(out).glob("*.distcp"):
         src = data_dir(ckpt) / f.name
         if not src.exists():
             new.append(f.name)
+        elif f.name in outside:
+            if f.is_symlink() or f.stat().st_ino == src.stat().st_ino or f.stat().st_nlink != 1 \
+                    or f.read_bytes() != src.read_bytes():
+                problems.append(f"{f.name} is not a copy of the file outside the checkpoint")
         elif f.stat().st_ino != src.stat().st_ino:
             problems.append(f"{f.name} is not a hard link of the source's")
     # The bytes of the keys torch reads from the new file, as torch's metadata gives them.
@@ -130,6 +143,18 @@ def check_written(ckpt: Path, out: Path, result: dict, out_md, rewrites: bool) -
     return problems
 
 
+def check_manifest(out: Path, result: dict) -> list[str]:
+    """A fix that exits 0 read its output back and found it loads: the result and the manifest
+    say so."""
+    m = out / "shardscope-fix.json"
+    manifest = json.loads(m.read_text()) if m.exists() else {}
+    if not (result.get("repaired") and manifest.get("repaired") is True and
+            not manifest.get("still_fails") and result.get("after")):
+        return [f"exit 0 without a read-back that loads: repaired {result.get('repaired')}, "
+                f"manifest {manifest.get('repaired')!r} {manifest.get('still_fails')!r}"]
+    return []
+
+
 class Case:
     def __init__(self, cli: str, tmp: Path, tally: Tally):
         self.cli, self.tmp, self.tally = cli, tmp, tally
@@ -142,7 +167,8 @@ class Case:
         return out
 
     def repair(self, name: str, ckpt: Path, layout: Path, opts: list[str],
-               rewrites: bool = False) -> None:
+               rewrites: bool = False, verify: bool = True,
+               outside: tuple[str, ...] = ()) -> None:
         problems: list[str] = []
         before = snapshot(ckpt)
         rc, text, err = run(self.cli, "diff", str(ckpt), "--layout", str(layout), *opts, "--json")
@@ -156,7 +182,7 @@ class Case:
         wanted = [e for e in asked["entries"] if e["section"] in ("model", "optimizer")]
         src_md = dcp.FileSystemReader(str(data_dir(ckpt))).read_metadata().state_dict_metadata
 
-        out = self.tmp / f"{name}-fixed"
+        out = self.tmp / f"{name.replace('/', '-')}-fixed"
         rc, text, err = run(self.cli, "fix", str(ckpt), "--layout", str(layout), *opts, "-o",
                             str(out), "--json")
         if rc != 0:
@@ -257,13 +283,16 @@ class Case:
             problems.append(f"diff OUT: exit {rc}, {d['counts']}: {err}")
         rules = [x for i, x in enumerate(opts)
                  if x == "--disable-rule" or (i > 0 and opts[i - 1] == "--disable-rule")]
-        rc, text, err = run(self.cli, "verify", str(out), "--layout", str(layout), "--quiet", *rules)
-        if rc != 0:
-            problems.append(f"verify OUT: exit {rc}: {err[-300:]} {text[-300:]}")
+        if verify:
+            rc, text, err = run(self.cli, "verify", str(out), "--layout", str(layout), "--quiet",
+                                *rules)
+            if rc != 0:
+                problems.append(f"verify OUT: exit {rc}: {err[-300:]} {text[-300:]}")
+        problems += check_manifest(out, result)
         rc, text, err = run(self.cli, "inspect", str(out))
         if "repaired from" not in text or str(ckpt.resolve()) not in text:
             problems.append(f"inspect OUT does not say where it was repaired from: {text[:300]}")
-        problems += check_written(ckpt, out, result, out_full, rewrites)
+        problems += check_written(ckpt, out, result, out_full, rewrites, outside)
         if snapshot(ckpt) != before:
             problems.append("the source checkpoint changed")
         print(f"{name}: {checked} tensors loaded, {repaired} repaired keys, "
@@ -375,7 +404,7 @@ def wanted_value(e: dict, f: dict, stored, dtype: torch.dtype) -> torch.Tensor:
 
 
 def check_state_dict_fix(c: Case, name: str, ckpt: Path, layout: Path, read, out_file: str,
-                         stored: dict[str, torch.Tensor]) -> None:
+                         stored: dict[str, torch.Tensor], extra=None) -> None:
     """fix of a torch.save / safetensors checkpoint: the model's strict load_state_dict raises on
     the source and passes on OUT, every value torch's own from the stored tensors."""
     problems: list[str] = []
@@ -421,6 +450,8 @@ def check_state_dict_fix(c: Case, name: str, ckpt: Path, layout: Path, read, out
         problems.append(f"diff OUT: exit {rc}: {err[-300:]}")
     if snapshot(ckpt if ckpt.is_dir() else ckpt.parent) != before:
         problems.append("the source checkpoint changed")
+    problems += check_manifest(out, result)
+    problems += extra(out, result) if extra else []
     print(f"{name}: {len(loaded)} tensors loaded, changes "
           f"{[(x['kind'], x['count']) for x in result['changes']]}")
     c.tally.unit(name, problems)
@@ -603,6 +634,444 @@ def case_hostile(c: Case, demo: Path) -> None:
     c.tally.unit("hostile relative_path", problems)
 
 
+def hf_layout(c: Case, params: dict[str, tuple], name: str) -> Path:
+    """A layout of these Hugging Face-style names, shapes and dtypes."""
+    out = c.tmp / f"{name}-layout.json"
+    out.write_text(json.dumps({
+        "schema": "shardscope.layout/1", "family": "test", "source": "hf",
+        "parallel": {"tp": 1, "pp": 1, "ep": 1, "etp": 1, "dp_shard": 1},
+        "transformer_engine": False,
+        "params": [{"name": n, "shape": list(s), "dtype": str(d).split(".")[-1], "tp_dim": -1}
+                   for n, (s, d) in params.items()]}))
+    return out
+
+
+def check_dcp_fix(c: Case, name: str, src: Path, layout: Path, opts: list[str],
+                  kept: tuple[str, ...] = ()) -> None:
+    """fix of a plain DCP checkpoint: torch's strict dcp.load of what the diff says the load asks
+    for raises on the source and passes on OUT, every value the one torch builds from the stored
+    tensors the diff with every rule names; the stored tensors no parameter uses are `kept`
+    (dcp.load does not read them), and the source is untouched."""
+    problems: list[str] = []
+    before = snapshot(src)
+    rc, text, err = run(c.cli, "diff", str(src), "--layout", str(layout), *opts, "--json")
+    asked = json.loads(text)
+    rc, text, err = run(c.cli, "diff", str(src), "--layout", str(layout), "--json", "--every-rule")
+    found = {(e["section"], e["name"]): e for e in json.loads(text)["entries"]}
+    request = {}
+    for e in asked["entries"]:
+        rows = e.get("request_rows") or [{"key": e["request_keys"][0], "shape": e["shape"]}]
+        for r in rows:
+            request[r["key"]] = (r["shape"], getattr(torch, e["dtype"]))
+    try:
+        load_strict(src, request)
+        problems.append("the strict load of the source did not raise")
+    except (Exception, CheckpointException):  # noqa: BLE001 - a BaseException in torch
+        pass
+    out = c.tmp / f"{name.replace('/', '-')}-fixed"
+    rc, text, err = run(c.cli, "fix", str(src), "--layout", str(layout), *opts, "-o", str(out),
+                        "--json")
+    if rc != 0:
+        c.tally.unit(name, problems + [f"fix: exit {rc}: {err} {text[-600:]}"])
+        return
+    result = json.loads(text)
+    try:
+        loaded = load_strict(out, request)
+    except (Exception, CheckpointException) as exc:  # noqa: BLE001
+        c.tally.unit(name, problems + [f"strict load of OUT raised: {str(exc)[:400]}"])
+        return
+    md = dcp.FileSystemReader(str(src)).read_metadata().state_dict_metadata
+    cache: dict[str, torch.Tensor] = {}
+
+    def stored(key: str) -> torch.Tensor:
+        if key not in cache:
+            sd = {key: torch.empty(tuple(md[key].size), dtype=md[key].properties.dtype)}
+            dcp.load(sd, checkpoint_id=str(src))
+            cache[key] = sd[key]
+        return cache[key]
+
+    for e in asked["entries"]:
+        f = found.get((e["section"], e["name"]))
+        if not f or not f["sources"]:
+            problems.append(f"{e['name']}: no sources with every rule on")
+            continue
+        want = wanted_value(e, f, stored, getattr(torch, e["dtype"]))
+        for r in e.get("request_rows") or [{"key": e["request_keys"][0], "begin": 0, "end": 0}]:
+            part = want if r["begin"] >= r["end"] else \
+                want.narrow(r["dim"], r["begin"], r["end"] - r["begin"])
+            if not torch.equal(bits(part), bits(loaded[r["key"]])):
+                problems.append(f"{r['key']}: the loaded values are not the stored ones")
+    got = tuple(sorted(u["key"] for u in result.get("unused", []) if u["kept"]))
+    if got != tuple(sorted(kept)) or any(not u["kept"] for u in result.get("unused", [])):
+        problems.append(f"unused tensors {result.get('unused')}, expected kept {list(kept)}")
+    problems += check_manifest(out, result)
+    if snapshot(src) != before:
+        problems.append("the source checkpoint changed")
+    print(f"{name}: {len(loaded)} keys loaded by a strict dcp.load, changes "
+          f"{[(x['kind'], x['count']) for x in result['changes']]}")
+    c.tally.unit(name, problems)
+
+
+def resaved(ckpt: Path, out: Path, rename) -> Path:
+    """A copy of a one-rank DCP checkpoint saved again by dcp.save, its keys renamed (None:
+    left out)."""
+    md = dcp.FileSystemReader(str(ckpt)).read_metadata()
+    sd = {k: torch.empty(tuple(m.size), dtype=m.properties.dtype)
+          for k, m in md.state_dict_metadata.items() if hasattr(m, "size")}
+    sd |= {k: None for k, m in md.state_dict_metadata.items() if not hasattr(m, "size")}
+    dcp.load(sd, checkpoint_id=str(ckpt))
+    dcp.save({rename(k): v for k, v in sd.items() if rename(k) is not None},
+             checkpoint_id=str(out), no_dist=True)
+    return out
+
+
+def case_zero_element(c: Case) -> None:
+    """A zero-element tensor (a bias of no rows) among the keys a wrapper's prefix hides, in a
+    torch.save file saved through DDP and a DCP checkpoint saved from a torch.compile'd model:
+    it is renamed with the rest (it blocked the whole repair: no stored tensor holds its rows)."""
+    from check_loaders import hf_model, tensors
+    params = hf_model()
+    params["model.layers.0.self_attn.q_proj.bias"] = ((0,), torch.float32)
+    params["model.layers.1.mlp.gate_proj.lora"] = ((0, 8), torch.float32)
+    sd = tensors(params)
+    layout = hf_layout(c, params, "zero")
+    d = c.tmp / "zero-pt"
+    d.mkdir()
+    held = {"module." + k: v for k, v in sd.items()}
+    torch.save(held, d / "model.pt")
+    check_state_dict_fix(c, "zero_element/torch_save", d / "model.pt", layout,
+                         lambda p: torch.load(p, weights_only=True), "model.pt", held)
+    src = c.tmp / "zero-dcp"
+    dcp.save({"model": {"_orig_mod." + k: v for k, v in sd.items()}}, checkpoint_id=str(src),
+             no_dist=True)
+    check_dcp_fix(c, "zero_element/dcp", src, layout, [])
+
+
+def case_wrapper_fused(c: Case, fx: Path) -> None:
+    """A fused SwiGLU linear_fc1 stored whole under a wrapper's prefix: in a torch.save file saved
+    through DDP (module.decoder.layers.0.mlp.linear_fc1.weight), which the model's
+    load_state_dict asks for whole (was blocked, the blocker naming the prefix); and in an
+    fsdp_dtensor checkpoint of a torch.compile'd model (model.module._orig_mod.…) saved before
+    Megatron-FSDP had the split handler, which a load with the handler asks for as its sections
+    (the prefix dropped and the sections cut out)."""
+    ckpt = fx / "llama/fused"
+    dd = data_dir(ckpt)
+    md = dcp.FileSystemReader(str(dd)).read_metadata().state_dict_metadata
+    sd = {k: torch.empty(tuple(m.size), dtype=m.properties.dtype)
+          for k, m in md.items() if k.startswith("model.module.") and hasattr(m, "size")}
+    dcp.load(sd, checkpoint_id=str(dd))
+    held = {"module." + k[len("model.module."):]: v.contiguous() for k, v in sd.items()}
+    path = c.tmp / "wrapper-fused" / "model.pt"
+    path.parent.mkdir()
+    torch.save(held, path)
+    lay = c.layout(fx / "llama/config.json")
+    plain = json.loads(lay.read_text())
+    plain["transformer_engine"] = plain["linear_extra_state"] = False
+    plain["params"] = [p for p in plain["params"] if not p["name"].endswith("._extra_state")]
+    lay.write_text(json.dumps(plain))
+    check_state_dict_fix(c, "wrapper_fused/torch_save", path, lay,
+                         lambda p: torch.load(p, weights_only=True), "model.pt", held)
+
+    def compiled(k: str) -> str:
+        return "model.module._orig_mod." + k[len("model.module."):] \
+            if k.startswith("model.module.") else k
+    src = resaved(dd, c.tmp / "wrapper-fused-dcp", compiled)
+    c.repair("wrapper_fused/fsdp_dtensor", src, c.layout(fx / "llama/config.json"),
+             ["--no-optimizer"], rewrites=True)
+
+
+def case_key_prefix(c: Case, demo: Path) -> None:
+    """key_prefix under DCP's top-level nesting: a plain DCP {'model': sd} asked for under
+    `encoder.` (a model that keeps the saved one as a submodule) and the reverse (stored under
+    `backbone.`, asked for without it); the bundled fsdp_dtensor demo asked for under
+    `language_model.` (model.module.language_model.…), optimizer states and groups included."""
+    from check_loaders import hf_model, tensors
+    params = hf_model()
+    sd = tensors(params)
+    src = c.tmp / "prefix-dcp"
+    dcp.save({"model": sd}, checkpoint_id=str(src), no_dist=True)
+    check_dcp_fix(c, "key_prefix/dcp_add", src,
+                  hf_layout(c, {"encoder." + k: v for k, v in params.items()}, "encoder"), [])
+    src = c.tmp / "prefix-dcp-strip"
+    dcp.save({"model": {"backbone." + k: v for k, v in sd.items()}}, checkpoint_id=str(src),
+             no_dist=True)
+    check_dcp_fix(c, "key_prefix/dcp_strip", src, hf_layout(c, params, "backbone"), [])
+    lay = c.layout(demo / "config.json")
+    d = json.loads(lay.read_text())
+    for p in d["params"]:
+        p["name"] = "language_model." + p["name"]
+        if p.get("absorbs"):
+            p["absorbs"] = "language_model." + p["absorbs"]
+        for sec in (p.get("fusion") or {}).get("sections", []):
+            sec["name"] = "language_model." + sec["name"]
+    lay.write_text(json.dumps(d))
+    c.repair("key_prefix/fsdp_dtensor", demo, lay, [])
+
+
+def case_unused(c: Case) -> None:
+    """A stored tensor no parameter uses: left out of a state dict's copy (a strict
+    load_state_dict raises on it), so a repair that succeeds exits 0 and says so (it exited 1,
+    written but not repaired); alone, the diff's REPAIR line offers that fix by name (it offered
+    one summarised as "()"); kept in a DCP copy (dcp.load does not read it), named as kept; and a
+    DCP checkpoint whose only extra is such a tensor has nothing to repair (exit 0)."""
+    from safetensors.torch import load_file, save_file
+    from check_loaders import hf_model, tensors
+    params = hf_model()
+    sd = tensors(params)
+    layout = hf_layout(c, params, "unused")
+    extra = torch.arange(6, dtype=torch.float32)
+
+    def left_out(key: str):
+        def check(out: Path, result: dict) -> list[str]:
+            u = result.get("unused", [])
+            return [] if [(x["key"], x["kept"]) for x in u] == [(key, False)] else \
+                [f"unused {u}, expected {key} left out"]
+        return check
+    d = c.tmp / "unused-pt"
+    d.mkdir()
+    held = {"module." + k: v for k, v in sd.items()} | {"module.extra_head.weight": extra}
+    torch.save(held, d / "model.pt")
+    check_state_dict_fix(c, "unused/torch_save", d / "model.pt", layout,
+                         lambda p: torch.load(p, weights_only=True), "model.pt", held,
+                         left_out("module.extra_head.weight"))
+    # Only the extra: the diff fails (a strict load raises Unexpected key(s)) and offers the fix.
+    d = c.tmp / "unused-st"
+    d.mkdir()
+    held = sd | {"extra_head.weight": extra}
+    save_file(held, str(d / "model.safetensors"))
+    rc, text, err = run(c.cli, "diff", str(d / "model.safetensors"), "--layout", str(layout))
+    line = next((x for x in text.splitlines() if "writes a checkpoint" in x), "")
+    c.tally.unit("unused/diff REPAIR line", [] if rc == 1 and "(1 leave out)" in line and
+                 "()" not in text else [f"exit {rc}: {text[-600:]} {err}"])
+    check_state_dict_fix(c, "unused/safetensors", d / "model.safetensors", layout,
+                         lambda p: load_file(str(p)), "model.safetensors", held,
+                         left_out("extra_head.weight"))
+    # DCP: kept.
+    src = c.tmp / "unused-dcp"
+    dcp.save({"model": {"module." + k: v for k, v in sd.items()} | {"extra_head.weight": extra}},
+             checkpoint_id=str(src), no_dist=True)
+    check_dcp_fix(c, "unused/dcp", src,
+                  hf_layout(c, {"decoder." + k: v for k, v in params.items()}, "unused-dcp"), [],
+                  kept=("model.extra_head.weight",))
+    src = c.tmp / "unused-dcp-only"
+    dcp.save({"model": sd | {"extra_head.weight": extra}}, checkpoint_id=str(src), no_dist=True)
+    rc, text, err = run(c.cli, "diff", str(src), "--layout", str(layout))
+    offers = [x for x in text.splitlines() if "shardscope-cli fix" in x or "writes a" in x]
+    problems = [] if "nothing for fix to repair" in text and not offers else \
+        [f"diff offers {offers}: {text[-500:]}"]
+    out = c.tmp / "unused-dcp-only-fixed"
+    rc, text, err = run(c.cli, "fix", str(src), "--layout", str(layout), "-o", str(out), "--json")
+    r = json.loads(text) if text else {}
+    if rc != 0 or not r.get("already_loads") or out.exists() or \
+            [u["key"] for u in r.get("unused", []) if u["kept"]] != ["model.extra_head.weight"]:
+        problems.append(f"fix: exit {rc}, {text[:300]} {err}")
+    c.tally.unit("unused/dcp nothing to repair", problems)
+
+
+def case_symlink_outside(c: Case, demo: Path) -> None:
+    """A data file that is a symlink to a file outside the checkpoint: copied into OUT (a hard
+    link made OUT share that outside inode), and the result and manifest name it."""
+    src = c.tmp / "symlinked" / "ckpt"
+    shutil.copytree(demo, src)
+    first = sorted(data_dir(src).glob("*.distcp"))[0]
+    outside = c.tmp / "symlinked" / "elsewhere" / first.name
+    outside.parent.mkdir()
+    shutil.move(first, outside)
+    first.symlink_to(outside)
+    c.repair("symlink_outside", src, c.layout(demo / "config.json"),
+             ["--disable-rule", "mla_down_proj"], outside=(first.name,))
+    m = json.loads((c.tmp / "symlink_outside-fixed" / "shardscope-fix.json").read_text())
+    c.tally.unit("symlink_outside: manifest", [] if any(
+        str(outside) in x for x in m.get("copied_from_outside", [])) else [f"manifest {m}"])
+
+
+def case_torch_save_index(c: Case) -> None:
+    """transformers' pytorch_model.bin.index.json set (torch.save shards) saved through
+    torch.compile: the shards written anew, the index rewritten, config.json hard-linked (fix
+    refused the format: exit 2)."""
+    from check_loaders import hf_model, tensors
+    params = hf_model()
+    sd = tensors(params)
+    held = {"_orig_mod." + k: v for k, v in sd.items()}
+    keys = list(held)
+    shards = {"pytorch_model-00001-of-00002.bin": keys[: len(keys) // 2],
+              "pytorch_model-00002-of-00002.bin": keys[len(keys) // 2:]}
+    d = c.tmp / "bin-set"
+    d.mkdir()
+    for shard, names in shards.items():
+        torch.save({k: held[k] for k in names}, d / shard)
+    (d / "pytorch_model.bin.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": 0}, "weight_map": {k: s for s, ns in shards.items() for k in ns}}))
+    (d / "config.json").write_text("{}")
+
+    def read_set(p: Path) -> dict:
+        index = json.loads((p / "pytorch_model.bin.index.json").read_text())
+        out = {}
+        for f in sorted(set(index["weight_map"].values())):
+            out |= torch.load(p / f, weights_only=True)
+        if set(index["weight_map"]) != set(out):
+            raise RuntimeError(f"the index names {sorted(index['weight_map'])[:3]}")
+        return out
+
+    def linked(out: Path, result: dict) -> list[str]:
+        return [] if (out / "config.json").stat().st_ino == (d / "config.json").stat().st_ino \
+            else ["config.json is not a hard link"]
+    check_state_dict_fix(c, "torch_save_index", d, hf_layout(c, params, "bin-set"), read_set, "",
+                         held, linked)
+
+
+def case_legacy(c: Case) -> None:
+    """Megatron's legacy torch format at TP 2 (mp_rank_0r/model_optim_rng.pt): saved with the
+    output layer tied to the embedding and MLA's down projections fused, loaded by a model that
+    unties them and holds the projections apart; rotary inv_freq saved beside them. Megatron's
+    load_model_state_dict (strict load_state_dict of each rank's `model`) raises on the source;
+    `fix` (exit 2 before) writes both rank files anew, and the same strict load of OUT passes
+    with every value bit for bit torch's own from the stored tensors, every other entry (args,
+    optimizer, RNG states, iteration) as saved."""
+    import argparse
+    import numpy as np
+    from check_loaders import module_from
+    h, v, q, kv, tp = 8, 32, 6, 4, 2
+    saved = {"embedding.word_embeddings.weight": ((v, h), 0),
+             "decoder.layers.0.self_attention.linear_qkv_down_proj.weight": ((q + kv, h), -1),
+             "decoder.layers.0.self_attention.linear_proj.weight": ((h, h), 1),
+             "decoder.final_layernorm.weight": ((h,), -1)}
+    g = torch.Generator().manual_seed(5)
+    values = {n: torch.randn(s, generator=g).to(torch.bfloat16) for n, (s, _) in saved.items()}
+    root = c.tmp / "legacy"
+    it = root / "iter_0000007"
+    files = []
+    for r in range(tp):
+        # As Megatron saves it: the module's state_dict(), an OrderedDict with _metadata.
+        model = module_from({n: (x.shape, x.dtype) for n, x in values.items()}).state_dict()
+        for n, t in values.items():
+            model[n] = (t.chunk(tp, saved[n][1])[r] if saved[n][1] >= 0 else t).clone()
+        model["rotary_pos_emb.inv_freq"] = torch.arange(4, dtype=torch.float32)
+        (it / f"mp_rank_{r:02d}").mkdir(parents=True)
+        files.append(it / f"mp_rank_{r:02d}" / "model_optim_rng.pt")
+        torch.save({"args": argparse.Namespace(tensor_model_parallel_size=tp, lr=1e-4),
+                    "checkpoint_version": 3.0, "iteration": 7, "model": model,
+                    "optimizer": {"optimizer": {"state": {0: {"exp_avg": torch.randn(3, generator=g)}},
+                                                "param_groups": [{"lr": 1e-4, "params": [0]}]}},
+                    "rng_state": [{"random_rng_state": ("MT", 1),
+                                   "np_rng_state": np.random.RandomState(r).get_state(),
+                                   "torch_rng_state": torch.get_rng_state()}]}, files[-1])
+    (root / "latest_checkpointed_iteration.txt").write_text("7")
+    want = {"embedding.word_embeddings.weight": ((v, h), 0),
+            "decoder.layers.0.self_attention.linear_q_down_proj.weight": ((q, h), -1),
+            "decoder.layers.0.self_attention.linear_kv_down_proj.weight": ((kv, h), -1),
+            "decoder.layers.0.self_attention.linear_proj.weight": ((h, h), 1),
+            "decoder.final_layernorm.weight": ((h,), -1),
+            "output_layer.weight": ((v, h), 0)}
+    layout = c.tmp / "legacy-layout.json"
+    layout.write_text(json.dumps({
+        "schema": "shardscope.layout/1", "family": "test", "source": "test",
+        "parallel": {"tp": tp, "pp": 1, "ep": 1, "etp": 1, "dp_shard": 1},
+        "transformer_engine": False,
+        "params": [{"name": n, "shape": list(s), "dtype": "bfloat16", "tp_dim": d}
+                   for n, (s, d) in want.items()]}))
+    local = {n: (tuple(s[i] // tp if i == d else s[i] for i in range(len(s))), torch.bfloat16)
+             for n, (s, d) in want.items()}
+
+    def megatron_load(path: Path) -> dict:
+        """load_model_state_dict's strict load_state_dict of the rank file's `model`."""
+        model = module_from(local, "GPTModel")
+        model.load_state_dict(torch.load(path, weights_only=False)["model"], strict=True)
+        return model.state_dict()
+
+    problems: list[str] = []
+    before = snapshot(root)
+    for f in files:
+        try:
+            megatron_load(f)
+            problems.append(f"the strict load of the source's {f.parent.name} did not raise")
+        except RuntimeError:
+            pass
+    out = c.tmp / "legacy-fixed"
+    rc, text, err = run(c.cli, "fix", str(root), "--layout", str(layout), "-o", str(out), "--json")
+    if rc != 0:
+        c.tally.unit("legacy", problems + [f"fix: exit {rc}: {err} {text[-600:]}"])
+        return
+    result = json.loads(text)
+    for f in files:
+        src = torch.load(f, weights_only=False)
+        o = out / f.relative_to(root)
+        try:
+            loaded = megatron_load(o)
+        except RuntimeError as exc:
+            problems.append(f"{f.parent.name}: the strict load of OUT raised: {str(exc)[:300]}")
+            continue
+        m = src["model"]
+        fused = m["decoder.layers.0.self_attention.linear_qkv_down_proj.weight"]
+        expect = {n: m[n] for n in saved if n in want} | {
+            "output_layer.weight": m["embedding.word_embeddings.weight"],
+            "decoder.layers.0.self_attention.linear_q_down_proj.weight": fused.narrow(0, 0, q),
+            "decoder.layers.0.self_attention.linear_kv_down_proj.weight": fused.narrow(0, q, kv)}
+        for n, t in expect.items():
+            if not torch.equal(bits(t), bits(loaded[n])):
+                problems.append(f"{f.parent.name}: {n} loads other values than were stored")
+        got = torch.load(o, weights_only=False)
+        if list(got) != list(src):
+            problems.append(f"{f.parent.name}: entries {list(got)}, the source's {list(src)}")
+        if type(got["model"]) is not type(m) or got["model"]._metadata != m._metadata:
+            problems.append(f"{f.parent.name}: `model` is a {type(got['model'])} without the "
+                            "source's _metadata")
+        if vars(got["args"]) != vars(src["args"]) or got["iteration"] != src["iteration"] or \
+                got["checkpoint_version"] != src["checkpoint_version"]:
+            problems.append(f"{f.parent.name}: args or iteration changed")
+        so, go = src["optimizer"]["optimizer"], got["optimizer"]["optimizer"]
+        if not torch.equal(bits(so["state"][0]["exp_avg"]), bits(go["state"][0]["exp_avg"])) or \
+                so["param_groups"] != go["param_groups"]:
+            problems.append(f"{f.parent.name}: the optimizer state changed")
+        rs, rg = src["rng_state"][0], got["rng_state"][0]
+        if rs["random_rng_state"] != rg["random_rng_state"] or \
+                not torch.equal(rs["torch_rng_state"], rg["torch_rng_state"]) or \
+                any(not np.array_equal(a, b) if isinstance(a, np.ndarray) else a != b
+                    for a, b in zip(rs["np_rng_state"], rg["np_rng_state"])):
+            problems.append(f"{f.parent.name}: the RNG state changed")
+    if [(u["key"], u["kept"]) for u in result.get("unused", [])] != \
+            [("mp_rank_00/model.rotary_pos_emb.inv_freq", False)]:
+        problems.append(f"unused: {result.get('unused')}")
+    rc, text, err = run(c.cli, "diff", str(out), "--layout", str(layout), "--json")
+    if rc != 0:
+        problems.append(f"diff OUT: exit {rc}: {text[-300:]} {err}")
+    problems += check_manifest(out, result)
+    if snapshot(root) != before:
+        problems.append("the source checkpoint changed")
+    print(f"legacy: {tp} rank files loaded strictly, changes "
+          f"{[(x['kind'], x['count']) for x in result['changes']]}")
+    c.tally.unit("legacy", problems)
+
+
+def case_recheck(c: Case, demo: Path) -> None:
+    """fix reads its output back and diffs it as asked before the output takes its name, and
+    the manifest records the verdict: a --partial output is flagged as no repair, naming what
+    still fails (exit 1); a repair records that it loads (check_manifest, in every case)."""
+    layout = c.layout(demo / "config.json")
+    opts = ["--disable-rule", "mla_down_proj"]
+    # --partial: written, read back, flagged.
+    src = c.tmp / "recheck" / "missing"
+    src.parent.mkdir()
+    shutil.copytree(demo, src)
+    dd = data_dir(src)
+    md = dcp.FileSystemReader(str(dd)).read_metadata()
+    gone = next(k for k in md.state_dict_metadata if k.endswith("linear_proj.weight"))
+    del md.state_dict_metadata[gone]
+    md.storage_data = {k: v for k, v in md.storage_data.items() if k.fqn != gone}
+    (dd / ".metadata").write_bytes(pickle.dumps(md))
+    out = c.tmp / "recheck" / "partial"
+    rc, text, err = run(c.cli, "fix", str(src), "--layout", str(layout), *opts, "-o", str(out),
+                        "--partial", "--json")
+    r = json.loads(text) if text else {}
+    m = out / "shardscope-fix.json"
+    manifest = json.loads(m.read_text()) if m.exists() else {}
+    param = gone[len("model.module."):]
+    c.tally.unit("recheck: --partial flagged", [] if rc == 1 and r.get("written") and
+                 manifest.get("repaired") is False and param in manifest.get("still_fails", "")
+                 else [f"exit {rc}: {manifest} {err}"])
+
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -679,6 +1148,22 @@ def main() -> int:
                                  lambda p: torch.load(p, weights_only=True), "model.pt", held)
         elif a.case == "torch_dist_layers":
             case_torch_dist_layers(c)
+        elif a.case == "zero_element":
+            case_zero_element(c)
+        elif a.case == "wrapper_fused":
+            case_wrapper_fused(c, fx)
+        elif a.case == "key_prefix":
+            case_key_prefix(c, demo)
+        elif a.case == "unused":
+            case_unused(c)
+        elif a.case == "symlink_outside":
+            case_symlink_outside(c, demo)
+        elif a.case == "torch_save_index":
+            case_torch_save_index(c)
+        elif a.case == "legacy":
+            case_legacy(c)
+        elif a.case == "recheck":
+            case_recheck(c, demo)
         elif a.case == "refusals":
             case_refusals(c, demo)
         elif a.case == "hostile":

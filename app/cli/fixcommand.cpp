@@ -28,16 +28,38 @@ std::string bytesText(uint64_t b)
     return s;
 }
 
+// The stored tensors no parameter uses, kept or left out, and why (a few named).
+void printUnused(const FixResult &f)
+{
+    for (const bool kept : {false, true}) {
+        size_t n = 0;
+        for (const FixUnused &u : f.unused)
+            n += u.kept == kept;
+        if (n == 0)
+            continue;
+        std::cout << (kept ? "kept, unused (" : "left out, unused (") << n << "):\n";
+        size_t shown = 0;
+        for (const FixUnused &u : f.unused)
+            if (u.kept == kept && shown++ < 5)
+                std::cout << "  " << visibleName(u.key) << "  (" << visibleText(u.why) << ")\n";
+        if (n > 5)
+            std::cout << "  … and " << n - 5 << " more\n";
+    }
+}
+
 void printFix(const FixResult &f)
 {
     if (f.alreadyLoads) {
         std::cout << visibleName(f.checkpoint) << " already loads as asked ("
                   << f.after->loadableModel << " of " << f.after->expectedModel
                   << " parameters): nothing to repair, nothing written\n";
+        printUnused(f);
         return;
     }
-    std::cout << (f.written ? "repaired: " : "not repaired: ") << visibleName(f.checkpoint) << " ("
-              << visibleText(f.format) << ")";
+    std::cout << (f.repaired() ? "repaired: "
+                  : f.written  ? "written, NOT a repair: "
+                               : "not repaired: ")
+              << visibleName(f.checkpoint) << " (" << visibleText(f.format) << ")";
     if (f.written)
         std::cout << " -> " << visibleName(f.output);
     std::cout << "\n";
@@ -56,8 +78,15 @@ void printFix(const FixResult &f)
         if (!f.written)
             std::cout << "nothing was written; --partial writes what can be repaired\n";
     }
+    if (!f.unused.empty()) {
+        std::cout << "\n";
+        printUnused(f);
+    }
     if (!f.written)
         return;
+    for (const std::string &c : f.copiedFromOutside)
+        std::cout << "\ncopied: " << visibleText(c)
+                  << " (a symlink out of the checkpoint: a hard link would share that file)";
     std::cout << "\ndata: " << f.filesLinked << " files hard-linked, " << f.filesSymlinked
               << " symlinked, " << f.filesCopied << " copied; " << bytesText(f.bytesReferenced)
               << " of stored tensors referenced by new keys, " << bytesText(f.bytesWritten)
@@ -72,7 +101,11 @@ void printFix(const FixResult &f)
                           ? ", " + std::to_string(f.after->loadableOptimizer) + " of " +
                                 std::to_string(f.after->expectedOptimizer) + " optimizer states"
                           : std::string())
-                  << "; " << actionName(f.after->outcome.action) << "\n";
+                  << "; " << actionName(f.after->outcome.action) << " (read back from disk)\n";
+    if (!f.stillFails.empty())
+        std::cout << "NOT A REPAIR: the load as asked still fails on the output, which is kept "
+                     "and marked so in its manifest: "
+                  << visibleText(f.stillFails) << "\n";
     std::cout << "check: " << visibleText(f.diffCommand) << "\n"
               << "       " << visibleText(f.verifyCommand) << "\n";
 }

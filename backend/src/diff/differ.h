@@ -245,6 +245,12 @@ private:
     bool savedPrefix(DiffEntry &e, const LayoutParam &p, const Request &q,
                      const std::string &state);
 
+    // saved_prefix's and key_prefix's views of the stored names, found once.
+    void findWrappers();
+    // Where those rules (when on) say `name` is stored, each with its rule: the look-ups of
+    // another rule (fused_on_disk) under a wrapper's prefix.
+    std::vector<std::pair<std::string, const char *>> wrappedNames(const std::string &name);
+
     // A prefix on every stored key that the model's names lack, or the reverse (a base model's
     // state dict for a model that keeps it under model.): found once from all the names.
     bool keyPrefix(DiffEntry &e, const LayoutParam &p, const Request &q, const std::string &state);

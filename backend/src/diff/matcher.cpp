@@ -294,8 +294,7 @@ std::string Differ::unwrappedName(std::string_view key)
     return s;
 }
 
-bool Differ::savedPrefix(DiffEntry &e, const LayoutParam &, const Request &q,
-                         const std::string &state)
+void Differ::findWrappers()
 {
     std::call_once(m_unwrappedOnce, [&] {
         for (uint32_t i : m_disk.modelKeys) {
@@ -306,6 +305,42 @@ bool Differ::savedPrefix(DiffEntry &e, const LayoutParam &, const Request &q,
                 m_unwrapped.emplace(std::move(u), std::string(name));
         }
     });
+    std::call_once(m_keyPrefixOnce, [&] {
+        // Legacy keys name their rank file first (mp_rank_00/model.…): no common prefix.
+        if (m_legacy)
+            return;
+        // The names under the checkpoint's own wrapper (DCP's top-level `model.`,
+        // fsdp_dtensor's `model.module.`), as the look-ups take them.
+        std::vector<std::string_view> stored, wanted;
+        for (uint32_t i : m_disk.modelKeys) {
+            std::string_view name = m_disk.keys[i].key;
+            if (name.starts_with(m_disk.modelWrapper))
+                name.remove_prefix(m_disk.modelWrapper.size());
+            stored.push_back(name);
+        }
+        for (const Expanded &x : m_params)
+            wanted.push_back(x.param.name);
+        m_keyPrefix = detail::commonKeyPrefix(stored, wanted);
+    });
+}
+
+std::vector<std::pair<std::string, const char *>> Differ::wrappedNames(const std::string &name)
+{
+    findWrappers();
+    std::vector<std::pair<std::string, const char *>> out;
+    if (enabled("saved_prefix"))
+        if (auto it = m_unwrapped.find(name); it != m_unwrapped.end())
+            out.emplace_back(it->second, "saved_prefix");
+    if (enabled("key_prefix") && m_keyPrefix)
+        if (std::string n = m_keyPrefix->storedName(name); n != name)
+            out.emplace_back(std::move(n), "key_prefix");
+    return out;
+}
+
+bool Differ::savedPrefix(DiffEntry &e, const LayoutParam &, const Request &q,
+                         const std::string &state)
+{
+    findWrappers();
     if (m_unwrapped.empty())
         return false;
     const bool found = underOtherNames(
@@ -349,17 +384,7 @@ bool Differ::savedPrefix(DiffEntry &e, const LayoutParam &, const Request &q,
 bool Differ::keyPrefix(DiffEntry &e, const LayoutParam &, const Request &q,
                        const std::string &state)
 {
-    std::call_once(m_keyPrefixOnce, [&] {
-        // State dicts only: Megatron's formats have their own wrappers (wrapper_prefix).
-        if (m_megatronLoader || m_legacy)
-            return;
-        std::vector<std::string_view> stored, wanted;
-        for (uint32_t i : m_disk.modelKeys)
-            stored.push_back(m_disk.keys[i].key);
-        for (const Expanded &x : m_params)
-            wanted.push_back(x.param.name);
-        m_keyPrefix = detail::commonKeyPrefix(stored, wanted);
-    });
+    findWrappers();
     if (!m_keyPrefix)
         return false;
     const detail::KeyPrefix &kp = *m_keyPrefix;
@@ -461,9 +486,26 @@ bool Differ::fusedOnDisk(DiffEntry &e, const LayoutParam &p, const Request &q,
             Request whole;
             whole.pieces.push_back(
                 {replaceAll(p.name, "." + m_layout.mtpInner + ".", inner), p.shape, 0, 0, 0});
-            if (!lookup(whole, state, found))
-                continue;
+            const char *wrapper = nullptr;
+            if (!lookup(whole, state, found)) {
+                // Stored whole under a wrapper's prefix (saved through DDP): asked for as its
+                // sections, which no single rule finds.
+                if (q.pieces.size() < 2)
+                    continue;
+                const std::string plain = whole.pieces.front().name;
+                for (auto &[name, rule] : wrappedNames(plain)) {
+                    whole.pieces.front().name = name;
+                    if (lookup(whole, state, found)) {
+                        wrapper = rule;
+                        break;
+                    }
+                }
+                if (!wrapper)
+                    continue;
+            }
             e.rules = {"fused_on_disk"};
+            if (wrapper)
+                e.rules.push_back(wrapper);
             fillSources(e, whole, found);
             judge(e, whole, found, state, LoadStatus::Merge);
             if (e.status == LoadStatus::Merge) {
@@ -536,6 +578,15 @@ bool Differ::fusedOnDisk(DiffEntry &e, const LayoutParam &p, const Request &q,
                 continue;
             const std::string stem = name.substr(0, name.size() - f.parts[i].size());
             DiskKey *k = find(stem + f.fused, state);
+            const char *wrapper = nullptr;
+            // The fused key saved under a wrapper's prefix (DDP's module.).
+            if (!k || !k->tensor)
+                for (auto &[wrapped, rule] : wrappedNames(stem + f.fused))
+                    if (DiskKey *w = find(wrapped, state); w && w->tensor) {
+                        k = w;
+                        wrapper = rule;
+                        break;
+                    }
             if (!k || !k->tensor || k->tensor->shape.empty())
                 return false;
             // Row offset: the sizes of the sections before this one, from the layout's
@@ -556,6 +607,8 @@ bool Differ::fusedOnDisk(DiffEntry &e, const LayoutParam &p, const Request &q,
                 return false;
             const int64_t rows = state == "step" ? 0 : p.shape[0];
             e.rules = {"fused_on_disk"};
+            if (wrapper)
+                e.rules.push_back(wrapper);
             mark(k->used);
             // The whole parameter (rows [0, rows)) from the stored rows [begin, …).
             e.sources.push_back({std::string(k->key),

@@ -143,6 +143,10 @@ public:
         std::error_code ec;
         const fs::path topAbs = fs::weakly_canonical(top, ec);
         const fs::path outAbs = fs::weakly_canonical(fs::absolute(out, ec), ec);
+        m_top = top;
+        // What a file's real path must lie under to be the checkpoint's own: its directory
+        // (a one-file checkpoint's) or tree.
+        m_topReal = fs::is_directory(topAbs, ec) ? topAbs : topAbs.parent_path();
         // The output must not lie inside the source (it would be mirrored into itself) nor hold it.
         const auto inside = [](const fs::path &a, const fs::path &b) {
             auto r = a.lexically_relative(b);
@@ -184,13 +188,18 @@ public:
         } else {
             st = mirror(top, fs::path(m_temp), data);
             const fs::path dataOut = fs::path(m_temp) / data.lexically_relative(top);
-            if (st && m_options.writeData)
+            if (m_options.writeInto) {
+                if (st)
+                    st = m_options.writeInto(dataOut.string());
+            } else if (st && m_options.writeData)
                 st = writeDataFile((dataOut / m_options.dataFile).string());
-            if (st)
+            if (st && !m_options.writeInto)
                 st = checkReferences();
-            if (st)
+            if (st && !m_options.writeInto)
                 st = writeMetadata(m_fixed, (dataOut / ".metadata").string(), m_result);
         }
+        if (st && m_options.check)
+            st = m_options.check(m_temp);
         if (st)
             st = writeNew((fs::path(m_temp) / kFixManifest).string(), m_options.manifest());
         if (st)
@@ -225,6 +234,9 @@ private:
                 continue;
             if (from == fs::path(checkpointTop(m_fixed)) && name == kFixManifest)
                 continue;
+            if (!m_options.replaced.empty() &&
+                m_options.replaced.count(src.lexically_relative(data).string()))
+                continue; // written anew
             struct stat st
             {
             };
@@ -242,15 +254,22 @@ private:
 
     Status place(const fs::path &src, const fs::path &dst)
     {
-        if (m_options.copy) {
+        std::error_code ec;
+        const fs::path real = fs::canonical(src, ec);
+        // A symlink to a file outside the checkpoint: its bytes are copied. A hard link would
+        // make the output share that outside inode (whatever rewrites it changes the output),
+        // a symlink would leave the output depending on it.
+        const bool outside = !ec && !isInside(real, m_topReal);
+        if (m_options.copy || outside) {
             if (Status st = copyFile(src.string(), dst.string()); !st)
                 return st;
             ++m_result.filesCopied;
+            if (outside && !m_options.copy)
+                m_result.copiedFromOutside.push_back(src.lexically_relative(m_top).string() +
+                                                     " -> " + real.string());
             return Ok{};
         }
         // The same inode: no byte copied. A symlink's target is linked, not the link.
-        std::error_code ec;
-        const fs::path real = fs::canonical(src, ec);
         if (!ec && ::link(real.c_str(), dst.c_str()) == 0) {
             ++m_result.filesLinked;
             return Ok{};
@@ -327,9 +346,16 @@ private:
         return Ok{};
     }
 
+    static bool isInside(const fs::path &path, const fs::path &dir)
+    {
+        const fs::path r = path.lexically_relative(dir);
+        return !r.empty() && *r.begin() != ".." && *r.begin() != ".";
+    }
+
     const CheckpointIndex &m_fixed;
     const FixOutputOptions &m_options;
     FixResult &m_result;
+    fs::path m_top, m_topReal;
     std::string m_temp;
     std::set<std::string> m_placed;
 };

@@ -10,6 +10,7 @@
 #include "shardscope/result.h"
 
 #include <functional>
+#include <set>
 #include <string>
 
 namespace shardscope::detail {
@@ -29,6 +30,17 @@ struct FixOutputOptions
      *  mirroring the tree and writing a `.metadata`. */
     using Place = std::function<Status(const std::string &from, const std::string &to)>;
     std::function<Status(const std::string &dir, const Place &place)> writeFiles;
+    /** A format whose names live inside some of its files (Megatron's legacy rank files): the
+     *  tree is mirrored without `replaced` (paths relative to the data directory), which
+     *  `writeInto` then writes into the new data directory; no `.metadata`. */
+    std::set<std::string> replaced;
+    std::function<Status(const std::string &dataDir)> writeInto;
+    /** Called with the finished tree's top (the temporary directory) before the manifest is
+     *  written and the tree takes the output's name: the output read back and checked. An
+     *  error stops the fix and removes the tree; a check that finds the load still failing
+     *  says so in the result, which the manifest then records. The index being written is not
+     *  read from then on (the check may free it). */
+    std::function<Status(const std::string &top)> check;
 };
 
 /**

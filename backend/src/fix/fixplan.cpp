@@ -77,25 +77,24 @@ public:
         for (const DiffEntry &e : m_asked.entries)
             if (!e.realLoadFills)
                 repair(e);
-        dropRecomputedBuffers();
+        leaveOutUnused();
         assemble();
         return std::move(m_plan);
     }
 
 private:
-    // Buffers a model recomputes at init (rotary inv_freq…) that an older version saved: a
-    // strict load_state_dict raises on them as unexpected keys, so a state dict's copy leaves
-    // them out. A DCP load ignores them: they stay.
-    void dropRecomputedBuffers()
+    // Stored tensors no parameter uses that the load raises on are left out (unusedTensors()).
+    void leaveOutUnused()
     {
-        const Format f = m_source.format;
-        if (f != Format::TorchSave && f != Format::Safetensors && f != Format::SafetensorsIndex &&
-            f != Format::TorchSaveIndex)
-            return;
-        for (const UnconsumedKey &u : m_asked.unconsumed)
-            if (u.tensor && u.entry >= 0 && size_t(u.entry) < m_source.tensors.size() &&
-                !recomputedBufferNote(u.key).empty())
-                m_consumed.insert(m_source.tensors[size_t(u.entry)].key);
+        for (auto &[entry, u] : unusedTensors(m_source, m_asked)) {
+            if (m_consumed.count(m_source.tensors[entry].key))
+                continue; // a repaired key's data
+            if (!u.kept) {
+                m_consumed.insert(m_source.tensors[entry].key);
+                m_unused.insert(m_source.tensors[entry].key);
+            }
+            m_plan.unused.push_back(std::move(u));
+        }
     }
 
     void block(const DiffEntry &e, const std::string &why)
@@ -173,11 +172,18 @@ private:
             return it != keys.end() && it->first.starts_with(prefix);
         };
         if (!hasGroup(from)) {
-            const std::string mtp =
-                kGroup + replaceInName(storedName, ".transformer_layer.", ".mtp_model_layer.") +
-                ".";
-            if (hasGroup(mtp))
-                from = mtp;
+            // Under the stored parameter's live MTP spelling, or under the parameter's own name
+            // with the prefix the stored groups lack or carry (key_prefix: a model that keeps
+            // the saved one under language_model.).
+            std::vector<std::string> names = {
+                replaceInName(storedName, ".transformer_layer.", ".mtp_model_layer.")};
+            if (const std::optional<KeyPrefix> &kp = groupPrefix(kGroup))
+                names.push_back(kp->storedName(e.param));
+            for (const std::string &n : names)
+                if (hasGroup(kGroup + n + ".")) {
+                    from = kGroup + n + ".";
+                    break;
+                }
         }
         size_t made = 0;
         const auto &keys = objectKeys();
@@ -218,10 +224,18 @@ private:
         auto &found = m_found[size_t(e.section)];
         auto it = found.find(e.name);
         const DiffEntry *f = it == found.end() ? nullptr : it->second;
-        if (!f || f->sources.empty() || f->wrongSource ||
-            (f->status != LoadStatus::Ok && f->status != LoadStatus::Split &&
-             f->status != LoadStatus::Merge && f->status != LoadStatus::Rename &&
-             f->status != LoadStatus::Cast)) {
+        const auto located = [](const DiffEntry *x) {
+            return x && !x->sources.empty() && !x->wrongSource &&
+                   (x->status == LoadStatus::Ok || x->status == LoadStatus::Split ||
+                    x->status == LoadStatus::Merge || x->status == LoadStatus::Rename ||
+                    x->status == LoadStatus::Cast);
+        };
+        // Every rule on changes the request too (a fused key asked for as its sections), and
+        // two rules are not combined: a fused key stored whole under a wrapper's prefix is
+        // found by the asked diff alone. Where it located the data, its sources serve.
+        if (!located(f) && located(&e))
+            f = &e;
+        if (!located(f)) {
             block(e, "its data is not in the checkpoint under any rule (" +
                          std::string(statusName(f ? f->status : e.status)) + ")" +
                          (e.reason.empty() ? std::string() : ": " + e.reason));
@@ -254,6 +268,7 @@ private:
             return;
         }
         std::vector<TensorEntry> made;
+        std::vector<std::string> origins;
         std::vector<std::string> examples, kinds;
         std::vector<std::string_view> consumed;
         uint64_t bytes = 0;
@@ -360,6 +375,10 @@ private:
                                           : "rename");
                 examples.push_back(t.key + " <- " + from);
             }
+            // A key referencing one whole stored tensor is that tensor under a new name.
+            origins.push_back(rewriteWhy.empty() && parts == 1 && !cut && !stacked
+                                  ? std::get<0>(sourced.front())->key.str()
+                                  : std::string());
             made.push_back(std::move(t));
         }
         m_plan.bytesReferenced += bytes;
@@ -375,6 +394,7 @@ private:
             count(kinds[i], examples[i]);
             m_made.insert(made[i].key.str());
             m_new.push_back(std::move(made[i]));
+            m_origins.push_back(std::move(origins[i]));
         }
     }
 
@@ -567,7 +587,9 @@ private:
         const int64_t sb = s.begin < s.end ? s.begin : 0;
         const int64_t se = s.begin < s.end ? s.end : nd == 0 ? 1 : param[dim];
         const int64_t lo = std::max(wb, sb), hi = std::min(we, se);
-        if (lo >= hi)
+        // A window of no rows (a zero-element tensor) is held by a source whose rows start
+        // there; any other window by the sources it overlaps.
+        if (lo > hi || (lo == hi && (wb != we || sb != se || sb != wb)))
             return std::nullopt;
         return Rows{lo, hi, s.storedRow + (lo - sb), lo - wb};
     }
@@ -713,7 +735,8 @@ private:
                 t.storageOffset = st.storageOffset;
             }
             const int64_t a = nd > 0 ? off[lead + dim] : 0, b = nd > 0 ? a + sz[lead + dim] : 1;
-            if (b <= storedLo || a >= storedHi)
+            // No rows (a zero-element key): the stored chunk of no rows where they start.
+            if (storedLo == storedHi ? a != storedLo || b != a : b <= storedLo || a >= storedHi)
                 continue;
             if (a < storedLo || b > storedHi)
                 return {"a stored chunk of " + s.key + " holds rows [" + std::to_string(a) + ", " +
@@ -742,7 +765,8 @@ private:
         }
         std::sort(m_plan.dropped.begin(), m_plan.dropped.end());
         for (size_t i : m_plan.dropped)
-            count("drop", m_source.tensors[i].key.str());
+            count(m_unused.count(m_source.tensors[i].key) ? "leave out" : "drop",
+                  m_source.tensors[i].key.str());
         for (std::string_view key : m_consumedObjects)
             if (const uint32_t i = m_objectAt.find(key);
                 i != FlatStringMap::kAbsent && m_source.objects[i].key == key && !m_kept.count(key))
@@ -751,11 +775,36 @@ private:
         for (size_t i : m_plan.droppedObjects)
             count("drop", m_source.objects[i].key.str());
         m_plan.tensors = std::move(m_new);
+        m_plan.origins = std::move(m_origins);
         m_plan.objects = std::move(m_newObjects);
+    }
+
+    // The prefix the stored optimizer groups' names lack or carry against the model's (found
+    // once, as the diff finds key_prefix for the parameters).
+    const std::optional<KeyPrefix> &groupPrefix(const std::string &group)
+    {
+        if (!m_groupPrefixFound) {
+            m_groupPrefixFound = true;
+            std::unordered_set<std::string_view> seen;
+            std::vector<std::string_view> stored, wanted;
+            for (const auto &[key, i] : objectKeys())
+                if (key.starts_with(group))
+                    if (const size_t dot = key.rfind('.');
+                        dot > group.size() && dot != std::string_view::npos)
+                        if (seen.insert(key.substr(group.size(), dot - group.size())).second)
+                            stored.push_back(key.substr(group.size(), dot - group.size()));
+            for (const DiffEntry &e : m_asked.entries)
+                if (e.section == Section::Model)
+                    wanted.push_back(e.param);
+            m_groupPrefix = commonKeyPrefix(stored, wanted);
+        }
+        return m_groupPrefix;
     }
 
     const CheckpointIndex &m_source;
     const DiffResult &m_asked;
+    std::optional<KeyPrefix> m_groupPrefix;
+    bool m_groupPrefixFound = false;
     // The object keys, sorted, with their indices: param_to_group_meta prefix ranges (made on
     // first use: only a group repair needs them).
     const std::vector<std::pair<std::string_view, size_t>> &objectKeys()
@@ -771,12 +820,13 @@ private:
 
     std::unordered_map<std::string_view, const DiffEntry *> m_found[3]; ///< by Section
     std::unordered_map<std::string_view, const DiffEntry *> m_askedModel;
-    std::unordered_set<std::string_view> m_kept, m_consumed, m_consumedObjects;
+    std::unordered_set<std::string_view> m_kept, m_consumed, m_consumedObjects, m_unused;
     std::unordered_set<std::string> m_made, m_madeObjects; ///< keys of entries still moving
     std::vector<ObjectEntry> m_newObjects;
     std::vector<std::pair<std::string_view, size_t>> m_objectKeys;
     FlatStringMap m_tensorAt{1 << 16}, m_objectAt{1 << 16};
     std::vector<TensorEntry> m_new;
+    std::vector<std::string> m_origins;
     std::vector<RewritePiece> m_rewritePieces; ///< the target being rewritten
     struct StackedKey
     {
@@ -793,6 +843,42 @@ private:
 };
 
 } // namespace
+
+std::vector<std::pair<size_t, FixUnused>> unusedTensors(const CheckpointIndex &source,
+                                                        const DiffResult &asked)
+{
+    // load_state_dict (a state dict, Megatron's legacy rank files) raises on them as unexpected
+    // keys, or returns them (strict=False), and megatron-core's load names them under the
+    // strictness modes that check every key: left out of the copy. dcp.load reads only what it
+    // asks for, and so does megatron-core's otherwise: kept.
+    const Format f = source.format;
+    const bool stateDict = f == Format::TorchSave || f == Format::Safetensors ||
+                           f == Format::SafetensorsIndex || f == Format::TorchSaveIndex ||
+                           f == Format::MegatronLegacy;
+    const Strictness s = asked.options.strictness;
+    const bool checksAll =
+        f == Format::MegatronTorchDist &&
+        (s == Strictness::LogAll || s == Strictness::RaiseAll || s == Strictness::ReturnAll);
+    const std::string why =
+        stateDict   ? (asked.options.strictLoad
+                           ? "; a strict load_state_dict raises Unexpected key(s) on it"
+                           : "; load_state_dict(strict=False) returns it among the unexpected keys")
+        : checksAll ? "; megatron-core's load under --dist-ckpt-strictness " +
+                          std::string(strictnessName(s)) + " names it"
+                    : "; the load reads only the keys it asks for";
+    std::vector<std::pair<size_t, FixUnused>> out;
+    for (const UnconsumedKey &u : asked.unconsumed) {
+        if (!u.tensor || u.key.starts_with("optimizer.") || u.entry < 0 ||
+            size_t(u.entry) >= source.tensors.size() ||
+            source.tensors[size_t(u.entry)].key != u.key)
+            continue;
+        const std::string what = recomputedBufferNote(u.key).empty()
+                                     ? "no parameter of the model uses it"
+                                     : "a buffer the model recomputes at init";
+        out.emplace_back(size_t(u.entry), FixUnused{u.key, !stateDict && !checksAll, what + why});
+    }
+    return out;
+}
 
 FixPlan planFix(const CheckpointIndex &source, const DiffResult &asked, const DiffResult &found)
 {

@@ -41,14 +41,24 @@ struct FixPlan
     std::vector<size_t> dropped;        ///< the source's tensors left out, ascending
     std::vector<size_t> droppedObjects; ///< the source's objects left out, ascending
     std::vector<TensorEntry> tensors;   ///< the new keys
+    /** Per new key: the stored key it is, whole, under a new name (a rename); empty for any
+     *  other (a section, an entry, a concatenation, a rewrite). */
+    std::vector<std::string> origins;
     std::vector<ObjectEntry> objects;
     std::vector<FixChangeCount> changes;
     std::vector<std::string> blockers;
+    std::vector<FixUnused> unused; ///< stored tensors no parameter uses: left out or kept
     std::vector<Rewrite> rewrites;
     size_t firstNew = 0; ///< where applyFix() put the new keys in the repaired index
     uint64_t bytesReferenced = 0, bytesRewritten = 0;
     bool empty() const { return changes.empty(); }
 };
+
+/** The stored tensors `asked` (the diff as the load asks) says no parameter uses, by index
+ *  into source.tensors: left out where the load raises on them (a strict load_state_dict),
+ *  kept where it does not read them. */
+std::vector<std::pair<size_t, FixUnused>> unusedTensors(const CheckpointIndex &source,
+                                                        const DiffResult &asked);
 
 /**
  * `asked`: the diff with the user's options (what the failing load requests); `found`: the same

@@ -25,6 +25,17 @@ void TorchPickle::global(std::string_view module, std::string_view name)
     m_out.append(name).push_back('\n');
 }
 
+void TorchPickle::get(uint64_t slot)
+{
+    if (slot < 256) {
+        op('h');
+        le(slot, 1);
+    } else {
+        op('j');
+        le(slot, 4);
+    }
+}
+
 void TorchPickle::str(std::string_view s)
 {
     op('X');

@@ -27,8 +27,14 @@ public:
     /** A contiguous tensor of the storage record `data/<key>` (_rebuild_tensor_v2, or _v3 for
      *  the dtypes torch.save writes as an untyped storage). */
     void tensor(DType dtype, std::span<const int64_t> shape, std::string_view key);
+    /** BINGET / LONG_BINGET of a memo slot. */
+    void get(uint64_t slot);
+    /** Raw opcodes, as another pickle holds them. */
+    void append(std::string_view opcodes) { m_out.append(opcodes); }
     /** STOP appended: the pickle. */
     std::string finish();
+    /** The opcodes after PROTO, without STOP: to go into another pickle. */
+    std::string body() const { return m_out.substr(2); }
 
 private:
     void le(uint64_t v, int bytes);

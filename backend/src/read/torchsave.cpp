@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "read/torchsave.h"
 
+#include <unordered_map>
+
 #include <cstring>
 
 namespace shardscope::detail {
@@ -305,11 +307,28 @@ void TorchSavePayload::flattenImpl(
     }
     if (k == NodeKind::Dict && a.size(n) > 0) {
         visited[a.nodeIndex(n)] = 1;
-        a.forEachPair(n, [&](NodeId key, NodeId value) {
-            path.push_back(keyText(a, key));
-            flattenImpl(value, path, depth - 1, visited, leaf);
+        // A key set twice (SETITEM over an earlier value: a repaired legacy rank file
+        // reassigns `model`) holds its last value, as the dict torch.load builds does.
+        std::vector<std::pair<std::string, NodeId>> pairs;
+        a.forEachPair(
+            n, [&](NodeId key, NodeId value) { pairs.emplace_back(keyText(a, key), value); });
+        std::vector<uint8_t> kept(pairs.size(), 1);
+        {
+            std::unordered_map<std::string_view, size_t> last;
+            last.reserve(pairs.size());
+            for (size_t i = 0; i < pairs.size(); ++i)
+                if (auto [it, fresh] = last.try_emplace(pairs[i].first, i); !fresh) {
+                    kept[it->second] = 0;
+                    it->second = i;
+                }
+        }
+        for (size_t i = 0; i < pairs.size(); ++i) {
+            if (!kept[i])
+                continue;
+            path.push_back(std::move(pairs[i].first));
+            flattenImpl(pairs[i].second, path, depth - 1, visited, leaf);
             path.pop_back();
-        });
+        }
         return;
     }
     if ((k == NodeKind::List || k == NodeKind::Tuple) && a.size(n) > 0 && holdsTensorOrDict(n, 0)) {

@@ -12,6 +12,9 @@ std::string fixToJson(const FixResult &fix)
     json changes = json::array();
     for (const FixChangeCount &c : fix.changes)
         changes.push_back({{"kind", c.kind}, {"count", c.count}, {"examples", c.examples}});
+    json unused = json::array();
+    for (const FixUnused &u : fix.unused)
+        unused.push_back({{"key", u.key}, {"kept", u.kept}, {"why", u.why}});
     json j = {{"schema", "shardscope.fix-result/1"},
               {"checkpoint", fix.checkpoint},
               {"layout", fix.layout},
@@ -22,6 +25,9 @@ std::string fixToJson(const FixResult &fix)
               {"repaired", fix.repaired()},
               {"changes", std::move(changes)},
               {"blockers", fix.blockers},
+              {"unused", std::move(unused)},
+              {"still_fails", fix.stillFails},
+              {"copied_from_outside", fix.copiedFromOutside},
               {"bytes_referenced", fix.bytesReferenced},
               {"bytes_written", fix.bytesWritten},
               {"files_written", fix.filesWritten},

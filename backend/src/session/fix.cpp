@@ -9,12 +9,15 @@
 #include "fix/metadatawriter.h"
 #include "fix/rewrite.h"
 #include "fix/statedictwriter.h"
+#include "read/mappedfile.h"
 #include "read/readers.h"
+#include "read/ziparchive.h"
 #include "session/opened.h"
 #include "shardscope/escape.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -33,12 +36,40 @@ bool dcpBased(Format f)
 }
 
 constexpr const char *kFixFormats =
-    "fix writes DCP-based checkpoints (DCP, fsdp_dtensor, torch_dist), torch.save files and "
-    "safetensors";
+    "fix writes DCP-based checkpoints (DCP, fsdp_dtensor, torch_dist), Megatron's legacy rank "
+    "files, torch.save files and sets, and safetensors files and sets";
 
 bool fixable(Format f)
 {
-    return dcpBased(f) || detail::stateDictFormat(f);
+    return dcpBased(f) || detail::stateDictFormat(f) || f == Format::MegatronLegacy;
+}
+
+// The rank files a legacy repair writes anew, as stored: their records and pickles.
+Result<std::vector<detail::LegacyArchive>> readLegacyArchives(const CheckpointIndex &source,
+                                                              const std::vector<std::string> &files)
+{
+    std::vector<detail::LegacyArchive> out;
+    for (const std::string &f : files) {
+        const std::string path = (std::filesystem::path(source.dataDir) / f).string();
+        auto mapped = detail::MappedFile::open(path);
+        if (!mapped)
+            return mapped.error();
+        auto zip = detail::ZipArchive::parse((*mapped)->bytes());
+        if (!zip)
+            return zip.error().inFile(path);
+        detail::LegacyArchive a;
+        a.file = f;
+        a.prefix = zip->prefix();
+        auto pickle = zip->data("data.pkl");
+        if (!pickle)
+            return pickle.error().inFile(path);
+        a.pickle.assign(reinterpret_cast<const char *>(pickle->data()), pickle->size());
+        for (const detail::ZipArchive::Record &r : zip->records())
+            if (r.name != "data.pkl")
+                a.records.push_back({r.name, r.offset, r.size});
+        out.push_back(std::move(a));
+    }
+    return out;
 }
 
 // What keeps fix from writing this checkpoint at all: a torch.save file is written back from its
@@ -82,6 +113,9 @@ std::string manifest(const FixRequest &request, const FixResult &result)
     nlohmann::json changes = nlohmann::json::array();
     for (const FixChangeCount &c : result.changes)
         changes.push_back({{"kind", c.kind}, {"count", c.count}, {"examples", c.examples}});
+    nlohmann::json unused = nlohmann::json::array();
+    for (const FixUnused &u : result.unused)
+        unused.push_back({{"key", u.key}, {"kept", u.kept}, {"why", u.why}});
     std::error_code ec;
     const auto absolute = [&ec](const std::string &p) {
         return std::filesystem::absolute(p, ec).lexically_normal().string();
@@ -99,6 +133,12 @@ std::string manifest(const FixRequest &request, const FixResult &result)
                           {"command", request.commandLine},
                           {"created", when},
                           {"changes", changes},
+                          {"unused", unused},
+                          {"copied_from_outside", result.copiedFromOutside},
+                          // Read back before it took its name: whether the load as asked
+                          // fills every parameter of it, and if not, what it still fails on.
+                          {"repaired", result.stillFails.empty()},
+                          {"still_fails", result.stillFails},
                           {"bytes_referenced", result.bytesReferenced},
                           {"bytes_written", result.bytesWritten}}
                .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
@@ -152,6 +192,18 @@ void previewRepair(const CheckpointIndex &index, const Layout &layout, DiffResul
     for (const FixChangeCount &c : plan.changes)
         r.changes.emplace_back(c.kind, c.count);
     r.blockers.insert(r.blockers.end(), plan.blockers.begin(), plan.blockers.end());
+    if (r.changes.empty() && r.blockers.empty()) {
+        // Nothing a fix would write (a command that offers "()" repairs nothing): the load
+        // fills everything and only keys it does not read are left.
+        r.command.clear();
+        r.unsupported =
+            loadsEveryParameter(diff)
+                ? "nothing for fix to repair: the load fills every parameter; the " +
+                      std::to_string(plan.unused.size()) +
+                      " stored tensors no parameter uses stay as they are (" +
+                      (plan.unused.empty() ? std::string("none") : plan.unused.front().why) + ")"
+                : std::string("fix finds nothing it could change for this load");
+    }
 }
 
 } // namespace detail
@@ -208,7 +260,13 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     auto before = diff(source, asked, "diff");
     if (!before)
         return before.error();
-    if (before->passes() && result.blockers.empty()) {
+    // Tensors no parameter uses that the load does not read (DCP) leave nothing to repair.
+    const auto unused = detail::unusedTensors(source, *before);
+    const bool onlyKept =
+        std::all_of(unused.begin(), unused.end(), [](const auto &u) { return u.second.kept; });
+    if (loadsEveryParameter(*before) && onlyKept && result.blockers.empty()) {
+        for (const auto &[entry, u] : unused)
+            result.unused.push_back(u);
         result.alreadyLoads = true;
         result.after = std::move(*before);
         return result;
@@ -227,12 +285,23 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     detail::FixPlan plan = detail::planFix(source, *before, *found);
     result.changes = plan.changes;
     result.blockers.insert(result.blockers.end(), plan.blockers.begin(), plan.blockers.end());
+    result.unused = plan.unused;
     result.bytesReferenced = plan.bytesReferenced;
     if (plan.empty() || (!result.blockers.empty() && !request.partial)) {
         result.before = std::make_shared<const DiffResult>(std::move(*before));
         return result; // nothing written: the blockers say why
     }
 
+    // Megatron's legacy rank files keep their names inside: the ones whose `model` changes
+    // are written anew (read before the source index moves into the repaired one).
+    std::vector<detail::LegacyArchive> legacy;
+    if (source.format == Format::MegatronLegacy) {
+        auto archives = readLegacyArchives(
+            source, detail::legacyFilesChanged(source, plan, layout->parallel.tp));
+        if (!archives)
+            return archives.error();
+        legacy = std::move(*archives);
+    }
     CheckpointIndex fixed = detail::applyFix(
         request.opened ? CheckpointIndex(*request.opened) : std::move(owned), plan);
     if (!control.report({"write", 0, 0}))
@@ -241,7 +310,7 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     options.output = request.output;
     options.copy = request.copy;
     options.force = request.force;
-    std::string opened = request.output; // what the output is opened by
+    std::string main; // what the output is opened by, inside it ("": the output itself)
     if (detail::stateDictFormat(fixed.format)) {
         options.writeFiles = [&](const std::string &dir,
                                  const detail::FixOutputOptions::Place &place) -> Status {
@@ -253,9 +322,22 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
             // A directory opens by itself unless its file is a torch.save or an index that
             // open() does not look for by name.
             if (fixed.format == Format::TorchSave ||
-                (fixed.format == Format::SafetensorsIndex &&
-                 written->mainFile != "model.safetensors.index.json"))
-                opened = (std::filesystem::path(request.output) / written->mainFile).string();
+                ((fixed.format == Format::SafetensorsIndex ||
+                  fixed.format == Format::TorchSaveIndex) &&
+                 written->mainFile != "model.safetensors.index.json" &&
+                 written->mainFile != "pytorch_model.bin.index.json"))
+                main = written->mainFile;
+            return Ok{};
+        };
+    } else if (fixed.format == Format::MegatronLegacy) {
+        for (const detail::LegacyArchive &a : legacy)
+            options.replaced.insert(a.file);
+        options.writeInto = [&](const std::string &dataDir) -> Status {
+            auto written = detail::writeLegacyFiles(fixed, plan, legacy, dataDir);
+            if (!written)
+                return written.error();
+            result.bytesWritten = written->bytesWritten;
+            result.filesWritten = written->filesWritten;
             return Ok{};
         };
     } else if (!plan.rewrites.empty()) {
@@ -267,31 +349,82 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
             });
         };
     }
+    // The output as written, read back from disk as the load will read it (our .metadata
+    // pickle, the files written anew) and diffed with the same request and rules, before it
+    // takes its name: the manifest says whether it is a repair.
+    std::optional<DiffResult> check;
+    std::optional<CheckpointIndex> written;
+    std::string temporary;
+    options.check = [&](const std::string &top) -> Status {
+        temporary = top;
+        if (!control.report({"check", 0, 0}))
+            return cancelled();
+        // Written: the plan's index and the diff that located the data are done with, freed
+        // beside the read-back (at DeepSeek-V3 scale 600 MB that would double its peak).
+        detail::releaseInBackground(std::move(*found));
+        detail::releaseInBackground(std::move(fixed));
+        const std::string at = main.empty() ? top : (std::filesystem::path(top) / main).string();
+        OpenOptions open;
+        open.useCache = false; // a temporary path: nothing for the persistent index
+        auto reread = openCheckpoint(at, open);
+        if (!reread) {
+            result.stillFails = "the output does not open: " + reread.error().toString();
+            return Ok{};
+        }
+        auto d = diff(*reread, asked, "check");
+        if (!d)
+            return d.error();
+        if (!loadsEveryParameter(*d)) {
+            std::string message = d->outcome.message.substr(0, d->outcome.message.find('\n'));
+            result.stillFails = std::to_string(d->loadableModel) + " of " +
+                                std::to_string(d->expectedModel) + " parameters filled; " +
+                                std::string(actionName(d->outcome.action)) +
+                                (message.empty() ? std::string() : ": " + message);
+            for (const DiffEntry &e : d->entries)
+                if (!e.realLoadFills) {
+                    result.stillFails += " (first: " + e.name + ": " + e.reason + ")";
+                    break;
+                }
+        }
+        check = std::move(*d);
+        written = std::move(*reread);
+        return Ok{};
+    };
     options.manifest = [&] { return manifest(request, result); };
     if (Status st = detail::writeFixedCheckpoint(fixed, options, result); !st)
         return st.error();
     result.written = true;
-
-    // What the failing load does with the repaired keys (`diffCommand` reads them back). A
-    // state dict's files were written anew: they are read back, as the load will read them.
-    if (detail::stateDictFormat(fixed.format)) {
-        commands(result, request, opened);
-        auto reread = openCheckpoint(opened);
-        if (!reread)
-            return reread.error();
-        fixed = std::move(*reread);
+    const std::string opened =
+        main.empty() ? request.output : (std::filesystem::path(request.output) / main).string();
+    commands(result, request, opened);
+    if (check) {
+        check->checkpoint = opened;
+        check->against = request.layout;
+        result.after = std::move(*check);
     }
-    auto check = diff(fixed, asked, "check");
-    if (!check)
-        return check.error();
-    check->checkpoint = opened;
-    check->against = request.layout;
-    result.after = std::move(*check);
     control.report({"done", 1, 1});
     result.before = std::make_shared<const DiffResult>(std::move(*before));
-    result.index = std::make_shared<const CheckpointIndex>(std::move(fixed));
-    // The diff that located the data is done with: freed beside the caller.
-    detail::releaseInBackground(std::move(*found));
+    if (written) {
+        // Read where the tree was built: its paths name the output now.
+        std::error_code ec;
+        const std::string out =
+            std::filesystem::weakly_canonical(std::filesystem::absolute(request.output), ec)
+                .string();
+        const auto moved = [&](std::string &path) {
+            if (path.starts_with(temporary))
+                path = out + path.substr(temporary.size());
+        };
+        moved(written->inputPath);
+        moved(written->dataDir);
+        for (auto &[k, v] : written->info)
+            moved(v);
+        for (Problem &p : written->problems)
+            moved(p.file);
+        // What the open reads from the manifest, written after the read-back.
+        written->info["repaired_from"] =
+            std::filesystem::absolute(request.checkpoint, ec).lexically_normal().string();
+        result.index = std::make_shared<const CheckpointIndex>(std::move(*written));
+    }
     return result;
 }
 
