@@ -956,13 +956,16 @@ def argparse_flags(text: str) -> dict:
 
 
 def megatron_build(given: dict):
-    """What gpt_builder builds from these arguments with --transformer-impl local (the spec
-    Megatron picks, the TransformerConfig core_transformer_config_from_args fills), on the CPU;
-    returns (build, saved args): the Namespace Megatron saves holds every argument, defaults too."""
+    """What gpt_builder builds from these arguments (the spec Megatron picks, the
+    TransformerConfig core_transformer_config_from_args fills), on the CPU, at the TP size of the
+    current model-parallel groups; returns (build, saved args): the Namespace Megatron saves holds
+    every argument, defaults too. Without --transformer-impl local it is Transformer Engine's
+    spec, TE's leaf modules stood in for (te_stub_provider; dense layers only)."""
     import argparse as ap
     import dataclasses
     import torch.nn.functional as F
     from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt import gpt_layer_specs
     from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_decoder_block_spec,
                                                           get_gpt_layer_local_spec)
     from megatron.core.transformer.dot_product_attention import DotProductAttention
@@ -984,7 +987,9 @@ def megatron_build(given: dict):
         kw.setdefault("normalization", next(f.default for f in dataclasses.fields(TransformerConfig)
                                             if f.name == "normalization"))
     cfg = Config(use_cpu_initialization=True, **kw)
-    multiple = 128  # _vocab_size_with_padding: make_vocab_size_divisible_by × TP
+    tp = given.get("tensor_model_parallel_size", 1)
+    multiple = 128 * tp  # _vocab_size_with_padding: make_vocab_size_divisible_by × TP
+    te = given.get("transformer_impl", "transformer_engine") != "local"
     vocab = -(-given["vocab_size"] // multiple) * multiple
     positions = given.get("position_embedding_type", "learned_absolute")
 
@@ -995,7 +1000,13 @@ def megatron_build(given: dict):
             super().__init__(*a, **k)
 
     def build():
-        if cfg.num_moe_experts:
+        if te:
+            gpt_layer_specs.TESpecProvider = te_stub_provider()
+            mla_module.TELinear = gpt_layer_specs.TESpecProvider().linear()  # MLA checks its class
+            spec = gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec(
+                cfg.num_moe_experts, cfg.moe_grouped_gemm, cfg.qk_layernorm, mla)
+            layers = []
+        elif cfg.num_moe_experts:
             spec = get_gpt_decoder_block_spec(cfg, use_transformer_engine=False,
                                               normalization=cfg.normalization)
             layers = spec.layer_specs
@@ -1018,8 +1029,8 @@ def megatron_build(given: dict):
              if isinstance(getattr(cfg, f.name), plain)}
     saved.update(given, padded_vocab_size=vocab, position_embedding_type=positions,
                  num_experts=cfg.num_moe_experts, moe_grouped_gemm=cfg.moe_grouped_gemm,
-                 make_vocab_size_divisible_by=multiple, ckpt_format="torch_dist",
-                 tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+                 make_vocab_size_divisible_by=multiple // tp, ckpt_format="torch_dist",
+                 tensor_model_parallel_size=tp, pipeline_model_parallel_size=1,
                  expert_model_parallel_size=1, swiglu=given.get("swiglu", False),
                  untie_embeddings_and_output_weights=given.get(
                      "untie_embeddings_and_output_weights", False))
@@ -1030,8 +1041,15 @@ def te_stub_provider():
     """Transformer Engine's spec provider for megatron-core's own spec functions on a machine
     without TE: each TE leaf module is a stand-in with TE's parameter names (a linear's `weight`
     and `bias`, a LayerNormLinear's `layer_norm_weight`/`layer_norm_bias`, a norm's `weight`/
-    `bias`), so that the real spec logic and the real attention and MLP classes decide the rest."""
+    `bias`), so that the real spec logic and the real attention and MLP classes decide the rest.
+    A linear splits as TE's Linear does by its `parallel_mode` over the TP group megatron-core's
+    wrapper gives it (TEColumnParallelLinear and TELayerNormColumnParallelLinear: "column",
+    the output rows; TERowParallelLinear: "row", the input columns; TELinear: what its caller
+    passes, `duplicated` whole on every rank), and marks its split parameters with
+    `tensor_model_parallel` and `partition_dim` as TE does (values are left uninitialised)."""
     import torch.nn as tnn
+    from megatron.core.tensor_parallel.layers import set_tensor_model_parallel_attributes
+    from megatron.core.utils import divide, get_pg_size, get_tensor_model_parallel_group_if_none
 
     def norm_params(m, size, config):
         m.weight = tnn.Parameter(torch.empty(size))
@@ -1039,13 +1057,33 @@ def te_stub_provider():
             m.bias = tnn.Parameter(torch.empty(size))
 
     class Linear(tnn.Module):
-        def __init__(self, input_size, output_size, *, config, bias=True, **_):
+        mode = None  # TELinear: the caller's parallel_mode
+
+        def __init__(self, input_size, output_size, *, config, bias=True, parallel_mode=None,
+                     tp_group=None, is_expert=False, **_):
             super().__init__()
+            mode = self.mode or parallel_mode
+            tp = get_pg_size(get_tensor_model_parallel_group_if_none(tp_group, is_expert)) \
+                if mode in ("column", "row") else 1
+            if mode == "column":
+                output_size = divide(output_size, tp)
+            elif mode == "row":
+                input_size = divide(input_size, tp)
             self.weight = tnn.Parameter(torch.empty(output_size, input_size))
+            if mode in ("column", "row"):
+                set_tensor_model_parallel_attributes(self.weight, True, int(mode == "row"), 1)
             if bias:
                 self.bias = tnn.Parameter(torch.empty(output_size))
+                if mode == "column":
+                    set_tensor_model_parallel_attributes(self.bias, True, 0, 1)
 
-    class LayerNormLinear(Linear):
+    class ColumnLinear(Linear):
+        mode = "column"
+
+    class RowLinear(Linear):
+        mode = "row"
+
+    class LayerNormLinear(ColumnLinear):
         def __init__(self, input_size, output_size, *, config, bias=True, **kw):
             super().__init__(input_size, output_size, config=config, bias=bias, **kw)
             self.layer_norm_weight = tnn.Parameter(torch.empty(input_size))
@@ -1063,8 +1101,8 @@ def te_stub_provider():
 
     class Provider:
         def linear(self): return Linear
-        def column_parallel_linear(self): return Linear
-        def row_parallel_linear(self): return Linear
+        def column_parallel_linear(self): return ColumnLinear
+        def row_parallel_linear(self): return RowLinear
         def fuse_layernorm_and_linear(self): return True
         def column_parallel_layer_norm_linear(self): return LayerNormLinear
         def layer_norm(self, rms_norm=False, for_qk=False): return Norm
@@ -1178,6 +1216,204 @@ def case_megatron_args(env: Env) -> None:
                   d.get("counts", {}).get("loadable_model") == len(real),
                   f"{name}: Megatron {oracle}; diff {d['outcome']['action']} "
                   f"{d.get('counts', {}).get('loadable_model')} of {len(real)}: {bad[:3]}")
+
+
+# MLA under tensor parallelism, as Megatron command lines ask for it: `{tp}` is the TP size.
+# The local spec builds MLA's projections (but linear_proj) as megatron-core's own
+# ColumnParallelLinear, the down projections too; the TE spec its down projections as
+# TELinear(parallel_mode='duplicated'). q_lora_rank 48 splits 24 rows a rank at TP 2,
+# kv_lora_rank + rope 12 into 6. The vocabulary needs no padding at TP 1 or 2
+# (make_vocab_size_divisible_by × TP), so both have one shape. megatron-core 0.16 has no
+# --mla-down-proj-fusion (its config has no such field, so the build ignores it); Megatron-LM's
+# main has it for the TE spec only, so a local-spec layout stays unfused under it.
+MLA_TP_BASE = ("--num-layers 2 --hidden-size 16 --num-attention-heads 4 --ffn-hidden-size 32 "
+               "--swiglu --multi-latent-attention --kv-lora-rank 8 --qk-head-dim 4 "
+               "--qk-pos-emb-head-dim 4 --v-head-dim 4 --qk-layernorm --normalization RMSNorm "
+               "--disable-bias-linear --position-embedding-type rope --vocab-size 256 "
+               "--untie-embeddings-and-output-weights --tensor-model-parallel-size {tp}")
+MLA_TP_RUNS = {
+    "local_q_lora": " --q-lora-rank 48 --transformer-impl local",
+    "local_q_lora_fusion": " --q-lora-rank 48 --mla-down-proj-fusion --transformer-impl local",
+    "local_no_q_lora": " --transformer-impl local",
+    "te_q_lora": " --q-lora-rank 48",
+    "te_q_lora_fusion": " --q-lora-rank 48 --mla-down-proj-fusion",
+    "te_no_q_lora": "",
+}
+
+
+def mla_tp_worker(rank: int, world: int, port: int, tmp: str) -> None:
+    """One of `world` Gloo processes: builds each MLA_TP_RUNS model at TP 1 and 2 and writes
+    what this rank holds (each tensor's local shape, tp dim, and for the local spec its values);
+    at TP 2 the local spec's model is also saved with megatron-core's torch_dist save, and as
+    Megatron's legacy files (mp_rank_0<r>/model_optim_rng.pt), which Megatron's own strict load
+    must load back into a fresh model of that rank."""
+    import logging
+    import torch.distributed as dist
+    from megatron.core import dist_checkpointing
+    from megatron.core import parallel_state as ps
+    warnings.simplefilter("ignore")
+    logging.getLogger("megatron").setLevel(logging.ERROR)
+    torch.cuda.synchronize = lambda *a, **k: None  # megatron-core's writer on a CPU machine
+    torch.cuda.current_device = lambda: "cpu"
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    out = Path(tmp)
+    try:
+        for tp in (1, 2):
+            ps.initialize_model_parallel(tp, 1)
+            for name, extra in MLA_TP_RUNS.items():
+                local = name.startswith("local")
+                build, _ = megatron_build(argparse_flags((MLA_TP_BASE + extra).format(tp=tp)))
+                torch.manual_seed(7)
+                model = build()
+                params = dict(model.named_parameters())
+                held = {k: v.detach().clone() for k, v in model.state_dict().items()
+                        if isinstance(v, torch.Tensor) and not k.endswith("._extra_state")}
+                facts = {"shape": {k: list(v.shape) for k, v in held.items()},
+                         "tp_dim": {k: params[k].partition_dim
+                                    if getattr(params.get(k), "tensor_model_parallel", False)
+                                    else -1 for k in held},
+                         "tensors": held if local else {}}
+                if tp == 2 and local:
+                    saved = out / f"{name}-torch_dist"
+                    legacy = out / f"{name}-legacy"
+                    rank_dir = legacy / "iter_0000001" / f"mp_rank_{rank:02d}"
+                    rank_file = rank_dir / "model_optim_rng.pt"
+                    rank_dir.mkdir(parents=True, exist_ok=True)
+                    saved.mkdir(exist_ok=True)
+                    dist.barrier()
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        dist_checkpointing.save(model.sharded_state_dict(), str(saved))
+                    torch.save({"checkpoint_version": 3.0, "iteration": 1,
+                                "model": model.state_dict()}, rank_file)
+                    if rank == 0:
+                        (legacy / "latest_checkpointed_iteration.txt").write_text("1")
+                    dist.barrier()
+                    torch.manual_seed(8)
+                    fresh = build()
+                    facts["legacy_load"] = error_of(lambda: fresh.load_state_dict(
+                        torch.load(rank_file, weights_only=False)["model"], strict=True))
+                    facts["legacy_same"] = all(torch.equal(v, fresh.state_dict()[k])
+                                               for k, v in held.items())
+                if rank == 0 or tp > 1:
+                    torch.save(facts, out / f"{name}-tp{tp}-rank{rank}.pt")
+            ps.destroy_model_parallel()
+    finally:
+        dist.destroy_process_group()
+
+
+def case_mla_tp(env: Env) -> None:
+    """MLA's tensor-parallel layout, against megatron-core 0.16's own GPTModel built at TP 1 and
+    TP 2 in two Gloo processes (local spec, and TE's spec with TE's leaf modules stood in for;
+    with and without a query LoRA, with and without --mla-down-proj-fusion, which 0.16 does not
+    have). The layout `layout --from-config` writes from the same command line at --tp 2 must
+    give every tensor its name and full shape (the TP 1 model's) and its tp_dim (the TP 2
+    parameter's partition_dim when tensor_model_parallel, else -1), and each rank's tensor must
+    be the layout's TP slice: its shape, and for the local spec its values, which must be the
+    slice along tp_dim of the tensor megatron-core's torch_dist save of the TP 2 model holds.
+    On that save `verify --tp 2` must be clean and read, over its ranks, as many bytes as the
+    ranks hold (plus its direct read of each tensor). The same model saved as Megatron's legacy
+    rank files, which Megatron's strict load loads back into each rank's model: the diff of rank
+    0's file must fill every parameter, at the layout's TP-local shapes."""
+    import torch.multiprocessing as mp
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import oracle
+    tmp = env.tmp / "mla-tp"
+    tmp.mkdir()
+    mp.spawn(mla_tp_worker, args=(2, free_port(), str(tmp)), nprocs=2, join=True)
+    for name, extra in MLA_TP_RUNS.items():
+        local = name.startswith("local")
+        version = [] if local else ["--megatron-version", "0.16"]  # megatron-core 0.16's TE spec
+        args = tmp / f"{name}.args"
+        args.write_text((MLA_TP_BASE + extra).format(tp=2) + "\n")
+        out = tmp / f"{name}.json"
+        p = subprocess.run([env.cli, "layout", "--from-config", str(args), "--tp", "2", *version,
+                            "-o", str(out)], capture_output=True, text=True)
+        check(p.returncode == 0, f"{name}: layout: {p.stderr.strip()}")
+        if p.returncode != 0:
+            continue
+        lay = {x["name"]: x for x in json.loads(out.read_text())["params"]}
+        full = torch.load(tmp / f"{name}-tp1-rank0.pt", weights_only=False)
+        ranks = [torch.load(tmp / f"{name}-tp2-rank{r}.pt", weights_only=False) for r in (0, 1)]
+        check(lay.keys() == full["shape"].keys(),
+              f"{name}: megatron-core builds {sorted(full['shape'].keys() - lay.keys())[:3]} the "
+              f"layout lacks, the layout has {sorted(lay.keys() - full['shape'].keys())[:3]}")
+        for n in sorted(lay.keys() & full["shape"].keys()):
+            x = lay[n]
+            real_dims = {r["tp_dim"][n] for r in ranks}
+            check(x["shape"] == full["shape"][n] and real_dims == {x["tp_dim"]},
+                  f"{name}: {n}: layout {x['shape']} tp_dim {x['tp_dim']}, megatron-core "
+                  f"{full['shape'][n]} partition_dim {sorted(real_dims)}")
+            for r, held in enumerate(ranks):
+                want = list(x["shape"])
+                if x["tp_dim"] >= 0:
+                    want[x["tp_dim"]] //= 2
+                check(held["shape"][n] == want,
+                      f"{name}: {n}: rank {r} holds {held['shape'][n]}, the layout's TP slice "
+                      f"is {want}")
+        if not local:
+            continue
+        saved = tmp / f"{name}-torch_dist"
+        md = oracle.dcp_metadata(saved)
+
+        def stored(n: str) -> torch.Tensor | None:
+            """The full tensor megatron-core saved for `n` (its layer of a stacked key)."""
+            parts = n.split(".")
+            if parts[:2] == ["decoder", "layers"] and parts[2].isdigit():
+                key = ".".join(parts[:2] + parts[3:])
+                return oracle.dcp_load(saved, md, [key])[key][int(parts[2])] \
+                    if key in md.state_dict_metadata else None
+            return oracle.dcp_load(saved, md, [n])[n] if n in md.state_dict_metadata else None
+
+        whole_bytes = 0
+        for n in sorted(lay.keys() & full["shape"].keys()):
+            whole, d = stored(n), lay[n]["tp_dim"]
+            whole_bytes += 0 if whole is None else whole.numel() * whole.element_size()
+            if whole is None or list(whole.shape) != lay[n]["shape"]:
+                check(False, f"{name}: {n}: torch_dist holds "
+                             f"{None if whole is None else list(whole.shape)}")
+                continue
+            # A fused parameter's rank holds its rows of each section ([W_r; V_r]).
+            fusion = lay[n].get("fusion") or {}
+            sections = [s["size"] for s in fusion["sections"]] if fusion.get("tp_interleaved") \
+                else [whole.shape[0]]
+            for r, held in enumerate(ranks):
+                if d < 0:
+                    want = whole
+                elif d == 0:
+                    want = torch.cat([s.chunk(2, 0)[r] for s in whole.split(sections, 0)])
+                else:
+                    want = whole.chunk(2, d)[r]
+                check(torch.equal(held["tensors"][n], want),
+                      f"{name}: {n}: rank {r}'s tensor is not the layout's slice of the saved one")
+        for r, held in enumerate(ranks):
+            check(held["legacy_load"] is None and held["legacy_same"],
+                  f"{name}: Megatron's load of mp_rank_0{r}: {held['legacy_load']}")
+        # The diff reads rank 0's file at the layout's TP-local shapes: every parameter must be
+        # filled, as Megatron's strict load fills them. (Its outcome also names the output
+        # layer's `_extra_state`, which Megatron's ColumnParallelLinear keeps and the diff does
+        # not ask for; that is no parameter's and not this case's.)
+        d = env.diff(tmp / f"{name}-legacy", out)
+        bad = [(x["name"], x["status"]) for x in d.get("entries", [])
+               if x["section"] == "model" and not x["real_load_fills"]]
+        check(not bad and not d["outcome"]["kept_at_init"] and
+              d.get("counts", {}).get("loadable_model") == len(lay),
+              f"{name}: Megatron's legacy load fills every parameter from rank 0's file; diff "
+              f"{d['outcome']['action']}: {bad[:3]}")
+        # verify reads each rank's planned shard, then each tensor once whole to compare the
+        # gathered one with: as many bytes as megatron-core's ranks hold, plus the saved tensors.
+        p = subprocess.run([env.cli, "verify", str(saved), "--layout", str(out), "--tp", "2",
+                            "--dp", "1", "--json"], capture_output=True, text=True, timeout=300)
+        v = json.loads(p.stdout) if p.stdout.strip() else {}
+        held_bytes = sum(t.numel() * t.element_size()
+                         for held in ranks for t in held["tensors"].values())
+        off = [(x["name"], x["outcome"]) for x in v.get("params", [])
+               if x["outcome"] != "bit_identical"]
+        check(p.returncode == 0 and v.get("clean") and v.get("checked") == len(lay),
+              f"{name}: verify --tp 2 exit {p.returncode}: {p.stderr.strip()[:200]} {off[:3]}")
+        check(v.get("bytes_read") == held_bytes + whole_bytes,
+              f"{name}: verify --tp 2 reads {v.get('bytes_read')} bytes; megatron-core's ranks "
+              f"hold {held_bytes}, the saved tensors are {whole_bytes}")
 
 
 def case_named_causes(env: Env) -> None:
@@ -1693,7 +1929,7 @@ CASES = {"state_dict": case_state_dict, "tied": case_tied, "dcp": case_dcp, "tor
          "megatron_args": case_megatron_args, "param_groups": case_param_groups,
          "untrained_experts": case_untrained_experts, "mla_versions": case_mla_versions,
          "named_causes": case_named_causes, "megatron_layers": case_megatron_layers,
-         "legacy_stacked_experts": case_legacy_stacked_experts}
+         "legacy_stacked_experts": case_legacy_stacked_experts, "mla_tp": case_mla_tp}
 
 
 def main() -> int:
