@@ -292,10 +292,18 @@ std::vector<std::string> Differ::teModules() const
     static const std::regex sequential(
         R"(^(.*\.mlp\.experts\.local_experts\.\d+\.linear_fc[12])\.weight$)");
     static const std::regex grouped(R"(^(.*\.mlp\.experts\.linear_fc[12])\.weight(\d+)$)");
+    // The output layer and MTP's eh_proj are Megatron linears too (ColumnParallelLinear or TE's):
+    // their state dicts keep an extra state, which GPTModel's sharded_state_dict leaves out.
+    static const std::regex head(R"(^(.*\b(output_layer|eh_proj))\.weight$)");
     std::vector<std::string> out;
     std::unordered_set<std::string> seen;
     std::smatch m;
     for (const Expanded &x : m_params) {
+        if (!m_torchDist && std::regex_match(x.param.name, m, head)) {
+            if (seen.insert(m[1].str() + "._extra_state").second)
+                out.push_back(m[1].str() + "._extra_state");
+            continue;
+        }
         if (m_torchDist && x.param.name.find(".mlp.experts.") != std::string::npos) {
             std::string name;
             if (std::regex_match(x.param.name, m, sequential))
