@@ -1,13 +1,32 @@
 // SPDX-License-Identifier: MIT
 #include "read/torchsave.h"
 
-#include <unordered_map>
-
+#include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 namespace shardscope::detail {
 
 namespace {
+
+// Flattened by position: lists and tuples, and sets (torch's weights-only load builds them
+// from a list through builtins.set), in the order the file stores their items.
+bool isSequence(NodeKind k)
+{
+    return k == NodeKind::List || k == NodeKind::Tuple || k == NodeKind::Set ||
+           k == NodeKind::FrozenSet;
+}
+
+// A class or call that makes a tensor (or a storage, or a Parameter), in any form torch's
+// weights-only load accepts: the ones read are unwrapped before this is asked.
+bool isTensorMaker(std::string_view module, std::string_view name)
+{
+    return (module == "torch._utils" && name.starts_with("_rebuild_")) ||
+           (module == "torch._tensor" && name.starts_with("_rebuild_")) ||
+           (module == "torch.nn.parameter" && name == "Parameter") ||
+           ((module == "torch" || module == "torch.cuda") &&
+            (name.ends_with("Tensor") || name.ends_with("Storage")));
+}
 
 bool isRebuild(std::string_view module, std::string_view name)
 {
@@ -88,8 +107,13 @@ NodeId TorchSavePayload::unwrapTensor(NodeId n, int depth) const
     if (n == kNil || depth > 8 || a.kind(n) != NodeKind::Object)
         return kNil;
     NodeId c = a.objClass(n);
-    if (c == kNil || a.kind(c) != NodeKind::Global ||
-        !isRebuild(a.globalModule(c), a.globalName(c)))
+    if (c == kNil || a.kind(c) != NodeKind::Global)
+        return kNil;
+    // torch.nn.Parameter(data, requires_grad), by NEWOBJ or REDUCE: the weights-only load
+    // takes both.
+    if (a.globalModule(c) == "torch.nn.parameter" && a.globalName(c) == "Parameter")
+        return unwrapTensor(a.item(a.objArgs(n), 0), depth + 1);
+    if (!isRebuild(a.globalModule(c), a.globalName(c)))
         return kNil;
     std::string_view name = a.globalName(c);
     NodeId args = a.objArgs(n);
@@ -275,7 +299,7 @@ bool TorchSavePayload::holdsTensorOrDict(NodeId n, int depth) const
         return memo == 3;
     bool found = isTensor(n) || m_arena.kind(n) == NodeKind::Dict;
     const NodeKind k = m_arena.kind(n);
-    if (!found && (k == NodeKind::List || k == NodeKind::Tuple)) {
+    if (!found && isSequence(k)) {
         memo = 1; // a cycle back to here counts as "no"
         m_arena.forEachItem(n, [&](NodeId c) {
             if (!found)
@@ -284,6 +308,55 @@ bool TorchSavePayload::holdsTensorOrDict(NodeId n, int depth) const
     }
     m_holds[m_arena.nodeIndex(n)] = found ? 3 : 2;
     return found;
+}
+
+std::optional<HiddenTensor> TorchSavePayload::hiddenTensor(NodeId leaf) const
+{
+    const PickleArena &a = m_arena;
+    std::vector<NodeId> todo{leaf};
+    std::vector<uint8_t> seen(a.nodeCount(), 0);
+    auto maker = [&](NodeId n) -> std::string {
+        const NodeId c = a.objClass(n);
+        if (c == kNil || a.kind(c) != NodeKind::Global ||
+            !isTensorMaker(a.globalModule(c), a.globalName(c)))
+            return {};
+        return std::string(a.globalModule(c)) + "." + std::string(a.globalName(c));
+    };
+    while (!todo.empty()) {
+        const NodeId n = todo.back();
+        todo.pop_back();
+        if (!a.isNode(n) || seen[a.nodeIndex(n)])
+            continue;
+        seen[a.nodeIndex(n)] = 1;
+        switch (a.kind(n)) {
+        case NodeKind::PersId:
+            return HiddenTensor{n, "a storage (persistent id)"};
+        case NodeKind::Object: {
+            if (isTensor(n))
+                return HiddenTensor{n, "a tensor"};
+            if (std::string m = maker(n); !m.empty())
+                return HiddenTensor{n, "a tensor made by " + m};
+            // Pushed in reverse, so that the first found is the first in the object.
+            for (NodeId c : {a.objExtra(n), a.objState(n), a.objArgs(n), a.objClass(n)})
+                if (c != kNil)
+                    todo.push_back(c);
+            break;
+        }
+        case NodeKind::Tuple:
+        case NodeKind::List:
+        case NodeKind::Dict:
+        case NodeKind::Set:
+        case NodeKind::FrozenSet: {
+            const size_t at = todo.size();
+            a.forEachItem(n, [&](NodeId c) { todo.push_back(c); });
+            std::reverse(todo.begin() + std::ptrdiff_t(at), todo.end());
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return std::nullopt;
 }
 
 void TorchSavePayload::flatten(
@@ -331,7 +404,7 @@ void TorchSavePayload::flattenImpl(
         }
         return;
     }
-    if ((k == NodeKind::List || k == NodeKind::Tuple) && a.size(n) > 0 && holdsTensorOrDict(n, 0)) {
+    if (isSequence(k) && a.size(n) > 0 && holdsTensorOrDict(n, 0)) {
         visited[a.nodeIndex(n)] = 1;
         int64_t i = 0;
         a.forEachItem(n, [&](NodeId value) {

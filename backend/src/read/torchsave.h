@@ -33,6 +33,13 @@ struct StorageRecord
     uint64_t size = 0;
 };
 
+/** Tensor data inside a value that is not flattened (see TorchSavePayload::hiddenTensor). */
+struct HiddenTensor
+{
+    NodeId at = kNil; ///< the storage reference or tensor call found first
+    std::string what;
+};
+
 /**
  * One torch.save file: its storage records and its decoded object pickle. Either the zip archive
  * of torch >= 1.6 (data.pkl, data/<key>) or the legacy stream of older torch (and of
@@ -54,6 +61,13 @@ public:
     Result<TensorSpec> tensorSpec(NodeId n) const;
     /** An inert value with tensors shown as PyValue::Kind::Tensor. */
     PyValue toValue(NodeId n, int maxDepth = 64) const;
+
+    /**
+     * The first tensor, storage or tensor-making call inside a leaf of flatten() that is not
+     * itself a tensor read here (a call or class instance the decoder keeps as it is, a tensor
+     * of a form not read): its tensors would otherwise go unlisted.
+     */
+    std::optional<HiddenTensor> hiddenTensor(NodeId leaf) const;
 
     /**
      * Walks nested dicts (and lists or tuples that hold tensors or dicts) as torch's flattening
