@@ -34,6 +34,15 @@ Status readSafetensors(const std::string &dataDir, const std::string &relativePa
                        CheckpointIndex &index);
 Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index);
 
+/** A chunk of no elements: torch's load never reads its item (its box meets nothing). */
+inline bool isEmptyChunk(const TensorEntry &t, size_t chunk)
+{
+    for (int64_t s : t.chunkSizes(chunk))
+        if (s == 0)
+            return true;
+    return false;
+}
+
 /** Records file sizes (UINT64_MAX when missing) for every interned file. */
 void statFiles(CheckpointIndex &index);
 /** A DCP checkpoint's flavour from its keys: fsdp_dtensor (model.module. and optimizer keys) or
