@@ -174,7 +174,9 @@ def small_dcp(out: Path) -> Path:
     g = torch.Generator().manual_seed(37)
     sd = {"w": torch.randn(64, 8, generator=g), "ids": torch.arange(100, dtype=torch.int64),
           "half": torch.randn(7, 3, generator=g).to(torch.bfloat16),
-          "nested": {"b": torch.randn(5, generator=g)}, "meta": {"step": 3, "name": "damage"}}
+          "nested": {"b": torch.randn(5, generator=g)}, "meta": {"step": 3, "name": "damage"},
+          # an object whose data.pkl is more than the ends the check reads first
+          "table": [list(range(i, i + 50)) for i in range(100)]}
     dcp.save(sd, storage_writer=FileSystemWriter(str(out), thread_count=1), no_dist=True)
     return out
 
@@ -234,8 +236,8 @@ def touched(items, rel: str, lo: int, hi: int) -> set[str]:
 
 
 def case_dcp_sampled(a, tmp: Path, tally: Tally) -> None:
-    # A big checkpoint's open checks a sample: 1 item in 100 here (SHARDSCOPE_ITEM_SAMPLE=20:
-    # past 400 items, 20 spaced samples) and each data file's first and last.
+    # A big checkpoint's open checks a sample: the first item of 1 key in 100 here
+    # (SHARDSCOPE_ITEM_SAMPLE=20: past 400 items, 20 spaced keys) and each file's first and last.
     os.environ["SHARDSCOPE_ITEM_SAMPLE"] = "20"
     src = tmp / "sampled_src"
     g = torch.Generator().manual_seed(2000)
@@ -244,7 +246,7 @@ def case_dcp_sampled(a, tmp: Path, tally: Tally) -> None:
     items = dcp_items(src)
     rel = items[0][0]
     mine = [it for it in items if it[0] == rel]
-    # 300 items in a row: more than the stride of the sample, so one of them is sampled.
+    # 300 items in a row, of about 600 consecutive keys: some of them sampled.
     d = copy(src, tmp, "sampled_run")
     lo, hi = mine[len(mine) // 4][1] + 9, mine[len(mine) // 4 + 300][1] + 9
     patch(d / rel, lo, bytes(hi - lo))

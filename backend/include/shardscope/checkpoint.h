@@ -218,11 +218,11 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index);
  * torch.save archive of its chunk, an object that is no torch.save stream, a transformed item
  * that does not begin its transform's frame): one `unreadable` problem per key, naming the data
  * file and the offset, as torch's load raises on them. A key index.problems already calls
- * unreadable (a file missing or cut short) keeps that one. Two reads of a few KiB per item, on a
- * few threads; the problems in the index's order whatever the thread count. `every` false: all of a
- * checkpoint's items up to 20,000, past that each data file's first and last item and 1 in (items /
- * 1,024), and then every item of a file where one of those is broken. `summary`, when given, says
- * what was checked.
+ * unreadable (a file missing or cut short) keeps that one. Two reads of a few KiB per item, on
+ * a few threads; the problems in the index's order whatever the thread count. `every` false:
+ * all of a checkpoint's items up to 20,480, past that each data file's first and last item and
+ * the first item of 1 key in (keys / 1,024), then every item of a file where one of those is
+ * broken. `summary`, when given, says what was checked.
  */
 std::vector<Problem> checkItems(const CheckpointIndex &index, bool every = false,
                                 std::string *summary = nullptr);

@@ -14,8 +14,8 @@
 #include <deque>
 #include <filesystem>
 #include <thread>
-#include <unordered_set>
 #include <unistd.h>
+#include <unordered_set>
 
 namespace fs = std::filesystem;
 
@@ -34,10 +34,12 @@ uint64_t spacedSamples()
     return n && *n > 0 ? uint64_t(*n) : 1024;
 }
 // What is read of each end of an item: torch.save's records before a tensor's bytes (data.pkl,
-// the small records, the data record's header) and after them (the central directory) take
-// under 2 KiB. More is read on demand, up to kMaxExtra.
-constexpr uint64_t kEnd = 4096;
-constexpr uint64_t kMaxExtra = uint64_t(1) << 20;
+// the small records, the data record's header) and after them (two records and the central
+// directory) take under 1 KiB each. More is read on demand (an object's big data.pkl), up to
+// kMaxExtra; an item whose structure needs more is left to its read. (Most of a check's time
+// is the kernel copying what was read: no more than that.)
+constexpr uint64_t kEnd = 2048;
+constexpr uint64_t kMaxExtra = uint64_t(64) << 20;
 
 // An item's bytes as far as a check needs them: its two ends, and what else its structure asks
 // for, read on demand.
@@ -56,6 +58,7 @@ public:
         }
     }
     bool ok() const { return m_ok; }
+    bool overBudget() const { return m_overBudget; }
     uint64_t size() const override { return m_length; }
     const uint8_t *at(uint64_t offset, uint64_t length) override
     {
@@ -63,8 +66,10 @@ public:
             return m_head.data() + offset;
         if (!m_tail.empty() && offset >= m_length - m_tail.size())
             return m_tail.data() + (offset - (m_length - m_tail.size()));
-        if (length > kMaxExtra - m_extraBytes)
+        if (length > kMaxExtra - m_extraBytes) {
+            m_overBudget = true;
             return nullptr;
+        }
         std::vector<uint8_t> &more = m_extra.emplace_back();
         if (!read(offset, length, more))
             return nullptr;
@@ -78,8 +83,8 @@ private:
         out.resize(length);
         uint64_t done = 0;
         while (done < length) {
-            const ssize_t r = ::pread(m_fd, out.data() + done, length - done,
-                                      off_t(m_offset + offset + done));
+            const ssize_t r =
+                ::pread(m_fd, out.data() + done, length - done, off_t(m_offset + offset + done));
             if (r < 0 && errno == EINTR)
                 continue;
             if (r <= 0)
@@ -93,7 +98,7 @@ private:
     std::vector<uint8_t> m_head, m_tail;
     std::deque<std::vector<uint8_t>> m_extra;
     uint64_t m_extraBytes = 0;
-    bool m_ok = false;
+    bool m_ok = false, m_overBudget = false;
 };
 
 struct Item
@@ -167,10 +172,10 @@ std::optional<Error> checkBytes(ByteSource &src, uint64_t base, const Checkpoint
     // DCP's read of a tensor item is torch.load(weights_only=True).
     if (auto g = payload->firstRefusedGlobal()) {
         const PickleArena &a = payload->arena();
-        return makeError(Error::Code::Format,
-                         range + ": its pickle names " + std::string(a.globalModule(*g)) + "." +
-                             std::string(a.globalName(*g)) +
-                             ", which torch's weights-only load refuses")
+        return makeError(Error::Code::Format, range + ": its pickle names " +
+                                                  std::string(a.globalModule(*g)) + "." +
+                                                  std::string(a.globalName(*g)) +
+                                                  ", which torch's weights-only load refuses")
             .atOffset(a.offsetOf(*g));
     }
     auto spec = payload->tensorSpec(payload->root());
@@ -205,8 +210,10 @@ std::optional<Error> checkItem(int fd, FileCache &files, const CheckpointIndex &
     if (!src.ok())
         return at(makeError(Error::Code::Io, range + " could not be read"));
     const auto &chain = index.transformChains.at(l.transforms);
-    if (chain.empty())
-        return at(checkBytes(src, l.offset, index, it, range));
+    if (chain.empty()) {
+        auto e = checkBytes(src, l.offset, index, it, range);
+        return src.overBudget() ? std::nullopt : at(std::move(e));
+    }
     // The outermost transform's own header, which needs nothing undone.
     if (chain.front().starts_with("stream.zstd") && (l.length < 4 || !isZstdFrame(src.at(0, 4))))
         return at(makeError(Error::Code::Format,
@@ -292,6 +299,12 @@ std::vector<Failure> checkAll(const CheckpointIndex &index, std::vector<Item> &i
 
 std::vector<Problem> checkItems(const CheckpointIndex &index, bool every, std::string *summary)
 {
+    return detail::checkItems(index, every, summary, nullptr);
+}
+
+std::vector<Problem> detail::checkItems(const CheckpointIndex &index, bool every,
+                                        std::string *summary, const std::vector<FileEnds> *ends)
+{
     // The items a check can read: DCP's (a torch.save archive each, or an object's bytes) in a
     // regular file that holds them whole. The rest is the size check's (checkIntegrity).
     auto checkable = [&](const Location &l) {
@@ -314,36 +327,50 @@ std::vector<Problem> checkItems(const CheckpointIndex &index, bool every, std::s
                 f(Item{tensors + o, 0, l->offset});
     };
 
-    const uint64_t total = index.chunkCount() + index.objects.size();
-    const uint64_t samples = spacedSamples(), stride = (total + samples - 1) / samples;
+    // Up to 20 samples' worth of items every one is checked; counted only where the keys are
+    // that few (a big checkpoint's 1.7 M chunks take a pass of their own to count).
+    const uint64_t samples = spacedSamples(), entries = index.itemCount();
+    uint64_t total = entries > 20 * samples ? UINT64_MAX : index.objects.size();
+    for (size_t e = 0; total != UINT64_MAX && e < index.tensors.size(); ++e)
+        total += index.tensors[e].chunks.size();
+    const uint64_t stride = (entries + samples - 1) / samples;
     std::vector<Item> items;
     uint64_t candidates = 0;
     if (every || total <= 20 * samples) {
         forEachItem([&](const Item &it) { items.push_back(it); });
         candidates = items.size();
     } else {
-        // Each data file's first and last item (a file zeroed, replaced or cut short shows
-        // there), and one item in `stride` of all, in index order.
-        struct Ends
-        {
-            Item first{0, 0, UINT64_MAX}, last{0, 0, 0};
-            bool any = false;
-        };
-        std::vector<Ends> ends(index.files.size());
-        forEachItem([&](const Item &it) {
-            if (candidates++ % stride == 0)
-                items.push_back(it);
-            Ends &e = ends[locationOf(index, it).file];
-            if (!e.any || it.offset < e.first.offset)
-                e.first = it;
-            if (!e.any || it.offset > e.last.offset)
-                e.last = it;
-            e.any = true;
-        });
+        // One key in `stride` (its first item), in the index's order, and each data file's
+        // first and last item (a file zeroed, replaced or cut short shows there).
+        for (uint32_t e = 0; e < entries; e += uint32_t(stride)) {
+            if (e >= tensors) {
+                if (const auto &l = index.objects[e - tensors].location; l && checkable(*l))
+                    items.push_back(Item{e, 0, l->offset});
+                continue;
+            }
+            const TensorEntry &t = index.tensors[e];
+            for (uint32_t c = 0; c < t.chunks.size(); ++c)
+                if (checkable(t.chunks[c]) && !isEmptyChunk(t, c)) {
+                    items.push_back(Item{e, c, t.chunks[c].offset});
+                    break;
+                }
+        }
+        // The ends: checkIntegrity's pass finds them; else a pass of their own.
+        std::vector<FileEnds> own;
+        if (!ends) {
+            own.assign(index.files.size(), {});
+            forEachItem([&](const Item &it) {
+                own[locationOf(index, it).file].take(it.entry, it.chunk, it.offset);
+            });
+            ends = &own;
+        }
+        for (const FileEnds &e : *ends)
+            candidates += e.items;
         std::vector<uint64_t> spaced = idsOf(items);
-        for (const Ends &e : ends)
-            if (e.any)
-                for (const Item &it : {e.first, e.last})
+        for (const FileEnds &e : *ends)
+            if (e.items)
+                for (const Item &it : {Item{e.firstEntry, e.firstChunk, e.firstOffset},
+                                       Item{e.lastEntry, e.lastChunk, e.lastOffset}})
                     if (!std::binary_search(spaced.begin(), spaced.end(), idOf(it)) &&
                         (items.empty() || idOf(items.back()) != idOf(it)))
                         items.push_back(it);
@@ -373,7 +400,8 @@ std::vector<Problem> checkItems(const CheckpointIndex &index, bool every, std::s
         *summary = sampled == candidates
                        ? "every item (" + std::to_string(candidates) + ")"
                        : std::to_string(sampled) + " of " + std::to_string(candidates) +
-                             " items: each data file's first and last, and 1 in " +
+                             " items: each data file's first and last, and the first of 1 "
+                             "key in " +
                              std::to_string(stride) +
                              (whole ? "; the files with a broken one whole" : "");
 
