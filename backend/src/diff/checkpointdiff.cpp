@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 // Checkpoint against checkpoint: keys added, removed, renamed by a rule, shape or dtype changed.
+#include "common/backgroundworker.h"
 #include "common/shapes.h"
 #include "shardscope/diff.h"
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <regex>
 
@@ -111,17 +113,31 @@ CheckpointDiff diffCheckpoints(const CheckpointIndex &a, const CheckpointIndex &
     d.first = a.inputPath;
     d.second = b.inputPath;
     // Each key of both sides once, then the splits' pass over the changes (counted as one key
-    // each side): a cancel is seen within a few thousand keys, milliseconds.
+    // each side): a cancel is seen within a thousand keys, a millisecond or two.
     const uint64_t total = 2 * (a.itemCount() + b.itemCount());
     uint64_t done = 0;
     bool stopped = false;
     auto tick = [&] {
-        if (!stopped && ++done % 4096 == 0 && progress)
+        if (!stopped && ++done % 1024 == 0 && progress)
             stopped = !progress(std::min(done, total - 1), total);
         return !stopped;
     };
-    std::map<std::string, Item> inB;
-    std::map<std::string, std::string> ruleOfB;
+    // The key maps (millions of nodes at DeepSeek-V3 scale) are freed on a worker: freeing them
+    // here took half a second, after the result or a cancel.
+    struct Maps
+    {
+        std::map<std::string, Item> inB;
+        std::map<std::string, std::string> ruleOfB;
+        std::map<std::string, bool> matched;
+    };
+    struct Release
+    {
+        std::unique_ptr<Maps> maps = std::make_unique<Maps>();
+        ~Release() { detail::releaseInBackground(std::move(maps)); }
+    } scratch;
+    auto &inB = scratch.maps->inB;
+    auto &ruleOfB = scratch.maps->ruleOfB;
+    auto &matched = scratch.maps->matched;
     for (const TensorEntry &t : b.tensors) {
         if (!tick())
             return d;
@@ -135,7 +151,6 @@ CheckpointDiff diffCheckpoints(const CheckpointIndex &a, const CheckpointIndex &
         inB[canonical(o.key.str(), options.disabledRules, nullptr)] = {o.key.str(), nullptr};
     }
 
-    std::map<std::string, bool> matched;
     auto visit = [&](const std::string &key, const TensorEntry *t) {
         std::string ruleA;
         const std::string c = canonical(key, options.disabledRules, &ruleA);
