@@ -57,7 +57,9 @@ Result<InspectResult> runInspect(const InspectRequest &request, const JobControl
 {
     if (!control.report({"open", 0, 0}))
         return makeError(Error::Code::Cancelled, "cancelled");
-    auto opened = openCheckpoint(request.path);
+    OpenOptions options;
+    options.checkEveryItem = request.hash || request.stats; // every tensor is read anyway
+    auto opened = openCheckpoint(request.path, options);
     if (!opened)
         return opened.error();
     InspectResult r;
