@@ -5,6 +5,7 @@
 
 #include <shardscope/escape.h>
 #include <shardscope/session.h>
+#include <shardscope/torchcompat.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -88,6 +89,8 @@ int runInspect(const InspectOptions &o)
                   << index.objects.size() << " objects\n";
         if (index.dataDir != index.inputPath && index.dataDir != ".")
             std::cout << "  data: " << visibleName(index.dataDir) << "\n";
+        if (const TorchReadability r = torchReadability(index); r.applies)
+            std::cout << "  read by: " << visibleText(r.explained()) << "\n";
         if (auto it = index.info.find("repaired_from"); it != index.info.end())
             std::cout << "  repaired from " << visibleName(it->second)
                       << " by shardscope-cli fix\n";

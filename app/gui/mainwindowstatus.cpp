@@ -8,6 +8,7 @@
 #include "widgets/statusstyle.h"
 
 #include <shardscope/checkpoint.h>
+#include <shardscope/torchcompat.h>
 
 #include <QLabel>
 #include <QProgressBar>
@@ -96,6 +97,11 @@ void MainWindow::updateStatusBar()
     for (const TensorEntry &t : index->tensors)
         bytes += t.nbytes();
     m_formatLabel->setText(tr("Format: %1").arg(formatDisplayName(index->format)));
+    const TorchReadability torch = torchReadability(*index); // which torch reads its metadata
+    m_formatLabel->setToolTip(QString::fromStdString(torch.explained()));
+    if (torch.applies)
+        m_formatLabel->setText(m_formatLabel->text() +
+                               tr(" · read by %1").arg(QString::fromStdString(torch.text())));
     m_countsLabel->setText(tr("%1 tensors  ·  %2 objects  ·  %3 chunks  ·  %4 in %5 files")
                                .arg(formatCount(index->tensors.size()),
                                     formatCount(index->objects.size()),

@@ -89,6 +89,8 @@ CheckpointDiff diffCheckpoints(const CheckpointIndex &a, const CheckpointIndex &
     CheckpointDiff d;
     d.first = a.inputPath;
     d.second = b.inputPath;
+    d.firstTorch = torchReadability(a);
+    d.secondTorch = torchReadability(b);
     std::map<std::string, Item> inB;
     std::map<std::string, std::string> ruleOfB;
     for (const TensorEntry &t : b.tensors) {
