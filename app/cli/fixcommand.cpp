@@ -75,10 +75,15 @@ void printFix(const FixResult &f)
         printUnused(f);
         return;
     }
-    std::cout << (f.repaired() ? "repaired: "
-                  : f.written  ? "written, NOT a repair: "
-                               : "not repaired: ")
-              << visibleName(f.checkpoint) << " (" << visibleText(f.format) << ")";
+    if (f.layout.empty() && f.forTorch) // metadata only: no load was asked about
+        std::cout << (f.repaired() ? "rewritten for torch " + f.forTorch->text() + ": "
+                      : f.written  ? "written, NOT read by torch " + f.forTorch->text() + ": "
+                                   : "not rewritten for torch " + f.forTorch->text() + ": ");
+    else
+        std::cout << (f.repaired() ? "repaired: "
+                      : f.written  ? "written, NOT a repair: "
+                                   : "not repaired: ");
+    std::cout << visibleName(f.checkpoint) << " (" << visibleText(f.format) << ")";
     if (f.written)
         std::cout << " -> " << visibleName(f.output);
     std::cout << "\n";
@@ -96,7 +101,9 @@ void printFix(const FixResult &f)
         for (const std::string &b : f.blockers)
             std::cout << "  " << visibleText(b) << "\n";
         if (!f.written)
-            std::cout << "nothing was written; --partial writes what can be repaired\n";
+            std::cout << (f.layout.empty() && f.forTorch
+                              ? "nothing was written\n"
+                              : "nothing was written; --partial writes what can be repaired\n");
     }
     if (!f.unused.empty()) {
         std::cout << "\n";
