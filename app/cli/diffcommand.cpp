@@ -131,6 +131,11 @@ int runDiff(const DiffCommandOptions &o)
         } else {
             std::cout << visibleName(d->first) << " against " << visibleName(d->second) << ": "
                       << d->same << " same, " << d->changes.size() << " changes\n";
+            for (const auto &[name, r] :
+                 {std::pair{&d->first, &d->firstTorch}, std::pair{&d->second, &d->secondTorch}})
+                if (r->applies)
+                    std::cout << "  " << visibleName(*name)
+                              << " is read by: " << visibleText(r->explained()) << "\n";
             for (const KeyChange &c : d->changes) {
                 std::cout << "  " << changeName(c.kind) << "  " << visibleName(c.key);
                 if (!c.otherKey.empty())

@@ -5,6 +5,7 @@
 
 #include <shardscope/escape.h>
 #include <shardscope/session.h>
+#include <shardscope/torchcompat.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -91,6 +92,8 @@ int runInspect(const InspectOptions &o)
         if (index.info.count("dcp.storage_reader"))
             std::cout << "  safetensors shards read as torch's HuggingFaceStorageReader reads "
                          "them (DCP_SHARDING_INFO)\n";
+        if (const TorchReadability r = torchReadability(index); r.applies)
+            std::cout << "  read by: " << visibleText(r.explained()) << "\n";
         if (auto it = index.info.find("repaired_from"); it != index.info.end())
             std::cout << "  repaired from " << visibleName(it->second)
                       << " by shardscope-cli fix\n";

@@ -192,7 +192,10 @@ int main(int argc, char **argv)
         "fix", "Write a repaired checkpoint the failing load accepts, beside the original "
                "(new metadata over hard-linked data)");
     fx->add_option("checkpoint", fix.checkpoint, "The checkpoint to repair")->required();
-    fx->add_option("--layout", fix.layout, "What the model expects (layout JSON)")->required();
+    fx->add_option("--layout", fix.layout,
+                   "What the model expects (layout JSON); without it, --for-torch alone");
+    fx->add_option("--for-torch", fix.forTorch,
+                   "Write metadata this torch reads (2.4 to 2.15), over the same data files");
     fx->add_option("-o,--output", fix.output, "The new checkpoint (must not exist)")->required();
     fx->add_option("--strictness", fix.strictness,
                    "Megatron --dist-ckpt-strictness of the load to satisfy");

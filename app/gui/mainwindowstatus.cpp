@@ -9,6 +9,7 @@
 #include "widgets/statusstyle.h"
 
 #include <shardscope/checkpoint.h>
+#include <shardscope/torchcompat.h>
 
 #include <QFileInfo>
 #include <QLabel>
@@ -153,6 +154,16 @@ void MainWindow::updateStatusBar()
                                        countOf(index->chunkCount(), "chunk", "chunks"),
                                        formatBytes(bytes),
                                        countOf(index->files.size(), "file", "files")));
+    // Which torch reads its metadata: always in the tooltip; on the bar only when some checked
+    // release cannot (a laptop's status bar has no room for "torch 2.4 and later" every time).
+    const TorchReadability torch = torchReadability(*index);
+    if (torch.applies) {
+        if (!torch.limits.empty())
+            m_formatLabel->setText(m_formatLabel->text() +
+                                   tr(" · read by %1").arg(QString::fromStdString(torch.text())));
+        m_formatLabel->setToolTip(m_formatLabel->toolTip() + tr("\nRead by ") +
+                                  QString::fromStdString(torch.explained()));
+    }
     // Reading problems, named apart from the load's (the Load column, the load diff).
     const size_t n = index->problems.size();
     m_problemsLabel->setText(n == 0 ? tr("Reading: no problems")

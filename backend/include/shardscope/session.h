@@ -254,6 +254,9 @@ struct FixRequest
     std::string commandLine; ///< recorded in the manifest
     OpenedIndex opened;
     std::shared_ptr<const Layout> openedLayout;
+    /** Metadata this torch reads (shardscope/torchcompat.h): written anew over the same data
+     *  when the checkpoint's own is not; without a layout, that is all the fix does. */
+    std::optional<TorchVersion> forTorch;
 };
 
 /**

@@ -44,7 +44,7 @@ struct IndexCacheKey
 };
 
 /** Raised whenever what the DCP reader produces changes, so older entries are decoded anew. */
-inline constexpr uint32_t kIndexCacheSchema = 2;
+inline constexpr uint32_t kIndexCacheSchema = 3;
 
 /** The index and those of its info entries named in `infoKeys`, as a cache file's bytes. */
 std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
