@@ -1,0 +1,578 @@
+#!/usr/bin/env python3
+"""`shardscope-cli --ssh HOST …` prints what the same command prints on HOST.
+
+    check_remote.py --cli CLI --demo DEMO [--api REMOTE_SESSION_TESTS] CASE
+
+Each command runs here and through the remote protocol on the bundled demo (the same machine
+plays the remote host, so both see the same files): stdout, stderr and the exit code must be
+equal byte for byte (a verification's seconds excepted), and so must the files written (a
+report written here, fix's output written "there", its manifest's time excepted).
+
+Cases:
+  loopback  through a loopback transport: tools/loopback_ssh.sh stands in for ssh and runs the
+            server as a child process; also the protocol spoken by hand (the ready line, a
+            hello of another major refused in one message, a request the protocol does not
+            name refused) and the C++ API's tests (--api) over the same transport
+  sshd      through a real OpenSSH server on localhost, started on a free port with a throwaway
+            host key and user key (as the current user; skipped, exit 77, only where sshd
+            cannot start); a host alias from the ssh config, and user@host:port; the C++ API's
+            tests (--api) over it, its prompt hook answering a key's passphrase
+  killed    the server killed mid-job: the command says so in one line and exits 2, and the
+            next connection works
+  version   a server of another protocol major: one line naming both versions and the server
+  askpass   an encrypted user key: its passphrase asked through the user's SSH_ASKPASS (the
+            right one connects, a wrong one fails in one line)
+  torchrun  verify --launch torchrun --ranks 2: the job the server launches prints what
+            torchrun started here prints
+  cancel    a launched job whose ranks hang (stopped) cancelled with Ctrl-C: one line, exit 2,
+            no rank left running
+Prints one line per failure and "N passed, M failed"; exits 0 only when all pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tally import Tally  # noqa: E402
+
+TOOLS = Path(__file__).resolve().parent
+SKIP = 77
+
+
+def run(cmd, env=None, timeout=300, cwd=None):
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
+                       env=env, cwd=cwd)
+    return p.returncode, p.stdout, p.stderr
+
+
+def normalise(text: str) -> str:
+    """What differs between two runs of one command: a verification's seconds."""
+    text = re.sub(r'("seconds": )[0-9.e+-]+', r"\1S", text)
+    return re.sub(r"MiB read in [0-9.e+-]+ s", "MiB read in S s", text)
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file under root: its kind and bytes (a manifest without its time)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            out[rel] = "link " + os.readlink(p)
+        elif p.is_file():
+            data = p.read_bytes()
+            if p.name == "shardscope-fix.json":
+                data = re.sub(rb'"created": "[^"]*"', b'"created": "T"', data)
+            out[rel] = "file " + hashlib.sha256(data).hexdigest()
+        elif p.is_dir():
+            out[rel] = "dir"
+    return out
+
+
+class Setup:
+    def __init__(self, a, tmp: Path):
+        self.cli = str(Path(a.cli).resolve())
+        self.demo = Path(a.demo).resolve()
+        self.tmp = tmp
+        self.api = a.api
+        self.env = dict(os.environ)
+        self.env["SHARDSCOPE_CACHE_DIR"] = str(tmp / "cache")
+        # torchrun where the "remote" server looks for it (its PATH).
+        self.env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + self.env.get("PATH", "")
+        self.layout = tmp / "layout.json"
+        rc, _, err = run([self.cli, "layout", "--from-config", self.demo / "config.json", "-o",
+                          self.layout], env=self.env)
+        if rc != 0:
+            raise SystemExit(f"layout --from-config failed: {err}")
+        rc, out, _ = run([self.cli, "inspect", self.demo, "--json"], env=self.env)
+        self.key = json.loads(out)["tensors"][0]["key"]
+
+    def loopback(self) -> tuple[list[str], dict]:
+        env = dict(self.env, SHARDSCOPE_SSH=str(TOOLS / "loopback_ssh.sh"))
+        return ["--ssh", "cluster", "--server", self.cli], env
+
+
+def commands(s: Setup) -> list[tuple[str, list, list[Path]]]:
+    """(name, arguments, files the command writes): what each face of the CLI is checked on."""
+    d, L, t = s.demo, s.layout, s.tmp
+    return [
+        ("inspect", ["inspect", d], []),
+        ("inspect --json", ["inspect", d, "--json"], []),
+        ("inspect --stats --hash --objects --json",
+         ["inspect", d, "--stats", "--hash", "--objects", "--json"], []),
+        ("inspect --tensor", ["inspect", d, "--tensor", s.key, "--stats", "--hash"], []),
+        ("inspect --filter", ["inspect", d, "--filter", "*experts*", "--no-collapse"], []),
+        ("inspect of a missing path", ["inspect", t / "nothing-here"], []),
+        ("diff --layout", ["diff", d, "--layout", L], []),
+        ("diff --layout --json", ["diff", d, "--layout", L, "--json"], []),
+        ("diff --config", ["diff", d, "--config", d / "config.json"], []),
+        ("diff of a failing load", ["diff", d, "--layout", L, "--disable-rule", "mla_down_proj"],
+         []),
+        ("diff --against", ["diff", d, "--against", d, "--json"], []),
+        ("diff --values", ["diff", d, "--against", d, "--values"], []),
+        ("diff --values --layout --json",
+         ["diff", d, "--against", d, "--values", "--layout", L, "--json"], []),
+        ("verify", ["verify", d, "--layout", L, "--dp", "2"], []),
+        ("verify --json --hash", ["verify", d, "--layout", L, "--dp", "2", "--json", "--hash"],
+         []),
+        ("report .md", ["report", d, "--layout", L, "--disable-rule", "mla_down_proj", "-o",
+                        t / "report.md"], [t / "report.md"]),
+        ("report .html", ["report", d, "--config", d / "config.json", "-o", t / "report.html"],
+         [t / "report.html"]),
+        ("report .json --against --values",
+         ["report", d, "--against", d, "--values", "-o", t / "report.json"], [t / "report.json"]),
+        ("fix", ["fix", d, "--layout", L, "--disable-rule", "mla_down_proj", "-o", t / "fixed"],
+         [t / "fixed"]),
+        ("fix --json (an output that exists)",
+         ["fix", d, "--layout", L, "--disable-rule", "mla_down_proj", "-o", t / "fixed",
+          "--json"], []),
+    ]
+
+
+def compare_commands(tally: Tally, s: Setup, prefix: list[str], env: dict, label: str,
+                     only: set[str] | None = None) -> None:
+    for name, args, files in commands(s):
+        if only is not None and name not in only:
+            continue
+        for f in files:  # the local run writes them first; the remote one writes them anew
+            shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink(missing_ok=True)
+        local = run([s.cli, *args], env=env)
+        kept = {}
+        for f in files:
+            kept[f] = tree(f) if f.is_dir() else (f.read_bytes() if f.exists() else None)
+            aside = f.with_name(f.name + ".local")
+            shutil.rmtree(aside, ignore_errors=True) if aside.is_dir() else None
+            f.rename(aside) if f.exists() else None
+        remote = run([s.cli, *prefix, *args], env=env)
+        problems = []
+        if local[0] != remote[0]:
+            problems.append(f"exit {remote[0]}, here {local[0]}: {remote[2].strip()[:300]}")
+        for what, i in (("stdout", 1), ("stderr", 2)):
+            if normalise(local[i]) != normalise(remote[i]):
+                a, b = normalise(local[i]).splitlines(), normalise(remote[i]).splitlines()
+                diff = next((f"line {n}: here {x!r}, remote {y!r}" for n, (x, y)
+                             in enumerate(zip(a, b)) if x != y),
+                            f"{len(a)} lines here, {len(b)} remote")
+                problems.append(f"{what} differs: {diff}"[:400])
+        for f in files:
+            got = tree(f) if f.is_dir() else (f.read_bytes() if f.exists() else None)
+            if got != kept[f]:
+                problems.append(f"{f.name} differs from the one written here")
+        tally.unit(f"{label}: {name}", problems)
+
+
+# ---------------------------------------------------------------- the protocol by hand
+
+def frame(kind: int, rid: int, payload: bytes) -> bytes:
+    return struct.pack(">IBI", len(payload), kind, rid) + payload
+
+
+def read_frame(f) -> tuple[int, int, bytes]:
+    head = f.read(9)
+    if len(head) < 9:
+        raise EOFError("closed")
+    n, kind, rid = struct.unpack(">IBI", head)
+    return kind, rid, f.read(n)
+
+
+def by_hand(tally: Tally, s: Setup) -> None:
+    """A client of protocol 99, and a request the protocol does not name."""
+    def start():
+        return subprocess.Popen([s.cli, "serve", "--stdio"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=s.env)
+
+    p = start()
+    problems = []
+    ready = p.stdout.readline().decode()
+    if not re.fullmatch(r"SHARDSCOPE-SERVE 1 \S+\n", ready):
+        problems.append(f"ready line {ready!r}")
+    p.stdin.write(frame(0, 0, json.dumps({"type": "hello", "major": 99, "minor": 0,
+                                          "version": "99.0.0"}).encode()))
+    p.stdin.flush()
+    kind, _, body = read_frame(p.stdout)
+    msg = json.loads(body)
+    p.stdin.close()
+    rc = p.wait(30)
+    if kind != 0 or msg.get("type") != "refused" or "protocol 1" not in msg.get("message", "") \
+            or "protocol 99" not in msg.get("message", "") or "99.0.0" not in msg["message"]:
+        problems.append(f"a hello of protocol 99 got {msg}")
+    if rc != 2:
+        problems.append(f"the server exited {rc} after refusing, not 2")
+    tally.unit("by hand: a client of another major is refused, naming both", problems)
+
+    p = start()
+    problems = []
+    p.stdout.readline()
+    p.stdin.write(frame(0, 0, json.dumps({"type": "hello", "major": 1, "minor": 0,
+                                          "version": "test"}).encode()))
+    p.stdin.write(frame(0, 7, json.dumps({"type": "request", "op": "exec"}).encode()))
+    p.stdin.flush()
+    hello = json.loads(read_frame(p.stdout)[2])
+    kind, rid, body = read_frame(p.stdout)
+    reply = json.loads(body)
+    p.stdin.close()
+    rc = p.wait(30)
+    if hello.get("type") != "hello" or hello.get("major") != 1:
+        problems.append(f"hello {hello}")
+    if rid != 7 or reply.get("type") != "error":
+        problems.append(f"a request named 'exec' got {reply} (id {rid})")
+    if rc != 0:
+        problems.append(f"the server exited {rc} at the end of its stdin, not 0")
+    tally.unit("by hand: a request the protocol does not name is refused", problems)
+
+
+# ---------------------------------------------------------------- a real sshd
+
+class Sshd:
+    """sshd on a free port of 127.0.0.1 with throwaway keys, and an ssh config for it."""
+
+    def __init__(self, tmp: Path, passphrase: str = ""):
+        self.dir = tmp / "sshd"
+        self.dir.mkdir()
+        self.proc = None
+        sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+        if not Path(sshd).exists():
+            raise RuntimeError("no sshd (Debian's openssh-server: ./dev installs it)")
+        if os.geteuid() == 0 and not Path("/run/sshd").is_dir():
+            # sshd run by root separates privileges into this (empty) directory.
+            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        d = self.dir
+        for name, phrase in (("host", ""), ("user", passphrase)):
+            rc, _, err = run(["ssh-keygen", "-q", "-t", "ed25519", "-N", phrase, "-C",
+                              "shardscope-test", "-f", d / name])
+            if rc != 0:
+                raise RuntimeError(f"ssh-keygen: {err.strip()}")
+        shutil.copy(d / "user.pub", d / "authorized_keys")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.user = getpass.getuser()
+        (d / "sshd_config").write_text(
+            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {d}/host\n"
+            f"AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n"
+            "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "UsePAM no\nPermitRootLogin prohibit-password\nAllowTcpForwarding no\n"
+            f"SetEnv SHARDSCOPE_CACHE_DIR={tmp}/remote-cache\n")
+        (d / "ssh_config").write_text(
+            f"Host shardscope-test\n  HostName 127.0.0.1\n  Port {self.port}\n"
+            f"Host *\n  User {self.user}\n  IdentityFile {d}/user\n  IdentitiesOnly yes\n"
+            f"  IdentityAgent none\n  UserKnownHostsFile {d}/known_hosts\n"
+            "  StrictHostKeyChecking accept-new\n  LogLevel ERROR\n")
+        # The system's ssh with this config: what SHARDSCOPE_SSH names.
+        self.ssh = d / "ssh"
+        self.ssh.write_text(f"#!/bin/sh\nexec ssh -F {d}/ssh_config \"$@\"\n")
+        self.ssh.chmod(0o755)
+        self.proc = subprocess.Popen([sshd, "-D", "-e", "-f", d / "sshd_config"],
+                                     stdout=subprocess.DEVNULL, stderr=open(d / "log", "w"))
+        for _ in range(100):
+            if self.proc.poll() is not None:
+                raise RuntimeError("sshd exited: " + (d / "log").read_text().strip()[-300:])
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("sshd did not listen within 5 s")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def with_sshd(tmp: Path, passphrase: str = "") -> Sshd | None:
+    try:
+        return Sshd(tmp, passphrase)
+    except RuntimeError as e:
+        print(f"SKIP: cannot start an OpenSSH server here: {e}")
+        return None
+
+
+# ---------------------------------------------------------------- cases
+
+def case_loopback(tally: Tally, s: Setup) -> None:
+    prefix, env = s.loopback()
+    compare_commands(tally, s, prefix, env, "loopback")
+    by_hand(tally, s)
+    if s.api:
+        rc, out, err = run([s.api], env=dict(env, SHARDSCOPE_TEST_DEMO=str(s.demo),
+                                             SHARDSCOPE_TEST_CLI=s.cli,
+                                             SHARDSCOPE_TEST_LAYOUT=str(s.layout)), timeout=600)
+        tally.unit("loopback: the C++ API (remote_session_tests)",
+                   [] if rc == 0 else [(out + err).strip()[-1500:]])
+
+
+def case_sshd(tally: Tally, s: Setup) -> int:
+    sshd = with_sshd(s.tmp)
+    if not sshd:
+        return SKIP
+    try:
+        env = dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh))
+        compare_commands(tally, s, ["--ssh", "shardscope-test", "--server", s.cli], env,
+                         "sshd (host alias)")
+        compare_commands(tally, s, ["--ssh", f"{sshd.user}@127.0.0.1:{sshd.port}", "--server",
+                                    s.cli], env, "sshd (user@host:port)",
+                         only={"inspect --json", "diff --config", "verify"})
+        if s.api:
+            rc, out, err = run([s.api], env=dict(env, SHARDSCOPE_TEST_DEMO=str(s.demo),
+                                                 SHARDSCOPE_TEST_CLI=s.cli,
+                                                 SHARDSCOPE_TEST_LAYOUT=str(s.layout),
+                                                 SHARDSCOPE_TEST_HOST="shardscope-test"),
+                               timeout=600)
+            tally.unit("sshd: the C++ API (remote_session_tests)",
+                       [] if rc == 0 else [(out + err).strip()[-1500:]])
+    finally:
+        sshd.stop()
+    return 0
+
+
+def serve_processes(root: int) -> list[int]:
+    """`serve --stdio` processes descended from `root`."""
+    children: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(p.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for c in children.get(pid, []):
+            todo.append(c)
+            try:
+                cmd = Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"serve" in cmd and b"--stdio" in cmd:
+                found.append(c)
+    return found
+
+
+def threads_of(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
+def case_killed(tally: Tally, s: Setup) -> None:
+    prefix, env = s.loopback()
+    cmd = [s.cli, *prefix, "verify", s.demo, "--layout", s.layout, "--dp", "2",
+           "--max-memory", "60000", "--threads", "1"]
+    problems = ["the job always ended before the server could be killed"]
+    for _ in range(10):
+        p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, text=True)
+        killed = False
+        deadline = time.time() + 60
+        while p.poll() is None and time.time() < deadline and not killed:
+            for pid in serve_processes(p.pid):
+                if threads_of(pid) >= 2:  # a job's thread is running
+                    os.kill(pid, signal.SIGKILL)
+                    killed = True
+            time.sleep(0.002)
+        out, err = p.communicate(timeout=60)
+        if not killed:
+            continue
+        lines = err.strip().splitlines()
+        problems = []
+        if p.returncode != 2:
+            problems.append(f"exit {p.returncode}, not 2")
+        if len(lines) != 1 or "connection to cluster was lost" not in lines[0]:
+            problems.append(f"stderr is not one line saying the connection was lost: {lines}")
+        if out:
+            problems.append(f"printed a result: {out[:200]!r}")
+        break
+    tally.unit("killed: the server killed mid-job is one line, exit 2", problems)
+    rc, out, err = run([s.cli, *prefix, "verify", s.demo, "--layout", s.layout, "--dp", "2"],
+                       env=env)
+    tally.unit("killed: the next connection works",
+               [] if rc == 0 and "bit-identical" in out else [f"exit {rc}: {err.strip()}"])
+
+
+def case_version(tally: Tally, s: Setup) -> None:
+    _, env = s.loopback()
+    fake = s.tmp / "future-server"
+    fake.write_text("#!/bin/sh\necho 'Welcome to the cluster'\n"
+                    "echo 'SHARDSCOPE-SERVE 2 9.9.0'\nexec cat >/dev/null\n")
+    fake.chmod(0o755)
+    rc, out, err = run([s.cli, "--ssh", "cluster", "--server", fake, "inspect", s.demo], env=env)
+    lines = err.strip().splitlines()
+    ok = (rc == 2 and len(lines) == 1 and "ShardScope 9.9.0 (protocol 2)" in lines[0]
+          and "(protocol 1)" in lines[0] and "install the same version" in lines[0]
+          and str(fake) in lines[0] and not out)
+    tally.unit("version: a server of another major says which, in one line",
+               [] if ok else [f"exit {rc}: {err.strip()}"])
+    rc, out, err = run([s.cli, "--ssh", "cluster", "--server", s.tmp / "no-such-server",
+                        "inspect", s.demo], env=env)
+    lines = err.strip().splitlines()
+    ok = rc == 2 and len(lines) == 1 and "could not start" in lines[0] and "--server" in lines[0]
+    tally.unit("version: a server that is not there says so, in one line",
+               [] if ok else [f"exit {rc}: {err.strip()}"])
+    by_hand(tally, s)
+
+
+def case_askpass(tally: Tally, s: Setup) -> int:
+    sshd = with_sshd(s.tmp, passphrase="correct horse")
+    if not sshd:
+        return SKIP
+    try:
+        log = s.tmp / "prompts"
+        for name, phrase, want in (("the right passphrase", "correct horse", 0),
+                                   ("a wrong passphrase", "battery staple", 2)):
+            script = s.tmp / f"askpass-{want}"
+            script.write_text(f"#!/bin/sh\necho \"$1\" >> {log}\necho '{phrase}'\n")
+            script.chmod(0o755)
+            env = dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh), SSH_ASKPASS=str(script),
+                       SSH_ASKPASS_REQUIRE="force", DISPLAY=":0")
+            env.pop("SSH_AUTH_SOCK", None)
+            rc, out, err = run([s.cli, "--ssh", "shardscope-test", "--server", s.cli, "inspect",
+                                s.demo], env=env, timeout=120)
+            prompts = log.read_text() if log.exists() else ""
+            problems = []
+            if rc != want:
+                problems.append(f"exit {rc}, not {want}: {err.strip()}")
+            if "passphrase" not in prompts:
+                problems.append(f"SSH_ASKPASS was not asked for the key's passphrase: {prompts!r}")
+            if want and len(err.strip().splitlines()) != 1:
+                problems.append(f"a refused login is not one line: {err!r}")
+            tally.unit(f"askpass: {name}", problems)
+    finally:
+        sshd.stop()
+    return 0
+
+
+def torchrun_cmd(s: Setup, ranks: int, args: list) -> list:
+    return [sys.executable, "-m", "torch.distributed.run", "--no-python", "--standalone",
+            "--nproc-per-node", str(ranks), s.cli, *args]
+
+
+def case_torchrun(tally: Tally, s: Setup) -> None:
+    prefix, env = s.loopback()
+    for name, extra in (("text", []), ("--json", ["--json"])):
+        args = ["verify", str(s.demo), "--layout", str(s.layout), *extra]
+        local = run(torchrun_cmd(s, 2, args + ["--quiet"]), env=env)
+        remote = run([s.cli, *prefix, *args, "--launch", "torchrun", "--ranks", "2"], env=env)
+        problems = []
+        if local[0] != remote[0]:
+            problems.append(f"exit {remote[0]}, here {local[0]}: {remote[2].strip()[-300:]}")
+        if normalise(local[1]) != normalise(remote[1]):
+            problems.append(f"stdout differs:\nhere   {local[1][:300]!r}\nremote {remote[1][:300]!r}")
+        if "2 processes over gloo" not in local[1] and '"processes": 2' not in local[1]:
+            problems.append(f"the local run was not two processes: {local[1][:200]!r}")
+        tally.unit(f"torchrun: verify --launch torchrun --ranks 2 ({name})", problems)
+    rc, _, err = run([s.cli, *prefix, "verify", s.demo, "--layout", s.layout, "--launch",
+                      "torchrun", "--ranks", "2", "--nodes", "2"], env=env)
+    tally.unit("torchrun: two nodes without srun is refused in one line",
+               [] if rc == 2 and len(err.strip().splitlines()) == 1 and "srun" in err
+               else [f"exit {rc}: {err.strip()}"])
+
+
+def verify_ranks(root: int) -> list[int]:
+    """The ranks (`… verify …` under torchrun) descended from `root`."""
+    out = []
+    for pid in all_descendants(root):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith(b"shardscope-cli") and b"verify" in cmd and b"--ssh" not in cmd:
+            out.append(pid)
+    return out
+
+
+def all_descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(p.name))
+    found, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    return found
+
+
+def case_cancel(tally: Tally, s: Setup) -> None:
+    prefix, env = s.loopback()
+    p = subprocess.Popen([s.cli, *prefix, "verify", str(s.demo), "--layout", str(s.layout),
+                          "--launch", "torchrun", "--ranks", "2"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env, text=True)
+    ranks = []
+    deadline = time.time() + 60
+    while time.time() < deadline and len(ranks) < 2 and p.poll() is None:
+        ranks = verify_ranks(p.pid)
+        time.sleep(0.01)
+    problems = []
+    if len(ranks) < 2:
+        p.kill()
+        tally.unit("cancel: a hung job is cancelled", [f"no two ranks started ({ranks})"])
+        return
+    for r in ranks:  # hung: they never answer again
+        os.kill(r, signal.SIGSTOP)
+    time.sleep(0.5)
+    started = time.time()
+    p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        problems.append("Ctrl-C did not end the command within 60 s")
+    took = time.time() - started
+    lines = err.strip().splitlines()
+    if p.returncode != 2:
+        problems.append(f"exit {p.returncode}, not 2")
+    if len(lines) != 1 or "cancelled" not in lines[0]:
+        problems.append(f"stderr is not one line saying it was cancelled: {lines}")
+    left = [r for r in ranks if Path(f"/proc/{r}").exists()
+            and (Path(f"/proc/{r}/stat").read_text().split()[2] != "Z")]
+    if left:
+        problems.append(f"ranks still running: {left}")
+        for r in left:
+            os.kill(r, signal.SIGKILL)
+    tally.unit(f"cancel: a hung job is cancelled ({took:.1f} s)", problems)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--demo", required=True)
+    ap.add_argument("--api", help="the remote_session_tests binary")
+    ap.add_argument("case", choices=["loopback", "sshd", "killed", "version", "askpass",
+                                     "torchrun", "cancel"])
+    a = ap.parse_args()
+    tally = Tally()
+    with tempfile.TemporaryDirectory(prefix="shardscope-remote-") as tmp:
+        s = Setup(a, Path(tmp))
+        code = {"loopback": case_loopback, "sshd": case_sshd, "killed": case_killed,
+                "version": case_version, "askpass": case_askpass, "torchrun": case_torchrun,
+                "cancel": case_cancel}[a.case](tally, s)
+        if code == SKIP:
+            return SKIP
+    return tally.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
