@@ -26,6 +26,11 @@ Cases:
             torchrun started here prints
   cancel    a launched job whose ranks hang (stopped) cancelled with Ctrl-C: one line, exit 2,
             no rank left running
+  cached    the index travels as the server's persistent index entry (the demo cached on
+            its first open), is kept by the client and then not sent again (only its header);
+            where the open adds to what the entry holds (a data file cut short: the
+            integrity checks' problems; torch_dist's common.pt, with --fixtures) it is encoded
+            anew: each time the same output as here
 Prints one line per failure and "N passed, M failed"; exits 0 only when all pass.
 """
 
@@ -89,6 +94,7 @@ class Setup:
         self.demo = Path(a.demo).resolve()
         self.tmp = tmp
         self.api = a.api
+        self.fixtures = getattr(a, "fixtures", None)
         self.env = dict(os.environ)
         self.env["SHARDSCOPE_CACHE_DIR"] = str(tmp / "cache")
         # torchrun where the "remote" server looks for it (its PATH).
@@ -555,20 +561,64 @@ def case_cancel(tally: Tally, s: Setup) -> None:
     tally.unit(f"cancel: a hung job is cancelled ({took:.1f} s)", problems)
 
 
+def case_cached(tally: Tally, s: Setup) -> None:
+    prefix, env = s.loopback()
+    # Every DCP checkpoint through the persistent index, the demo's small one too.
+    # (SETTLE 0: the copies made here are stored at once.)
+    env = dict(env, SHARDSCOPE_CACHE_MIN_BYTES="0", SHARDSCOPE_CACHE_SETTLE_SECONDS="0")
+    cache = Path(env["SHARDSCOPE_CACHE_DIR"])
+    # A data file cut short after the entry was written: its problems are the integrity
+    # checks', which no entry holds.
+    cut = s.tmp / "cut"
+    shutil.copytree(s.demo, cut)
+    run([s.cli, "inspect", cut], env=env)
+    data = next(cut.glob("iter_*/__1_0.distcp"))
+    with open(data, "r+b") as f:
+        f.truncate(data.stat().st_size - 3000)
+    sources = [("the demo", s.demo), ("a copy cut short after its open", cut)]
+    if s.fixtures and (Path(s.fixtures) / "megatron_torch_dist").exists():
+        sources.append(("torch_dist with common.pt", Path(s.fixtures) / "megatron_torch_dist"))
+    for what, ckpt in sources:
+        run([s.cli, "inspect", ckpt], env=env)  # here first: the entry is written
+        for turn in ("sent", "kept"):
+            for name, args in (("inspect --json", ["inspect", ckpt, "--json"]),
+                               ("inspect --stats", ["inspect", ckpt, "--stats", "--hash"])):
+                local = run([s.cli, *args], env=env)
+                remote = run([s.cli, *prefix, *args], env=env)
+                problems = []
+                if local != remote:
+                    problems.append(f"exit {remote[0]} / {local[0]}; stdout equal: "
+                                    f"{local[1] == remote[1]}; stderr: {remote[2][-300:]!r}")
+                if '"index_cache": "read from' not in local[1] and name == "inspect --json":
+                    problems.append("the local open did not read the persistent index")
+                kept = list(cache.glob("remote-*.sswire"))
+                if not kept:
+                    problems.append("the client kept no index")
+                tally.unit(f"cached: {what}: {name} ({turn})", problems)
+        if s.api:  # the index itself, its problems included, through the C++ API
+            rc, out, err = run([s.api, "--gtest_filter=Remote.AnOpenedIndexIsTheIndexOpenedHere"],
+                               env=dict(env, SHARDSCOPE_TEST_DEMO=str(ckpt),
+                                        SHARDSCOPE_TEST_CLI=s.cli,
+                                        SHARDSCOPE_TEST_LAYOUT=str(s.layout)))
+            tally.unit(f"cached: {what}: the opened index (C++ API)",
+                       [] if rc == 0 else [(out + err).strip()[-1500:]])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cli", required=True)
     ap.add_argument("--demo", required=True)
     ap.add_argument("--api", help="the remote_session_tests binary")
+    ap.add_argument("--fixtures", help="tools/make_fixtures.py's output (cached: torch_dist)")
     ap.add_argument("case", choices=["loopback", "sshd", "killed", "version", "askpass",
-                                     "torchrun", "cancel"])
+                                     "torchrun", "cancel", "cached"])
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="shardscope-remote-") as tmp:
         s = Setup(a, Path(tmp))
         code = {"loopback": case_loopback, "sshd": case_sshd, "killed": case_killed,
                 "version": case_version, "askpass": case_askpass, "torchrun": case_torchrun,
-                "cancel": case_cancel}[a.case](tally, s)
+                "cancel": case_cancel, "cached": case_cached}[a.case](tally, s)
         if code == SKIP:
             return SKIP
     return tally.finish()

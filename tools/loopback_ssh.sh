@@ -21,4 +21,12 @@ if [ -n "${LOOPBACK_ASKPASS_PROMPT:-}" ]; then
 fi
 # What ssh's own environment holds stays here, as it does with ssh.
 unset SSH_ASKPASS SSH_ASKPASS_REQUIRE SHARDSCOPE_ASKPASS
+# LOOPBACK_CACHE_DIR: the server's own persistent index, apart from the client's.
+if [ -n "${LOOPBACK_CACHE_DIR:-}" ]; then
+    export SHARDSCOPE_CACHE_DIR="$LOOPBACK_CACHE_DIR"
+fi
+# LOOPBACK_STDERR: the server's stderr into that file (ssh's goes to the client, which keeps it).
+if [ -n "${LOOPBACK_STDERR:-}" ]; then
+    exec sh -c "$1" 2>>"$LOOPBACK_STDERR"
+fi
 exec sh -c "$1"

@@ -27,8 +27,7 @@ Result<InspectResult> inspect(const InspectRequest &request, const JobControl &c
 Result<DiffResult> diff(const DiffRequest &request, const JobControl &control = {});
 Result<CheckpointDiff> checkpointDiff(const CheckpointDiffRequest &request,
                                       const JobControl &control = {});
-Result<ValueDiffResult> valueDiff(const ValueDiffRequest &request,
-                                  const JobControl &control = {});
+Result<ValueDiffResult> valueDiff(const ValueDiffRequest &request, const JobControl &control = {});
 Result<VerifyReport> verify(const VerifyRequest &request, const JobControl &control = {},
                             const RemoteLaunch &launch = {});
 Result<ReportOutput> report(const ReportRequest &request, const JobControl &control = {});

@@ -111,6 +111,18 @@ TEST_F(Remote, AnOpenedIndexIsTheIndexOpenedHere)
     ASSERT_TRUE(there) << there.error().toString();
     EXPECT_EQ(there->index, *remote); // no second index travelled
     EXPECT_EQ(inspectToJson(*there, demo), inspectToJson(*here, demo));
+    // The index itself: its problems (the integrity checks' too) and every entry.
+    auto whole = [this](const OpenedIndex &index) {
+        InspectResult r;
+        r.index = index;
+        for (const TensorEntry &t : index->tensors)
+            r.tensors.push_back({&t, std::nullopt, {}, {}});
+        for (const ObjectEntry &o : index->objects)
+            r.objects.push_back({&o, {}});
+        r.problems = index->problems;
+        return inspectToJson(r, demo);
+    };
+    EXPECT_EQ(whole(*remote), whole(here->index));
     // The index travelled compressed: fewer bytes than its .metadata.
     EXPECT_LT(session->bytesReceived(), 700000u);
 }
@@ -127,7 +139,7 @@ TEST_F(Remote, ATensorsDetailsAreComputedThereAsHere)
         ASSERT_TRUE(data);
         auto health = tensorHealth(*data);
         ASSERT_TRUE(health);
-        auto d = session->tensorDetails(*index, t.key.str());
+        auto d = session->tensorDetails(*index, (*index)->tensors[i]);
         ASSERT_TRUE(d) << d.error().toString();
         ASSERT_TRUE(d->health);
         EXPECT_EQ(d->health->fingerprint, health->fingerprint);
@@ -136,14 +148,15 @@ TEST_F(Remote, ATensorsDetailsAreComputedThereAsHere)
         EXPECT_EQ(d->sha256, sha256Hex(*data));
         EXPECT_EQ(d->bytes, data->bytes.size());
     }
-    auto missing = session->tensorDetails(*index, "no.such.key");
-    ASSERT_FALSE(missing);
-    EXPECT_EQ(missing.error().key, "no.such.key");
+    // An entry of another index (here, the local one) is not one the server holds.
+    auto foreign = session->tensorDetails(*index, local->tensors.front());
+    ASSERT_FALSE(foreign);
+    EXPECT_EQ(foreign.error().key, local->tensors.front().key.str());
     ASSERT_FALSE(local->objects.empty());
     const ObjectEntry &o = local->objects.front();
     auto value = readObject(*local, o);
     ASSERT_TRUE(value);
-    auto there = session->readObject(*index, o.key.str());
+    auto there = session->readObject(*index, (*index)->objects.front());
     ASSERT_TRUE(there) << there.error().toString();
     EXPECT_EQ(there->summary(1000), value->summary(1000));
 }
@@ -226,7 +239,7 @@ TEST_F(Remote, CallsFromSeveralThreadsInterleave)
     for (int t = 0; t < 4; ++t)
         threads.emplace_back([&, t] {
             const TensorEntry &e = (*index)->tensors[size_t(t) % (*index)->tensors.size()];
-            if (session->tensorDetails(*index, e.key.str()))
+            if (session->tensorDetails(*index, e))
                 ++ok;
         });
     for (std::thread &t : threads)
@@ -239,7 +252,7 @@ TEST_F(Remote, ADroppedConnectionIsAnErrorAndAReconnectWorks)
     auto index = session->open(demo);
     ASSERT_TRUE(index);
     ASSERT_EQ(::kill(pid_t(session->server().pid), SIGKILL), 0);
-    auto after = session->tensorDetails(*index, (*index)->tensors.front().key.str());
+    auto after = session->tensorDetails(*index, (*index)->tensors.front());
     ASSERT_FALSE(after);
     EXPECT_NE(after.error().message.find("was lost"), std::string::npos) << after.error().message;
     EXPECT_EQ(after.error().message.find('\n'), std::string::npos);
@@ -303,8 +316,8 @@ TEST(RemoteTarget, DestinationsAsSshTakesThem)
     auto d = RemoteTarget::parse("fe80::1");
     ASSERT_TRUE(d);
     EXPECT_EQ(d->host, "fe80::1");
-    for (const char *bad : {"", "-oProxyCommand=touch x", "host:", "host:99999", "host:2x",
-                            "a b", "user@"})
+    for (const char *bad :
+         {"", "-oProxyCommand=touch x", "host:", "host:99999", "host:2x", "a b", "user@"})
         EXPECT_FALSE(RemoteTarget::parse(bad)) << bad;
 }
 

@@ -159,11 +159,13 @@ public:
      *  not sent: open() it to show it. */
     Result<FixResult> runFix(const FixRequest &request, const JobControl &control = {});
 
-    /** One tensor of an index open() returned: read, its health computed and hashed there. */
-    Result<RemoteTensorDetails> tensorDetails(const OpenedIndex &index, const std::string &key,
+    /** One tensor of an index open() returned (an entry of it): read, its health computed
+     *  and hashed there. The server finds it by its place in the index, without a search. */
+    Result<RemoteTensorDetails> tensorDetails(const OpenedIndex &index, const TensorEntry &tensor,
                                               const JobControl &control = {});
-    /** One non-tensor entry, decoded there (the safe pickle decoder). */
-    Result<PyValue> readObject(const OpenedIndex &index, const std::string &key,
+    /** One non-tensor entry of an index open() returned, decoded there (the safe pickle
+     *  decoder). */
+    Result<PyValue> readObject(const OpenedIndex &index, const ObjectEntry &object,
                                const JobControl &control = {});
 
     struct Impl;

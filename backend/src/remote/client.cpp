@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // RemoteSession: the client of `shardscope-cli serve --stdio`, through ssh.
+#include "remote/clientcache.h"
 #include "remote/codec.h"
 #include "remote/ssh.h"
 #include "remote/wire.h"
@@ -9,7 +10,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -24,7 +28,7 @@ namespace {
 struct Message
 {
     json control;
-    std::string blob;
+    Bytes blob;
 };
 
 /** How long a cancelled job may take to answer before the call gives up on it. */
@@ -66,8 +70,15 @@ struct RemoteSession::Impl
     Result<Message> call(const std::string &op, const json &args, const JobControl &control,
                          const std::string &what, std::vector<Message> *extras = nullptr);
     json handleOf(const OpenedIndex &index) const;
-    Result<std::shared_ptr<const CheckpointIndex>> takeIndex(const Message &m,
-                                                             const std::string &origin);
+    /** A kept index decoded ahead, while the server opens (its identity, and the entry). */
+    struct Guess
+    {
+        std::string identity;
+        std::future<Result<std::shared_ptr<CheckpointIndex>>> entry;
+    };
+    Result<std::shared_ptr<const CheckpointIndex>> takeIndex(Message &m, const std::string &origin,
+                                                             const ClientIndexCache &cache,
+                                                             Guess *guess = nullptr);
     template<typename T>
     Result<T> resultOf(const Message &m);
 };
@@ -200,8 +211,7 @@ Result<Message> RemoteSession::Impl::call(const std::string &op, const json &arg
             impl->pending.erase(id);
         }
     } forget{this, id};
-    if (auto s = writer->controlWithBlob(id, {{"type", "request"}, {"op", op}}, toPack(args));
-        !s) {
+    if (auto s = writer->controlWithBlob(id, {{"type", "request"}, {"op", op}}, toPack(args)); !s) {
         fail(s.error().message);
         return lostError(what.c_str());
     }
@@ -219,8 +229,7 @@ Result<Message> RemoteSession::Impl::call(const std::string &op, const json &arg
     for (;;) {
         std::unique_lock lock(mutex);
         Pending &p = pending[id];
-        cv.wait_for(lock, std::chrono::milliseconds(100),
-                    [&] { return !p.queue.empty() || lost; });
+        cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !p.queue.empty() || lost; });
         if (p.queue.empty()) {
             if (lost) {
                 lock.unlock();
@@ -250,7 +259,7 @@ Result<Message> RemoteSession::Impl::call(const std::string &op, const json &arg
         } else if (type == "result") {
             return m;
         } else if (type == "error") {
-            auto packed = fromPack(m.blob);
+            auto packed = fromPack(m.blob.view());
             if (!packed)
                 return packed.error();
             return errorFromJson(*packed);
@@ -270,9 +279,51 @@ json RemoteSession::Impl::handleOf(const OpenedIndex &index) const
 }
 
 Result<std::shared_ptr<const CheckpointIndex>>
-RemoteSession::Impl::takeIndex(const Message &m, const std::string &origin)
+RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const ClientIndexCache &cache,
+                               Guess *guess)
 {
-    auto decoded = decodeIndexBlob(m.blob, origin);
+    const std::string identity = m.control.value("identity", "");
+    Result<std::shared_ptr<const CheckpointIndex>> decoded =
+        makeError(Error::Code::Internal, "no index");
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Timing
+    {
+        std::chrono::steady_clock::time_point t0;
+        ~Timing()
+        {
+            if (std::getenv("SHARDSCOPE_TIMING"))
+                std::fprintf(
+                    stderr, "timing: client: index decoded in %.3f s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+    } timing{t0};
+    if (m.control.value("held", false) && guess && guess->entry.valid() &&
+        guess->identity == identity) {
+        // The one decoded while the server opened: its header now.
+        auto entry = guess->entry.get();
+        if (!entry)
+            return entry.error();
+        if (auto s = applyIndexHeader(m.blob.view(), **entry, origin); !s)
+            return s.error();
+        decoded = std::shared_ptr<const CheckpointIndex>(std::move(*entry));
+    } else if (m.control.value("held", false)) {
+        // Ours already: the server sent its header alone, the entry is the one kept here.
+        auto file = cache.blob(identity);
+        if (!file)
+            return makeError(Error::Code::NotFound, "the index kept here is gone").inFile(origin);
+        const std::string_view kept(reinterpret_cast<const char *>(file->bytes().data()),
+                                    file->size());
+        auto parts = splitIndexBlob(kept);
+        if (!parts)
+            return parts.error().inFile(file->path());
+        decoded = decodeIndexBlob(m.blob.view(), parts->second, origin, 0, file->local());
+    } else {
+        decoded = decodeIndexBlob(m.blob.view(), origin);
+        if (decoded && !identity.empty()) {
+            auto bytes = std::make_shared<Bytes>(std::move(m.blob));
+            cache.store(identity, bytes->view(), bytes);
+        }
+    }
     if (!decoded)
         return decoded.error();
     // When the last copy here goes, the server lets its own go.
@@ -296,7 +347,7 @@ RemoteSession::Impl::takeIndex(const Message &m, const std::string &origin)
 template<typename T>
 Result<T> RemoteSession::Impl::resultOf(const Message &m)
 {
-    auto packed = fromPack(m.blob);
+    auto packed = fromPack(m.blob.view());
     if (!packed)
         return packed.error();
     return fromJson<T>(*packed);
@@ -354,20 +405,19 @@ Result<std::shared_ptr<RemoteSession>> RemoteSession::connect(const RemoteTarget
         if (why.empty()) {
             const size_t end = noise.find_last_not_of("\r\n");
             if (end != std::string::npos)
-                why = noise.substr(noise.rfind('\n', end) == std::string::npos
-                                       ? 0
-                                       : noise.rfind('\n', end) + 1,
-                                   end + 1);
+                why = noise.substr(
+                    noise.rfind('\n', end) == std::string::npos ? 0 : noise.rfind('\n', end) + 1,
+                    end + 1);
         }
         if (why.empty())
             why = e.message;
         const bool notFound = why.find("not found") != std::string::npos ||
                               why.find("No such file") != std::string::npos;
-        return makeError(Error::Code::Io,
-                         "could not start " + visibleText(target.server) + " serve on " + name +
-                             ": " + visibleText(why) +
-                             (notFound ? " (give --server PATH: where shardscope-cli is there)"
-                                       : ""));
+        return makeError(
+            Error::Code::Io,
+            "could not start " + visibleText(target.server) + " serve on " + name + ": " +
+                visibleText(why) +
+                (notFound ? " (give --server PATH: where shardscope-cli is there)" : ""));
     };
     std::string noise;
     auto ready = impl->reader->readyLine(noise);
@@ -378,12 +428,12 @@ Result<std::shared_ptr<RemoteSession>> RemoteSession::connect(const RemoteTarget
     const std::string theirMajor = ready->substr(0, space);
     const std::string theirVersion = space == std::string::npos ? "?" : ready->substr(space + 1);
     if (theirMajor != std::to_string(kWireMajor))
-        return makeError(Error::Code::Unsupported,
-                         name + " runs ShardScope " + visibleText(theirVersion) + " (protocol " +
-                             visibleText(theirMajor) + "), this is ShardScope " + kVersion +
-                             " (protocol " + std::to_string(kWireMajor) +
-                             "): install the same version on both (server: " +
-                             visibleText(target.server) + ")");
+        return makeError(
+            Error::Code::Unsupported,
+            name + " runs ShardScope " + visibleText(theirVersion) + " (protocol " +
+                visibleText(theirMajor) + "), this is ShardScope " + kVersion + " (protocol " +
+                std::to_string(kWireMajor) +
+                "): install the same version on both (server: " + visibleText(target.server) + ")");
     if (auto s = impl->writer->control(0, {{"type", "hello"},
                                            {"major", kWireMajor},
                                            {"minor", kWireMinor},
@@ -416,8 +466,7 @@ Result<std::shared_ptr<RemoteSession>> RemoteSession::connect(const RemoteTarget
         i.torchrun = hello->at("torchrun").get<bool>();
     } catch (const std::exception &e) {
         return makeError(Error::Code::Format,
-                         name + "'s server sent a hello this build cannot read (" + e.what() +
-                             ")");
+                         name + "'s server sent a hello this build cannot read (" + e.what() + ")");
     }
     impl->reader->setWaiter({});
     Impl *raw = impl.get();
@@ -466,17 +515,41 @@ uint64_t RemoteSession::bytesReceived() const
 
 Result<OpenedIndex> RemoteSession::open(const std::string &path, const JobControl &control)
 {
-    std::vector<Message> extras;
-    auto reply = m->call("open", {{"path", path}}, control, "open", &extras);
-    if (!reply)
-        return reply.error();
-    if (extras.empty())
-        return makeError(Error::Code::Format, "the server opened " + visibleName(path) +
-                                                  " but sent no index");
-    auto index = m->takeIndex(extras.front(), path);
-    if (!index)
-        return index.error();
-    return OpenedIndex(std::move(*index));
+    const ClientIndexCache cache(m->target, path);
+    // Twice at most: a kept index that went between asking and reading is asked for whole.
+    for (bool useKept : {true, false}) {
+        const std::vector<std::string> have =
+            useKept ? cache.identities() : std::vector<std::string>();
+        // The newest kept one is most likely the server's: decoded while the server opens.
+        Impl::Guess guess;
+        if (!have.empty())
+            guess = {have.front(),
+                     std::async(std::launch::async, [&cache, id = have.front(), path] {
+                         using R = Result<std::shared_ptr<CheckpointIndex>>;
+                         auto file = cache.blob(id);
+                         if (!file)
+                             return R(makeError(Error::Code::NotFound, "gone"));
+                         const std::string_view kept(
+                             reinterpret_cast<const char *>(file->bytes().data()), file->size());
+                         auto parts = splitIndexBlob(kept);
+                         if (!parts)
+                             return R(parts.error().inFile(file->path()));
+                         return decodeIndexEntry(parts->second, path, 0, file->local());
+                     })};
+        std::vector<Message> extras;
+        auto reply = m->call("open", {{"path", path}, {"have", have}}, control, "open", &extras);
+        if (!reply)
+            return reply.error();
+        if (extras.empty())
+            return makeError(Error::Code::Format,
+                             "the server opened " + visibleName(path) + " but sent no index");
+        auto index = m->takeIndex(extras.front(), path, cache, &guess);
+        if (index)
+            return OpenedIndex(std::move(*index));
+        if (!useKept || index.error().code != Error::Code::NotFound)
+            return index.error();
+    }
+    return makeError(Error::Code::Internal, "unreachable");
 }
 
 void RemoteSession::release(const OpenedIndex &index)
@@ -504,23 +577,27 @@ Result<InspectResult> RemoteSession::runInspect(const InspectRequest &request,
                                                 const JobControl &control)
 {
     std::vector<Message> extras;
-    auto reply = m->call("inspect",
-                         {{"request", toJson(request)}, {"opened", {m->handleOf(request.opened)}}},
-                         control, "inspect", &extras);
+    // Without an open index the server sends the one it ran on (not when it is ours already).
+    const ClientIndexCache cache(m->target, request.path);
+    auto reply =
+        m->call("inspect",
+                {{"request", toJson(request)},
+                 {"opened", {m->handleOf(request.opened)}},
+                 {"have", request.opened ? std::vector<std::string>() : cache.identities()}},
+                control, "inspect", &extras);
     if (!reply)
         return reply.error();
     OpenedIndex index = request.opened;
     if (!extras.empty()) {
-        auto taken = m->takeIndex(extras.front(), request.path);
+        auto taken = m->takeIndex(extras.front(), request.path, cache);
         if (!taken)
             return taken.error();
         index = std::move(*taken);
     }
     if (!index)
-        return makeError(Error::Code::Format, "the server inspected " +
-                                                  visibleName(request.path) +
+        return makeError(Error::Code::Format, "the server inspected " + visibleName(request.path) +
                                                   " but sent no index");
-    auto packed = fromPack(reply->blob);
+    auto packed = fromPack(reply->blob.view());
     if (!packed)
         return packed.error();
     return inspectFromJson(*packed, std::move(index));
@@ -566,8 +643,7 @@ Result<ValueDiffResult> RemoteSession::runValueDiff(const ValueDiffRequest &requ
 }
 
 Result<VerifyReport> RemoteSession::runVerify(const VerifyRequest &request,
-                                              const JobControl &control,
-                                              const RemoteLaunch &launch)
+                                              const JobControl &control, const RemoteLaunch &launch)
 {
     auto reply = m->call("verify",
                          {{"request", toJson(request)},
@@ -595,8 +671,7 @@ Result<ReportOutput> RemoteSession::runReport(const ReportRequest &request,
             layout = request.values->openedLayout;
     }
     auto reply = m->call(
-        "report",
-        {{"request", toJson(request)}, {"layout", layoutArg(layout)}, {"opened", opened}},
+        "report", {{"request", toJson(request)}, {"layout", layoutArg(layout)}, {"opened", opened}},
         control, "report");
     if (!reply)
         return reply.error();
@@ -615,26 +690,51 @@ Result<FixResult> RemoteSession::runFix(const FixRequest &request, const JobCont
     return m->resultOf<FixResult>(*reply);
 }
 
+namespace {
+
+// An entry's item number in `index` (tensors first, then objects), or -1 when it is not one.
+int64_t itemOf(const CheckpointIndex &index, const TensorEntry &t)
+{
+    const TensorEntry *base = index.tensors.data();
+    return &t >= base && &t < base + index.tensors.size() ? int64_t(&t - base) : -1;
+}
+
+int64_t itemOf(const CheckpointIndex &index, const ObjectEntry &o)
+{
+    const ObjectEntry *base = index.objects.data();
+    return &o >= base && &o < base + index.objects.size()
+               ? int64_t(index.tensors.size()) + int64_t(&o - base)
+               : -1;
+}
+
+} // namespace
+
 Result<RemoteTensorDetails> RemoteSession::tensorDetails(const OpenedIndex &index,
-                                                         const std::string &key,
+                                                         const TensorEntry &tensor,
                                                          const JobControl &control)
 {
     const json handle = m->handleOf(index);
-    if (handle.is_null())
-        return makeError(Error::Code::NotFound, "not an index this session opened");
-    auto reply = m->call("tensor", {{"handle", handle}, {"key", key}}, control, "read");
+    const int64_t item = index ? itemOf(*index, tensor) : -1;
+    if (handle.is_null() || item < 0)
+        return makeError(Error::Code::NotFound, "not a tensor of an index this session opened")
+            .atKey(tensor.key.str());
+    auto reply = m->call("tensor", {{"handle", handle}, {"item", item}, {"key", tensor.key.str()}},
+                         control, "read");
     if (!reply)
         return reply.error();
     return m->resultOf<RemoteTensorDetails>(*reply);
 }
 
-Result<PyValue> RemoteSession::readObject(const OpenedIndex &index, const std::string &key,
+Result<PyValue> RemoteSession::readObject(const OpenedIndex &index, const ObjectEntry &object,
                                           const JobControl &control)
 {
     const json handle = m->handleOf(index);
-    if (handle.is_null())
-        return makeError(Error::Code::NotFound, "not an index this session opened");
-    auto reply = m->call("object", {{"handle", handle}, {"key", key}}, control, "read");
+    const int64_t item = index ? itemOf(*index, object) : -1;
+    if (handle.is_null() || item < 0)
+        return makeError(Error::Code::NotFound, "not an object of an index this session opened")
+            .atKey(object.key.str());
+    auto reply = m->call("object", {{"handle", handle}, {"item", item}, {"key", object.key.str()}},
+                         control, "read");
     if (!reply)
         return reply.error();
     return m->resultOf<PyValue>(*reply);

@@ -2,14 +2,18 @@
 // Every field of the front door's requests and results as JSON values, for the wire.
 #include "remote/codec.h"
 
+#include "read/indexcache.h"
 #include "read/indexcodec.h"
+#include "read/mappedfile.h"
 #include "remote/wire.h"
 #include "shardscope/version.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <xxhash.h>
 
 // std::optional and shared pointers to const values: null when absent.
 namespace nlohmann {
@@ -58,7 +62,10 @@ using nlohmann::json;
 // Enums as their numbers, checked: a value this build does not know is an error, never a
 // value no switch expects.
 #define SS_WIRE_ENUM(E, LAST)                                                                      \
-    inline void to_json(json &j, E e) { j = int(e); }                                              \
+    inline void to_json(json &j, E e)                                                              \
+    {                                                                                              \
+        j = int(e);                                                                                \
+    }                                                                                              \
     inline void from_json(const json &j, E &e)                                                     \
     {                                                                                              \
         const int v = j.get<int>();                                                                \
@@ -93,8 +100,8 @@ SS_WIRE(DiffOptions, disabledRules, strictness, strictLoad, includeOptimizer, me
 SS_WIRE(DiffSource, key, shape, dtype, dim, begin, end, storedRow, index, entry)
 SS_WIRE(CastLoss, maxAbs, maxRel, changed, count, worstIndex, worstValue)
 SS_WIRE(DiffEntry, section, name, param, state, shape, dtype, status, realLoadFills, wrongSource,
-        rules, sources, requestKeys, requestRows, unreadKeys, unreadEntries, reason, fix,
-        narrowing, castLoss, looksInitial, tiedTo)
+        rules, sources, requestKeys, requestRows, unreadKeys, unreadEntries, reason, fix, narrowing,
+        castLoss, looksInitial, tiedTo)
 SS_WIRE(UnconsumedKey, key, shape, dtype, tensor, note, entry, redundant)
 SS_WIRE(LoadOutcome, action, message, namedKeys, keptAtInit, optimizerKeptAtInit, loadedWrong,
         warnings)
@@ -106,24 +113,23 @@ SS_WIRE(CheckpointDiff, first, second, same, changes)
 
 // Values.
 SS_WIRE(ValueSideStats, count, finite, mean, std, min, max)
-SS_WIRE(TensorValueDiff, name, state, shape, dtypeA, dtypeB, keysA, keysB, verdict, why,
-        unreadable, count, differing, outside, nonfinite, firstDiff, maxAbsAt, maxAbs, maxRel,
-        meanAbs, rms, relL2, cosine, maxUlp, ulpDtype, histogram, a, b, device)
-SS_WIRE(ValueDiffResult, first, second, layout, rtol, atol, tensors, processes, threads,
-        bytesRead, maxMemory, cancelled, allowNotCompared)
+SS_WIRE(TensorValueDiff, name, state, shape, dtypeA, dtypeB, keysA, keysB, verdict, why, unreadable,
+        count, differing, outside, nonfinite, firstDiff, maxAbsAt, maxAbs, maxRel, meanAbs, rms,
+        relL2, cosine, maxUlp, ulpDtype, histogram, a, b, device)
+SS_WIRE(ValueDiffResult, first, second, layout, rtol, atol, tensors, processes, threads, bytesRead,
+        maxMemory, cancelled, allowNotCompared)
 
 // Verification and its plan.
 SS_WIRE(TensorHealth, count, finite, nanCount, posInfCount, negInfCount, denormalCount, min, max,
         mean, std, l2, histogram, fingerprint, device)
-SS_WIRE(ParamCheck, name, dtype, shape, outcome, mismatches, firstMismatch, roundTrip,
-        ranksHolding, sourced, health, fingerprint, sha256, note)
+SS_WIRE(ParamCheck, name, dtype, shape, outcome, mismatches, firstMismatch, roundTrip, ranksHolding,
+        sourced, health, fingerprint, sha256, note)
 SS_WIRE(VerifyResult, world, processes, threads, backend, checked, identical, mismatched,
         roundTripFailures, keptInitial, unreadable, wrongSource, notChecked, params, bytesRead,
         seconds, cancelled)
 SS_WIRE(ParallelConfig, tp, pp, ep, etp, dpShard, firstStageLayers, lastStageLayers)
 SS_WIRE(ShardPiece, localRow, paramRow, rows)
-SS_WIRE(ParamShard, param, flatBegin, flatEnd, rowSize, tpRank, colBegin, colEnd, replica,
-        pieces)
+SS_WIRE(ParamShard, param, flatBegin, flatEnd, rowSize, tpRank, colBegin, colEnd, replica, pieces)
 SS_WIRE(ShardRead, param, key, index, offsets, sizes, paramRow, localRow)
 SS_WIRE(RankCoords, tp, dp, pp, etp, ep, edp)
 SS_WIRE(RankPlan, rank, coords, shards, reads, unloadable, bytes)
@@ -155,8 +161,8 @@ SS_WIRE(DiffRequest, checkpoint, layout, options, layoutCommand)
 SS_WIRE(CheckpointDiffRequest, first, second, options)
 SS_WIRE(ValueDiffRequest, first, second, layout, disabledRules, rtol, atol, includeOptimizer,
         maxMemory, threads, useGpu, allowNotCompared)
-SS_WIRE(VerifyRequest, checkpoint, layout, dp, tp, pp, ep, etp, firstStageLayers,
-        lastStageLayers, disabledRules, maxMemory, threads, hash, useGpu)
+SS_WIRE(VerifyRequest, checkpoint, layout, dp, tp, pp, ep, etp, firstStageLayers, lastStageLayers,
+        disabledRules, maxMemory, threads, hash, useGpu)
 SS_WIRE(ReportContext, command, generatedAt)
 SS_WIRE(ReportRequest, diff, against, values, format, context)
 SS_WIRE(FixRequest, checkpoint, layout, output, options, copy, force, partial, commandLine)
@@ -182,8 +188,8 @@ Result<T> fromJson(const json &j)
     try {
         return j.get<T>();
     } catch (const std::exception &e) {
-        return makeError(Error::Code::Format, std::string("a message this build cannot read (") +
-                                                  e.what() + ")");
+        return makeError(Error::Code::Format,
+                         std::string("a message this build cannot read (") + e.what() + ")");
     }
 }
 
@@ -226,62 +232,171 @@ Error errorFromJson(const json &j)
 
 // ---------------------------------------------------------------- the index
 
-std::string encodeIndexBlob(const CheckpointIndex &index)
+namespace {
+
+// The persistent index's file this index was read from or is being written to (its open says
+// so in its info), and the bytes of one still being written; empty when there is none.
+std::pair<std::string, std::shared_ptr<const HotVector<char>>>
+cacheEntryOf(const CheckpointIndex &index)
 {
-    json header = {{"format", index.format},       {"input_path", index.inputPath},
-                   {"data_dir", index.dataDir},    {"file_sizes", index.fileSizes},
+    auto it = index.info.find("index_cache");
+    if (it == index.info.end())
+        return {};
+    for (const std::string_view prefix : {"read from ", "writing to "})
+        if (auto at = it->second.find(prefix); at != std::string::npos) {
+            const std::string path = it->second.substr(at + prefix.size());
+            return {path, prefix == "writing to " ? pendingIndexWrite(path) : nullptr};
+        }
+    return {};
+}
+
+// The entry's own checksum (its header's last field), which covers all of it.
+uint64_t entryChecksum(std::string_view entry)
+{
+    uint64_t sum = 0;
+    if (entry.size() >= 40)
+        std::memcpy(&sum, entry.data() + 32, sizeof sum);
+    return sum;
+}
+
+} // namespace
+
+IndexBlob indexBlob(const CheckpointIndex &index)
+{
+    json header = {{"format", index.format},        {"input_path", index.inputPath},
+                   {"data_dir", index.dataDir},     {"file_sizes", index.fileSizes},
                    {"file_kinds", index.fileKinds}, {"info", index.info}};
     const std::string packed = toPack(header);
-    IndexCacheKey key;
-    key.build = std::string("shardscope ") + kVersion + " wire";
-    key.directory = index.inputPath;
-    // The entry without info entries (the header has them all) and with no cache key files.
-    const HotVector<char> entry = encodeIndex(key, index, {}, {});
-    std::string out(4 + packed.size() + entry.size(), '\0');
+    IndexBlob blob;
+    blob.header.resize(4);
     const uint32_t n = uint32_t(packed.size());
-    std::memcpy(out.data(), &n, 4); // little-endian, as the entry's own integers
-    std::memcpy(out.data() + 4, packed.data(), packed.size());
-    std::memcpy(out.data() + 4 + packed.size(), entry.data(), entry.size());
-    return out;
+    std::memcpy(blob.header.data(), &n, 4); // little-endian, as the entry's own integers
+    blob.header += packed;
+    // A DCP checkpoint's persistent index already holds its entry: sent as it is (still in
+    // memory while it is being written). The entry is named by the metadata's identity, so it
+    // holds this very index (the client checks its checksum); the header carries every info
+    // entry. What the open added after it (a torch_dist common.pt's keys, the integrity
+    // checks' problems) is not in it: then the index is encoded here.
+    const auto [path, pending] = cacheEntryOf(index);
+    std::span<const uint8_t> bytes;
+    std::shared_ptr<const void> keep;
+    if (pending) {
+        bytes = {reinterpret_cast<const uint8_t *>(pending->data()), pending->size()};
+        keep = pending;
+    } else if (!path.empty()) {
+        if (auto file = MappedFile::open(path); file) { // pages read only when sent
+            bytes = (*file)->bytes();
+            keep = *file;
+        }
+    }
+    const IndexEntryCounts want{index.files.size(), index.transformChains.size(),
+                                index.problems.size(), index.tensors.size(), index.objects.size()};
+    if (keep)
+        if (auto counts = indexEntryCounts(bytes, path); counts && *counts == want) {
+            blob.entry =
+                std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+            blob.keep = keep;
+        }
+    if (!blob.keep) {
+        IndexCacheKey key;
+        key.build = std::string("shardscope ") + kVersion + " wire";
+        key.directory = index.inputPath;
+        // The info entries travel in the header; the entry names no files.
+        auto encoded = std::make_shared<HotVector<char>>(encodeIndex(key, index, {}, {}));
+        blob.entry = std::string_view(encoded->data(), encoded->size());
+        blob.keep = encoded;
+    }
+    // The header without the persistent index's own note, which says how this open went.
+    json same = header;
+    same["info"].erase("index_cache");
+    const std::string stable = toPack(same);
+    char hex[40];
+    std::snprintf(hex, sizeof hex, "%016llx-%016llx",
+                  (unsigned long long)XXH3_64bits(stable.data(), stable.size()),
+                  (unsigned long long)entryChecksum(blob.entry));
+    blob.identity = hex;
+    return blob;
+}
+
+std::string encodeIndexBlob(const CheckpointIndex &index)
+{
+    const IndexBlob blob = indexBlob(index);
+    return blob.header + std::string(blob.entry);
+}
+
+Result<std::pair<std::string_view, std::string_view>> splitIndexBlob(std::string_view bytes)
+{
+    uint32_t n = 0;
+    if (bytes.size() < 4)
+        return makeError(Error::Code::Format, "the index the server sent: cut short");
+    std::memcpy(&n, bytes.data(), 4);
+    if (n > bytes.size() - 4)
+        return makeError(Error::Code::Format,
+                         "the index the server sent: a header longer than the blob");
+    return std::pair(bytes.substr(0, 4 + n), bytes.substr(4 + n));
 }
 
 Result<std::shared_ptr<const CheckpointIndex>>
-decodeIndexBlob(const std::string &bytes, const std::string &origin, int threads)
+decodeIndexBlob(std::string_view bytes, const std::string &origin, int threads)
+{
+    auto parts = splitIndexBlob(bytes);
+    if (!parts)
+        return parts.error().inFile(origin);
+    // Copied out of the blob (no views): the blob goes when this returns.
+    return decodeIndexBlob(parts->first, parts->second, origin, threads, false);
+}
+
+Result<std::shared_ptr<CheckpointIndex>>
+decodeIndexEntry(std::string_view entry, const std::string &origin, int threads, bool view)
+{
+    auto index = std::make_shared<CheckpointIndex>();
+    const std::span<const uint8_t> body(reinterpret_cast<const uint8_t *>(entry.data()),
+                                        entry.size());
+    if (auto s = decodeIndexBody(body, origin, *index, threads, view); !s)
+        return s.error();
+    return index;
+}
+
+Status applyIndexHeader(std::string_view headerBytes, CheckpointIndex &index,
+                        const std::string &origin)
 {
     auto bad = [&](const std::string &what) {
-        return makeError(Error::Code::Format, "the index the server sent: " + what)
-            .inFile(origin);
+        return makeError(Error::Code::Format, "the index the server sent: " + what).inFile(origin);
     };
-    uint32_t n = 0;
-    if (bytes.size() < 4)
+    if (headerBytes.size() < 4)
         return bad("cut short");
-    std::memcpy(&n, bytes.data(), 4);
-    if (n > bytes.size() - 4)
-        return bad("a header longer than the blob");
-    auto header = fromPack(std::string_view(bytes).substr(4, n));
+    auto header = fromPack(headerBytes.substr(4));
     if (!header)
         return bad(header.error().message);
-    auto index = std::make_shared<CheckpointIndex>();
     try {
         const json &h = *header;
-        index->format = h.at("format").get<Format>();
-        index->inputPath = h.at("input_path").get<std::string>();
-        index->dataDir = h.at("data_dir").get<std::string>();
-        index->fileSizes = h.at("file_sizes").get<std::vector<uint64_t>>();
-        index->fileKinds = h.at("file_kinds").get<std::vector<std::string>>();
-        index->info = h.at("info").get<std::map<std::string, std::string>>();
+        index.format = h.at("format").get<Format>();
+        index.inputPath = h.at("input_path").get<std::string>();
+        index.dataDir = h.at("data_dir").get<std::string>();
+        index.fileSizes = h.at("file_sizes").get<std::vector<uint64_t>>();
+        index.fileKinds = h.at("file_kinds").get<std::vector<std::string>>();
+        // The header's, whole: an entry holds only those its open added.
+        index.info = h.at("info").get<std::map<std::string, std::string>>();
     } catch (const std::exception &e) {
         return bad(e.what());
     }
-    const auto *entry = reinterpret_cast<const uint8_t *>(bytes.data()) + 4 + n;
-    const std::span<const uint8_t> body(entry, bytes.size() - 4 - n);
-    // Copied out of the blob (no views): the blob goes when this returns.
-    if (auto s = decodeIndexBody(body, origin, *index, threads, false); !s)
-        return s.error();
-    if (index->fileSizes.size() != index->files.size() ||
-        index->fileKinds.size() != index->files.size())
+    if (index.fileSizes.size() != index.files.size() ||
+        index.fileKinds.size() != index.files.size())
         return bad("file sizes and kinds do not match its files");
-    return std::shared_ptr<const CheckpointIndex>(std::move(index));
+    return Ok{};
+}
+
+Result<std::shared_ptr<const CheckpointIndex>> decodeIndexBlob(std::string_view headerBytes,
+                                                               std::string_view entryBytes,
+                                                               const std::string &origin,
+                                                               int threads, bool view)
+{
+    auto index = decodeIndexEntry(entryBytes, origin, threads, view);
+    if (!index)
+        return index.error();
+    if (auto s = applyIndexHeader(headerBytes, **index, origin); !s)
+        return s.error();
+    return std::shared_ptr<const CheckpointIndex>(std::move(*index));
 }
 
 // ---------------------------------------------------------------- inspect
@@ -327,9 +442,9 @@ Result<InspectResult> inspectFromJson(const json &j, std::shared_ptr<const Check
             const uint64_t item = t.at("item").get<uint64_t>();
             if (item >= ix.tensors.size())
                 return makeError(Error::Code::Format, "an inspected tensor outside the index");
-            r.tensors.push_back({&ix.tensors[item], t.at("health").get<std::optional<TensorHealth>>(),
-                                 t.at("sha256").get<std::string>(),
-                                 t.at("looks_initial").get<std::string>()});
+            r.tensors.push_back(
+                {&ix.tensors[item], t.at("health").get<std::optional<TensorHealth>>(),
+                 t.at("sha256").get<std::string>(), t.at("looks_initial").get<std::string>()});
         }
         for (const json &o : j.at("objects")) {
             const uint64_t item = o.at("item").get<uint64_t>();
@@ -405,8 +520,8 @@ Result<VerifyReport> verifyFromSchema(const std::string &text)
                     known = true;
                 }
             if (!known)
-                return makeError(Error::Code::Format, "a verify outcome '" + outcome +
-                                                          "' this build does not know");
+                return makeError(Error::Code::Format,
+                                 "a verify outcome '" + outcome + "' this build does not know");
             pc.mismatches = c.at("mismatches").get<uint64_t>();
             pc.firstMismatch = c.at("first_mismatch").get<int64_t>();
             pc.roundTrip = c.at("round_trip").get<bool>();

@@ -39,15 +39,40 @@ Error errorFromJson(const json &j);
  * objects and problems. Decoded objects' values (torch.save leaves) do not travel: the server
  * reads an object when asked.
  */
+struct IndexBlob
+{
+    std::string header; ///< u32 LE length, then the MessagePack header
+    /** The entry: the persistent index's own file when the open read or wrote one (nothing
+     *  to encode), else encoded here. */
+    std::shared_ptr<const void> keep;
+    std::string_view entry;
+    /** What names these bytes: the entry's checksum and the header's (a client that holds a
+     *  blob of this identity holds this index). */
+    std::string identity;
+};
+IndexBlob indexBlob(const CheckpointIndex &index);
+/** indexBlob() as one string (tests). */
 std::string encodeIndexBlob(const CheckpointIndex &index);
-Result<std::shared_ptr<const CheckpointIndex>> decodeIndexBlob(const std::string &bytes,
+Result<std::shared_ptr<const CheckpointIndex>>
+decodeIndexBlob(std::string_view bytes, const std::string &origin, int threads = 0);
+/** The same from a header and an entry apart (the server's fresh header, the entry a client
+ *  kept). `view`: the entry's bytes stay mapped for the life of the process, and the index's
+ *  tensors view them (shardscope/compact.h). */
+Result<std::shared_ptr<const CheckpointIndex>> decodeIndexBlob(std::string_view header,
+                                                               std::string_view entry,
                                                                const std::string &origin,
-                                                               int threads = 0);
+                                                               int threads, bool view);
+/** decodeIndexBlob() in two steps: the entry (a kept one may be decoded while the server
+ *  opens), then the header that comes with it. */
+Result<std::shared_ptr<CheckpointIndex>>
+decodeIndexEntry(std::string_view entry, const std::string &origin, int threads, bool view);
+Status applyIndexHeader(std::string_view header, CheckpointIndex &index, const std::string &origin);
+/** The header and the entry of a blob; an error when it is cut short. */
+Result<std::pair<std::string_view, std::string_view>> splitIndexBlob(std::string_view bytes);
 
 /** An InspectResult whose entries are item numbers of the index it was run on. */
 json inspectToJson(const InspectResult &result);
-Result<InspectResult> inspectFromJson(const json &j,
-                                      std::shared_ptr<const CheckpointIndex> index);
+Result<InspectResult> inspectFromJson(const json &j, std::shared_ptr<const CheckpointIndex> index);
 
 /** verify --json's shardscope.verify/1 read back (a job launched through srun or torchrun
  *  prints it): every field the schema holds; the plan is not in it. */

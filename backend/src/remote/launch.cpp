@@ -14,11 +14,11 @@
 #include <cstring>
 #include <deque>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
-#include <filesystem>
 #include <poll.h>
+#include <set>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,14 +41,17 @@ std::string jobsDir()
 std::vector<std::string> verifyArguments(const VerifyRequest &r, const std::string &layout,
                                          const RemoteLaunch &launch)
 {
-    std::vector<std::string> a = {"verify",    r.checkpoint, "--layout", layout, "--json",
-                                  "--quiet",   "--backend",  launch.backend};
+    std::vector<std::string> a = {"verify", r.checkpoint, "--layout",  layout,
+                                  "--json", "--quiet",    "--backend", launch.backend};
     auto flag = [&](const char *name, long long v) {
         a.push_back(name);
         a.push_back(std::to_string(v));
     };
-    for (auto [name, v] : {std::pair{"--dp", r.dp}, {"--tp", r.tp}, {"--pp", r.pp},
-                           {"--ep", r.ep}, {"--etp", r.etp}})
+    for (auto [name, v] : {std::pair{"--dp", r.dp},
+                           {"--tp", r.tp},
+                           {"--pp", r.pp},
+                           {"--ep", r.ep},
+                           {"--etp", r.etp}})
         if (v > 0)
             flag(name, v);
     if (r.firstStageLayers >= 0)
@@ -123,9 +126,9 @@ Result<LaunchCommand> launchCommand(const VerifyRequest &request, const std::str
 {
     using L = RemoteLaunch::Launcher;
     if (launch.ranks < 1 || launch.nodes < 1 || launch.nodes > launch.ranks)
-        return makeError(Error::Code::Format,
-                         "a job of " + std::to_string(launch.ranks) + " ranks on " +
-                             std::to_string(launch.nodes) + " nodes");
+        return makeError(Error::Code::Format, "a job of " + std::to_string(launch.ranks) +
+                                                  " ranks on " + std::to_string(launch.nodes) +
+                                                  " nodes");
     const std::string srun = findOnPath("srun"), torchrun = findOnPath("torchrun");
     L which = launch.launcher;
     if (which == L::Auto)
@@ -137,8 +140,12 @@ Result<LaunchCommand> launchCommand(const VerifyRequest &request, const std::str
             return makeError(Error::Code::NotFound,
                              "srun is not on the PATH of " + hostName() +
                                  " (a non-interactive ssh shell may lack the module that adds it)");
-        c.argv = {srun, "--nodes", std::to_string(launch.nodes), "--ntasks",
-                  std::to_string(launch.ranks), "--kill-on-bad-exit=1"};
+        c.argv = {srun,
+                  "--nodes",
+                  std::to_string(launch.nodes),
+                  "--ntasks",
+                  std::to_string(launch.ranks),
+                  "--kill-on-bad-exit=1"};
         if (!launch.partition.empty())
             c.argv.insert(c.argv.end(), {"--partition", launch.partition});
         if (!launch.timeLimit.empty())
@@ -147,21 +154,26 @@ Result<LaunchCommand> launchCommand(const VerifyRequest &request, const std::str
             c.argv.insert(c.argv.end(), {"--account", launch.account});
     } else {
         if (torchrun.empty())
-            return makeError(Error::Code::NotFound, "neither srun nor torchrun is on the PATH of " +
-                                                        hostName());
+            return makeError(Error::Code::NotFound,
+                             "neither srun nor torchrun is on the PATH of " + hostName());
         if (launch.nodes > 1)
-            return makeError(Error::Code::Unsupported,
-                             "torchrun runs the job on this one node: " +
-                                 std::to_string(launch.nodes) + " nodes need srun, which is not "
-                                                                "on the PATH of " +
-                                 hostName());
+            return makeError(Error::Code::Unsupported, "torchrun runs the job on this one node: " +
+                                                           std::to_string(launch.nodes) +
+                                                           " nodes need srun, which is not "
+                                                           "on the PATH of " +
+                                                           hostName());
         if (!launch.partition.empty() || !launch.timeLimit.empty() || !launch.account.empty())
             return makeError(Error::Code::Unsupported,
                              "a partition, time limit or account is Slurm's: torchrun runs the "
                              "job here, on " +
                                  hostName());
-        c.argv = {torchrun, "--no-python", "--standalone", "--nnodes", "1",
-                  "--nproc-per-node", std::to_string(launch.ranks)};
+        c.argv = {torchrun,
+                  "--no-python",
+                  "--standalone",
+                  "--nnodes",
+                  "1",
+                  "--nproc-per-node",
+                  std::to_string(launch.ranks)};
     }
     c.argv.push_back(self);
     for (std::string &a : verifyArguments(request, layoutPath, launch))
@@ -328,8 +340,8 @@ Result<VerifyReport> runLaunchedVerify(const VerifyRequest &request, const Layou
         if (line.find("shardscope-cli: ") != std::string::npos)
             why = line.substr(line.find("shardscope-cli: ") + 16);
     return makeError(Error::Code::Io, "the verify job (" + visibleText(command->argv[0]) +
-                                          ") ended with exit code " + std::to_string(code) +
-                                          ": " + visibleText(why));
+                                          ") ended with exit code " + std::to_string(code) + ": " +
+                                          visibleText(why));
 }
 
 } // namespace shardscope::detail::remote

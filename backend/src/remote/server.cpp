@@ -36,10 +36,33 @@ struct Opened
     OpenedIndex index;
 };
 
+// SHARDSCOPE_TIMING: where a request's seconds go, on stderr (ssh carries it to the client).
+class StepTimer
+{
+public:
+    explicit StepTimer(std::string what)
+        : m_what(std::move(what))
+        , m_on(std::getenv("SHARDSCOPE_TIMING") != nullptr)
+    {}
+    void step(const char *name)
+    {
+        if (!m_on)
+            return;
+        const auto now = std::chrono::steady_clock::now();
+        std::fprintf(stderr, "timing: %s: %s %.3f s\n", m_what.c_str(), name,
+                     std::chrono::duration<double>(now - m_last).count());
+        m_last = now;
+    }
+
+private:
+    std::string m_what;
+    bool m_on;
+    std::chrono::steady_clock::time_point m_last = std::chrono::steady_clock::now();
+};
+
 // The requests the protocol names; nothing else runs.
-const std::set<std::string> kOps = {"open",   "inspect", "diff",   "checkpoint_diff",
-                                    "value_diff", "verify", "report", "fix",
-                                    "tensor", "object"};
+const std::set<std::string> kOps = {"open",   "inspect", "diff", "checkpoint_diff", "value_diff",
+                                    "verify", "report",  "fix",  "tensor",          "object"};
 
 class Server
 {
@@ -59,13 +82,13 @@ public:
 
 private:
     Status hello(const Frame &f);
-    void start(uint32_t id, const json &control, const std::string &blob);
+    void start(uint32_t id, const json &control, std::string_view blob);
     void runRequest(uint32_t id, const std::string &op, const json &args,
                     const CancelToken &cancel);
     Result<json> handle(uint32_t id, const std::string &op, const json &args,
                         const JobControl &control);
     JobControl controlFor(uint32_t id, const CancelToken &cancel);
-    Status sendIndex(uint32_t id, const Opened &opened, int64_t handle);
+    Status sendIndex(uint32_t id, const Opened &opened, int64_t handle, const json &have);
     void sendError(uint32_t id, const Error &e);
     OpenedIndex opened(const json &handle) const;
     int64_t keep(Opened opened);
@@ -96,10 +119,10 @@ Status Server::hello(const Frame &f)
     const int major = j->value("major", -1);
     const std::string theirs = j->value("version", "?");
     if (major != kWireMajor)
-        return bad("shardscope-cli " + std::string(kVersion) + " at " + selfExecutable() +
-                   " on " + hostName() + " speaks protocol " + std::to_string(kWireMajor) +
-                   ", the client (ShardScope " + theirs + ") protocol " +
-                   std::to_string(major) + ": install the same ShardScope version on both");
+        return bad("shardscope-cli " + std::string(kVersion) + " at " + selfExecutable() + " on " +
+                   hostName() + " speaks protocol " + std::to_string(kWireMajor) +
+                   ", the client (ShardScope " + theirs + ") protocol " + std::to_string(major) +
+                   ": install the same ShardScope version on both");
     if (j->value("no_cache", false))
         ::setenv("SHARDSCOPE_NO_CACHE", "1", 1);
     const std::string srun = findOnPath("srun"), torchrun = findOnPath("torchrun");
@@ -171,8 +194,7 @@ int Server::run()
             } else {
                 sendError(f->id, makeError(Error::Code::Unsupported,
                                            "a message of type '" + visibleText(type) +
-                                               "' this server (" + kVersion +
-                                               ") does not know"));
+                                               "' this server (" + kVersion + ") does not know"));
             }
             continue;
         }
@@ -187,7 +209,7 @@ int Server::run()
         } else {
             auto bytes = it->second.blob->finish(f->payload);
             if (bytes)
-                start(f->id, it->second.control, *bytes);
+                start(f->id, it->second.control, bytes->view());
             else
                 s = bytes.error();
             if (bytes)
@@ -212,13 +234,13 @@ int Server::run()
     return 0;
 }
 
-void Server::start(uint32_t id, const json &control, const std::string &blob)
+void Server::start(uint32_t id, const json &control, std::string_view blob)
 {
     const std::string op = control.value("op", "");
     if (!kOps.count(op)) {
-        sendError(id, makeError(Error::Code::Unsupported,
-                                "no request '" + visibleText(op) + "' in this server (" +
-                                    kVersion + ")"));
+        sendError(id,
+                  makeError(Error::Code::Unsupported, "no request '" + visibleText(op) +
+                                                          "' in this server (" + kVersion + ")"));
         return;
     }
     json args = json::object();
@@ -263,10 +285,8 @@ JobControl Server::controlFor(uint32_t id, const CancelToken &cancel)
             return true;
         t->stage = std::string(p.stage);
         t->last = now;
-        (void)m_writer.control(id, {{"type", "progress"},
-                                    {"stage", t->stage},
-                                    {"done", p.done},
-                                    {"total", p.total}});
+        (void)m_writer.control(
+            id, {{"type", "progress"}, {"stage", t->stage}, {"done", p.done}, {"total", p.total}});
         return true;
     };
     return c;
@@ -294,10 +314,20 @@ int64_t Server::keep(Opened o)
     return h;
 }
 
-Status Server::sendIndex(uint32_t id, const Opened &o, int64_t handle)
+Status Server::sendIndex(uint32_t id, const Opened &o, int64_t handle, const json &have)
 {
-    return m_writer.controlWithBlob(id, {{"type", "index"}, {"handle", handle}},
-                                    encodeIndexBlob(*o.index), m_threads);
+    StepTimer timer("index");
+    const IndexBlob blob = indexBlob(*o.index);
+    timer.step("encoded");
+    json message = {{"type", "index"}, {"handle", handle}, {"identity", blob.identity}};
+    // The client keeps the indexes it received: one it holds travels as its header alone.
+    if (have.is_array() && std::find(have.begin(), have.end(), blob.identity) != have.end()) {
+        message["held"] = true;
+        return m_writer.controlWithBlob(id, message, blob.header);
+    }
+    Status s = m_writer.controlWithBlob(id, message, {blob.header, blob.entry});
+    timer.step("compressed and sent");
+    return s;
 }
 
 void Server::runRequest(uint32_t id, const std::string &op, const json &args,
@@ -340,34 +370,42 @@ Result<json> Server::handle(uint32_t id, const std::string &op, const json &args
         const std::string path = arg("path").is_string() ? arg("path").get<std::string>() : "";
         if (!control.report({"open", 0, 0}))
             return makeError(Error::Code::Cancelled, "cancelled");
+        StepTimer timer("open");
         auto index = openCheckpoint(path);
+        timer.step("opened");
         if (!index)
             return index.error();
         Opened o{path, std::make_shared<const CheckpointIndex>(std::move(*index))};
         const int64_t h = keep(o);
-        if (auto s = sendIndex(id, o, h); !s)
+        if (auto s = sendIndex(id, o, h, arg("have")); !s)
             return s.error();
         return json{{"handle", h}};
     }
     if (op == "tensor" || op == "object") {
+        // By its place in the index both sides hold (no search among a million keys), and
+        // its key, which must be the one there.
         const OpenedIndex index = opened(arg("handle"));
         if (!index)
             return missing("the checkpoint");
         const std::string key = arg("key").is_string() ? arg("key").get<std::string>() : "";
+        const uint64_t item =
+            arg("item").is_number_unsigned() ? arg("item").get<uint64_t>() : UINT64_MAX;
+        if (item >= index->itemCount() || index->itemKey(item) != key)
+            return makeError(Error::Code::NotFound, "no such item in the open index").atKey(key);
         if (op == "object") {
-            const ObjectEntry *o = index->findObject(key);
-            if (!o)
-                return makeError(Error::Code::NotFound, "no such object").atKey(key);
-            if (o->value)
-                return toJson(*o->value);
-            auto v = readObject(*index, *o);
+            if (item < index->tensors.size())
+                return makeError(Error::Code::NotFound, "a tensor, not an object").atKey(key);
+            const ObjectEntry &o = index->objects[item - index->tensors.size()];
+            if (o.value)
+                return toJson(*o.value);
+            auto v = readObject(*index, o);
             if (!v)
                 return v.error();
             return toJson(*v);
         }
-        const TensorEntry *t = index->findTensor(key);
-        if (!t)
-            return makeError(Error::Code::NotFound, "no such tensor").atKey(key);
+        if (item >= index->tensors.size())
+            return makeError(Error::Code::NotFound, "an object, not a tensor").atKey(key);
+        const TensorEntry *t = &index->tensors[item];
         if (!control.report({"read", 0, t->nbytes()}))
             return makeError(Error::Code::Cancelled, "cancelled");
         auto data = readTensor(*index, *t);
@@ -404,7 +442,7 @@ Result<json> Server::handle(uint32_t id, const std::string &op, const json &args
         if (!known) { // the index it ran on travels first, and stays open here
             Opened o{r.path, result->index};
             const int64_t h = keep(o);
-            if (auto s = sendIndex(id, o, h); !s)
+            if (auto s = sendIndex(id, o, h, arg("have")); !s)
                 return s.error();
             j["handle"] = h;
         }
@@ -456,8 +494,8 @@ Result<json> Server::handle(uint32_t id, const std::string &op, const json &args
         r.openedLayout = layout;
         if (!r.maxMemory)
             r.maxMemory = m_memory;
-        auto launch = fromJson<RemoteLaunch>(arg("launch").is_null() ? json::object()
-                                                                     : arg("launch"));
+        auto launch =
+            fromJson<RemoteLaunch>(arg("launch").is_null() ? json::object() : arg("launch"));
         if (!launch)
             return launch.error();
         if (launch->launcher != RemoteLaunch::Launcher::None) {

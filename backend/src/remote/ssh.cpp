@@ -25,8 +25,7 @@ namespace shardscope {
 Result<RemoteTarget> RemoteTarget::parse(std::string_view d)
 {
     auto refuse = [&](const std::string &why) {
-        return makeError(Error::Code::Format,
-                         "--ssh " + visibleName(std::string(d)) + ": " + why);
+        return makeError(Error::Code::Format, "--ssh " + visibleName(std::string(d)) + ": " + why);
     };
     if (d.empty())
         return refuse("no host");
@@ -197,8 +196,9 @@ Result<std::unique_ptr<SshProcess>> SshProcess::spawn(const std::vector<std::str
                                                       const AskpassServer *askpass)
 {
     if (args[0].find('/') == std::string::npos && findOnPath(args[0]).empty())
-        return makeError(Error::Code::NotFound, "no " + args[0] + " on PATH: ShardScope "
-                                                "connects through the system's OpenSSH client");
+        return makeError(Error::Code::NotFound, "no " + args[0] +
+                                                    " on PATH: ShardScope "
+                                                    "connects through the system's OpenSSH client");
     int sv[2], err[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return makeError(Error::Code::Io, std::string("socketpair: ") + std::strerror(errno));

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -65,11 +66,17 @@ public:
     Status send(FrameKind kind, uint32_t id, std::string_view payload);
     Status control(uint32_t id, const json &message);
     /**
-     * `message` with {"blob": {"raw": BYTES}} added, then `raw` zstd-compressed (on
-     * `threads` threads) in chunks, then its end. The frames of one blob go out under one lock
+     * `message` with {"blob": {"raw": BYTES}} added, then `raw` zstd-compressed in chunks,
+     * then its end. The frames of one blob go out under one lock
      * taken per frame, so another request's frames may come between its chunks.
      */
-    Status controlWithBlob(uint32_t id, json message, std::string_view raw, int threads = 1);
+    Status controlWithBlob(uint32_t id, json message, std::string_view raw)
+    {
+        return controlWithBlob(id, std::move(message), {raw});
+    }
+    /** The same for a blob made of pieces, sent as one. */
+    Status controlWithBlob(uint32_t id, json message,
+                           std::initializer_list<std::string_view> pieces);
     uint64_t bytesWritten() const { return m_bytes.load(); }
 
 private:
@@ -108,6 +115,27 @@ private:
     std::atomic<uint64_t> m_bytes{0};
 };
 
+/** Bytes received: allocated once, at the size announced, its pages touched only as they are
+ *  filled (a std::string would zero them all first, then copy them when it grows). */
+class Bytes
+{
+public:
+    Bytes() = default;
+    explicit Bytes(size_t capacity)
+        : m_data(capacity ? new char[capacity] : nullptr)
+        , m_capacity(capacity)
+    {}
+    char *data() { return m_data.get(); }
+    size_t size() const { return m_size; }
+    size_t capacity() const { return m_capacity; }
+    void setSize(size_t n) { m_size = n; }
+    std::string_view view() const { return {m_data.get(), m_size}; }
+
+private:
+    std::unique_ptr<char[]> m_data;
+    size_t m_capacity = 0, m_size = 0;
+};
+
 /** Receives one blob: chunks are checked and decompressed as they come. */
 class BlobReceiver
 {
@@ -118,7 +146,7 @@ public:
     BlobReceiver &operator=(const BlobReceiver &) = delete;
     Status chunk(std::string_view bytes);
     /** At its end: the XXH3 the sender computed; the bytes when everything matches. */
-    Result<std::string> finish(std::string_view end);
+    Result<Bytes> finish(std::string_view end);
     /** Bytes decompressed so far, of raw(). */
     uint64_t produced() const;
     uint64_t raw() const { return m_raw; }
