@@ -17,9 +17,10 @@ Cases:
             host key and user key (as the current user; skipped, exit 77, only where sshd
             cannot start); a host alias from the ssh config, and user@host:port; the C++ API's
             tests (--api) over it, its prompt hook answering a key's passphrase
-  killed    the server killed mid-job: the command says so in one line and exits 2, and the
-            next connection works
-  version   a server of another protocol major: one line naming both versions and the server
+  killed    the server killed mid-job (through the loopback transport and through sshd): the
+            command says so in one line and exits 2, and the next connection works
+  version   a server of another protocol major (loopback and sshd): one line naming both
+            versions and the server
   askpass   an encrypted user key: its passphrase asked through the user's SSH_ASKPASS (the
             right one connects, a wrong one fails in one line)
   torchrun  verify --launch torchrun --ranks 2: the job the server launches prints what
@@ -31,6 +32,9 @@ Cases:
             where the open adds to what the entry holds (a data file cut short: the
             integrity checks' problems; torch_dist's common.pt, with --fixtures) it is encoded
             anew: each time the same output as here
+  confined  through sshd, the server under strace: every command above and a torchrun launch
+            equal to local, and the server wrote nothing but fix's OUT and the user's cache
+            (nothing left in its cwd and HOME) and ran nothing but itself and torchrun
 Prints one line per failure and "N passed, M failed"; exits 0 only when all pass.
 """
 
@@ -246,7 +250,7 @@ def by_hand(tally: Tally, s: Setup) -> None:
 class Sshd:
     """sshd on a free port of 127.0.0.1 with throwaway keys, and an ssh config for it."""
 
-    def __init__(self, tmp: Path, passphrase: str = ""):
+    def __init__(self, tmp: Path, passphrase: str = "", path: str = ""):
         self.dir = tmp / "sshd"
         self.dir.mkdir()
         self.proc = None
@@ -272,7 +276,8 @@ class Sshd:
             f"AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n"
             "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
             "UsePAM no\nPermitRootLogin prohibit-password\nAllowTcpForwarding no\n"
-            f"SetEnv SHARDSCOPE_CACHE_DIR={tmp}/remote-cache\n")
+            f"SetEnv SHARDSCOPE_CACHE_DIR={tmp}/remote-cache"
+            + (f" PATH={path}" if path else "") + "\n")
         (d / "ssh_config").write_text(
             f"Host shardscope-test\n  HostName 127.0.0.1\n  Port {self.port}\n"
             f"Host *\n  User {self.user}\n  IdentityFile {d}/user\n  IdentitiesOnly yes\n"
@@ -300,9 +305,9 @@ class Sshd:
             self.proc.wait(10)
 
 
-def with_sshd(tmp: Path, passphrase: str = "") -> Sshd | None:
+def with_sshd(tmp: Path, passphrase: str = "", path: str = "") -> Sshd | None:
     try:
-        return Sshd(tmp, passphrase)
+        return Sshd(tmp, passphrase, path)
     except RuntimeError as e:
         print(f"SKIP: cannot start an OpenSSH server here: {e}")
         return None
@@ -377,8 +382,9 @@ def threads_of(pid: int) -> int:
         return 0
 
 
-def case_killed(tally: Tally, s: Setup) -> None:
-    prefix, env = s.loopback()
+def killed_through(tally: Tally, s: Setup, prefix: list[str], env: dict, host: str,
+                   root_of, label: str) -> None:
+    """The server (found under root_of(client pid)) killed while a verify runs."""
     cmd = [s.cli, *prefix, "verify", s.demo, "--layout", s.layout, "--dp", "2",
            "--max-memory", "60000", "--threads", "1"]
     problems = ["the job always ended before the server could be killed"]
@@ -388,7 +394,7 @@ def case_killed(tally: Tally, s: Setup) -> None:
         killed = False
         deadline = time.time() + 60
         while p.poll() is None and time.time() < deadline and not killed:
-            for pid in serve_processes(p.pid):
+            for pid in serve_processes(root_of(p.pid)):
                 if threads_of(pid) >= 2:  # a job's thread is running
                     os.kill(pid, signal.SIGKILL)
                     killed = True
@@ -400,38 +406,167 @@ def case_killed(tally: Tally, s: Setup) -> None:
         problems = []
         if p.returncode != 2:
             problems.append(f"exit {p.returncode}, not 2")
-        if len(lines) != 1 or "connection to cluster was lost" not in lines[0]:
+        if len(lines) != 1 or f"connection to {host} was lost" not in lines[0]:
             problems.append(f"stderr is not one line saying the connection was lost: {lines}")
         if out:
             problems.append(f"printed a result: {out[:200]!r}")
         break
-    tally.unit("killed: the server killed mid-job is one line, exit 2", problems)
+    tally.unit(f"killed ({label}): the server killed mid-job is one line, exit 2", problems)
     rc, out, err = run([s.cli, *prefix, "verify", s.demo, "--layout", s.layout, "--dp", "2"],
                        env=env)
-    tally.unit("killed: the next connection works",
+    tally.unit(f"killed ({label}): the next connection works",
                [] if rc == 0 and "bit-identical" in out else [f"exit {rc}: {err.strip()}"])
 
 
-def case_version(tally: Tally, s: Setup) -> None:
-    _, env = s.loopback()
+def case_killed(tally: Tally, s: Setup) -> int:
+    prefix, env = s.loopback()
+    killed_through(tally, s, prefix, env, "cluster", lambda pid: pid, "loopback")
+    sshd = with_sshd(s.tmp)
+    if not sshd:
+        return SKIP
+    try:
+        env = dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh))
+        # Over sshd the server is sshd's grandchild, not the client's.
+        killed_through(tally, s, ["--ssh", "shardscope-test", "--server", s.cli], env,
+                       "shardscope-test", lambda pid: sshd.proc.pid, "sshd")
+    finally:
+        sshd.stop()
+    return 0
+
+
+def version_through(tally: Tally, s: Setup, host: str, env: dict, label: str) -> None:
     fake = s.tmp / "future-server"
     fake.write_text("#!/bin/sh\necho 'Welcome to the cluster'\n"
                     "echo 'SHARDSCOPE-SERVE 2 9.9.0'\nexec cat >/dev/null\n")
     fake.chmod(0o755)
-    rc, out, err = run([s.cli, "--ssh", "cluster", "--server", fake, "inspect", s.demo], env=env)
+    rc, out, err = run([s.cli, "--ssh", host, "--server", fake, "inspect", s.demo], env=env)
     lines = err.strip().splitlines()
     ok = (rc == 2 and len(lines) == 1 and "ShardScope 9.9.0 (protocol 2)" in lines[0]
           and "(protocol 1)" in lines[0] and "install the same version" in lines[0]
-          and str(fake) in lines[0] and not out)
-    tally.unit("version: a server of another major says which, in one line",
+          and str(fake) in lines[0] and host in lines[0] and not out)
+    tally.unit(f"version ({label}): a server of another major says which, in one line",
                [] if ok else [f"exit {rc}: {err.strip()}"])
-    rc, out, err = run([s.cli, "--ssh", "cluster", "--server", s.tmp / "no-such-server",
+    rc, out, err = run([s.cli, "--ssh", host, "--server", s.tmp / "no-such-server",
                         "inspect", s.demo], env=env)
     lines = err.strip().splitlines()
     ok = rc == 2 and len(lines) == 1 and "could not start" in lines[0] and "--server" in lines[0]
-    tally.unit("version: a server that is not there says so, in one line",
+    tally.unit(f"version ({label}): a server that is not there says so, in one line",
                [] if ok else [f"exit {rc}: {err.strip()}"])
+
+
+def case_version(tally: Tally, s: Setup) -> int:
+    _, env = s.loopback()
+    version_through(tally, s, "cluster", env, "loopback")
     by_hand(tally, s)
+    sshd = with_sshd(s.tmp)
+    if not sshd:
+        return SKIP
+    try:
+        version_through(tally, s, "shardscope-test", dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh)),
+                        "sshd")
+    finally:
+        sshd.stop()
+    return 0
+
+
+# What the server may change: the calls that create, write, move or remove a file, and exec.
+TRACED = "execve,open,openat,creat,mkdir,mkdirat,rename,renameat,renameat2,unlink,unlinkat," \
+         "link,linkat,symlink,symlinkat,truncate,chmod,fchmodat"
+WRITES = re.compile(r"O_WRONLY|O_RDWR|O_CREAT|O_TRUNC")
+
+
+def case_confined(tally: Tally, s: Setup) -> int:
+    """Through sshd, the server under strace: it writes nothing but fix's OUT and the user's
+    cache, and runs nothing but itself and the launcher a verify --launch names."""
+    if not shutil.which("strace"):
+        print("SKIP: no strace here to watch the server")
+        return SKIP
+    venv = str(Path(sys.executable).parent)
+    sshd = with_sshd(s.tmp, path=venv + ":/usr/local/bin:/usr/bin:/bin")
+    if not sshd:
+        return SKIP
+    home = s.tmp / "remote-home"
+    home.mkdir()
+    log = s.tmp / "strace"
+    log.mkdir()
+    traced = s.tmp / "traced-server"
+    # Its cwd and HOME an empty directory of its own, where anything it left would show.
+    traced.write_text(f"#!/bin/sh\ncd {home} && HOME={home} exec strace -f -qq -s 4096 "
+                      f"-e trace={TRACED} -o {log}/trace.$$ {s.cli} \"$@\"\n")
+    traced.chmod(0o755)
+    cache = s.tmp / "remote-cache"
+    try:
+        env = dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh))
+        prefix = ["--ssh", "shardscope-test", "--server", traced]
+        compare_commands(tally, s, prefix, env, "confined")
+        args = ["verify", str(s.demo), "--layout", str(s.layout), "--json"]
+        local = run(torchrun_cmd(s, 2, args + ["--quiet"]), env=env)
+        remote = run([s.cli, *prefix, *args, "--launch", "torchrun", "--ranks", "2"], env=env)
+        tally.unit("confined: verify --launch torchrun --ranks 2 through sshd",
+                   [] if local[0] == remote[0] and normalise(local[1]) == normalise(remote[1])
+                   else [f"exit {remote[0]}, here {local[0]}: {remote[2].strip()[-300:]}"])
+    finally:
+        sshd.stop()
+    allowed_dirs = [s.tmp / "fixed", cache, home / ".cache/shardscope"]
+    allowed_exec = {s.cli, str(Path(venv) / "torchrun")}
+    writes, execs = set(), set()
+    for f in log.iterdir():
+        lines = f.read_text(errors="replace").splitlines()
+        # The launcher's own processes (torchrun's python and what it forks before a rank's
+        # exec) write its own scratch files: those are torchrun's, which the protocol named.
+        launcher = {int(m.group(1)) for m in (re.match(r"(\d+)\s+execve\(\"([^\"]*)\"", x)
+                                              for x in lines)
+                    if m and "python" in Path(m.group(2)).name or m and "torchrun" in m.group(2)}
+        for line in lines:
+            m = re.match(r"(\d+)\s+(\w+)\((.*)\)\s+= (-?\d+)", line)
+            if not m or int(m.group(4)) < 0:
+                continue
+            pid, call, args_ = int(m.group(1)), m.group(2), m.group(3)
+            paths = re.findall(r'"((?:[^"\\]|\\.)*)"', args_)
+            if call == "execve":
+                execs.add(paths[0])
+                continue
+            if pid in launcher:
+                continue
+            if call in ("open", "openat") and not WRITES.search(args_):
+                continue
+            if call.startswith("rename"):
+                targets = paths[:2]  # the old name goes, the new one comes
+            elif call.startswith(("link", "symlink")):
+                targets = paths[1:2]  # the new name; the first is only read
+            else:
+                targets = paths[:1]
+            for target in targets:
+                if target.startswith("/dev/") or target.startswith("/proc/self/"):
+                    continue
+                writes.add(target)
+    problems = []
+    for w in sorted(writes):
+        p = Path(w)
+        if not p.is_absolute():
+            problems.append(f"a relative path written: {w}")
+        elif any(a.parent == s.tmp and a.name.startswith(".fixed.shardscope-")
+                 for a in [p, *p.parents]):
+            continue  # fix's OUT while it is written, renamed to OUT at the end
+        elif p in (home / ".cache/shardscope").parents:
+            continue  # the user's cache directory's parents, made for it
+        elif not any(p == d or d in p.parents for d in allowed_dirs):
+            problems.append(f"wrote {w}")
+    for e in sorted(execs):
+        # python itself, when torchrun's script starts it
+        if e not in allowed_exec and not Path(e).name.startswith("python"):
+            problems.append(f"ran {e}")
+    if not any(Path(w).is_relative_to(s.tmp / "fixed") for w in writes):
+        problems.append("the trace saw no write of fix's OUT (is the trace working?)")
+    if s.cli not in execs or not any("torchrun" in e for e in execs):
+        problems.append(f"the trace saw neither the server nor torchrun run: {sorted(execs)}")
+    left = sorted(str(p.relative_to(home)) for p in home.rglob("*")
+                  if p != home / ".cache" and (home / ".cache/shardscope") not in [p, *p.parents])
+    if left:
+        problems.append(f"left in its cwd and HOME: {left}")
+    tally.unit(f"confined: {len(writes)} paths written, {len(execs)} programs run, all named "
+               "by the protocol", problems[:20])
+    return 0
 
 
 def case_askpass(tally: Tally, s: Setup) -> int:
@@ -611,14 +746,15 @@ def main() -> int:
     ap.add_argument("--api", help="the remote_session_tests binary")
     ap.add_argument("--fixtures", help="tools/make_fixtures.py's output (cached: torch_dist)")
     ap.add_argument("case", choices=["loopback", "sshd", "killed", "version", "askpass",
-                                     "torchrun", "cancel", "cached"])
+                                     "torchrun", "cancel", "cached", "confined"])
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="shardscope-remote-") as tmp:
         s = Setup(a, Path(tmp))
         code = {"loopback": case_loopback, "sshd": case_sshd, "killed": case_killed,
                 "version": case_version, "askpass": case_askpass, "torchrun": case_torchrun,
-                "cancel": case_cancel, "cached": case_cached}[a.case](tally, s)
+                "cancel": case_cancel, "cached": case_cached,
+                "confined": case_confined}[a.case](tally, s)
         if code == SKIP:
             return SKIP
     return tally.finish()
