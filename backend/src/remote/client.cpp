@@ -400,7 +400,8 @@ Result<std::shared_ptr<RemoteSession>> RemoteSession::connect(const RemoteTarget
                             : makeError(Error::Code::Cancelled, "cancelled");
         // What ssh or the remote shell said last: "Permission denied (publickey).",
         // "…: shardscope-cli: command not found".
-        (void)impl->ssh->exitText(2);
+        if (!impl->ssh->exitText(2).empty())
+            impl->ssh->waitForStderrEnd(1);
         std::string why = impl->ssh->lastLine();
         if (why.empty()) {
             const size_t end = noise.find_last_not_of("\r\n");

@@ -113,9 +113,9 @@ std::vector<std::string> ClientIndexCache::identities() const
         const std::string name = e.path().filename().string();
         if (name.starts_with(m_prefix) && name.ends_with(kSuffix) &&
             name.size() > m_prefix.size() + std::strlen(kSuffix))
-            found.emplace_back(e.last_write_time(ec),
-                               name.substr(m_prefix.size(), name.size() - m_prefix.size() -
-                                                                std::strlen(kSuffix)));
+            found.emplace_back(
+                e.last_write_time(ec),
+                name.substr(m_prefix.size(), name.size() - m_prefix.size() - std::strlen(kSuffix)));
     }
     std::sort(found.rbegin(), found.rend());
     std::vector<std::string> ids;
@@ -140,16 +140,16 @@ void ClientIndexCache::store(const std::string &identity, std::string_view blob,
 {
     if (!enabled() || blob.size() > m_maxBytes)
         return;
-    writer().submit([dir = m_dir, prefix = m_prefix, path = fileOf(identity), blob, keep,
-                     max = m_maxBytes] {
-        std::error_code ec;
-        fs::create_directories(dir, ec);
-        AtomicWriteOptions o;
-        o.flush = false; // a cache: the entry's own checksum finds a torn file
-        o.mode = 0600;
-        if (!writeFileAtomically(path, blob, o))
-            evict(dir, prefix, path, max);
-    });
+    writer().submit(
+        [dir = m_dir, prefix = m_prefix, path = fileOf(identity), blob, keep, max = m_maxBytes] {
+            std::error_code ec;
+            fs::create_directories(dir, ec);
+            AtomicWriteOptions o;
+            o.flush = false; // a cache: the entry's own checksum finds a torn file
+            o.mode = 0600;
+            if (!writeFileAtomically(path, blob, o))
+                evict(dir, prefix, path, max);
+        });
 }
 
 void waitForClientCacheWrites()

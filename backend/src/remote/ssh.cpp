@@ -258,6 +258,11 @@ Result<std::unique_ptr<SshProcess>> SshProcess::spawn(const std::vector<std::str
     p->m_fd = sv[0];
     p->m_err = err[0];
     p->m_errThread = std::thread([q = p.get()] {
+        struct Ended
+        {
+            std::atomic<bool> &ended;
+            ~Ended() { ended = true; }
+        } ended{q->m_errEnded};
         char buf[4096];
         for (;;) {
             pollfd fd{q->m_err, POLLIN, 0};
@@ -297,6 +302,13 @@ std::string SshProcess::lastLine() const
         end = from;
     }
     return {};
+}
+
+void SshProcess::waitForStderrEnd(double seconds) const
+{
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (!m_errEnded.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 std::string SshProcess::exitText(double seconds)

@@ -52,6 +52,9 @@ public:
     int fd() const { return m_fd; }
     /** Its stderr's last non-empty line (why it failed), or empty. */
     std::string lastLine() const;
+    /** Waits until ssh's stderr is read to its end (ssh gone), at most `seconds`: its last
+     *  words arrive after the connection closed. */
+    void waitForStderrEnd(double seconds) const;
     /** Its exit after the stream ended: "ssh exited with status N" or "…killed by signal N",
      *  waiting at most `seconds`; empty while it runs. */
     std::string exitText(double seconds);
@@ -68,6 +71,7 @@ private:
     int m_err = -1;
     std::thread m_errThread;
     std::atomic<bool> m_stop{false};
+    std::atomic<bool> m_errEnded{false};
     std::mutex m_waitMutex; ///< exitText() from the reader and the owner
     mutable std::mutex m_mutex;
     std::string m_tail;
