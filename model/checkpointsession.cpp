@@ -1,121 +1,198 @@
 // SPDX-License-Identifier: MIT
 #include "checkpointsession.h"
 
+#include "backendrunner.h"
+#include "checkpointbackend.h"
 #include "layerfamily.h"
 #include "reloadsummary.h"
 #include "repairsummary.h"
 
+#include <shardscope/writefile.h>
+
+#include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
+#include <QMutexLocker>
 
-#include <shardscope/writefile.h>
+#include <sys/stat.h>
+
+#include <cstdio>
 
 namespace shardscope::model {
 
+namespace {
+
+using Lane = BackendRunner::Lane;
+
+std::string native(const QString &path)
+{
+    return QFile::encodeName(path).toStdString();
+}
+
+QString fileName(const QString &path)
+{
+    QString p = path;
+    while (p.size() > 1 && p.endsWith(QLatin1Char('/')))
+        p.chop(1);
+    return QFileInfo(p).fileName();
+}
+
+Error cancelledError()
+{
+    return makeError(Error::Code::Cancelled, "cancelled");
+}
+
+bool timing()
+{
+    static const bool on = qEnvironmentVariableIsSet("SHARDSCOPE_TIMING");
+    return on;
+}
+
+// A generated layout copied to where a report or repair names it; the error, or nothing.
+std::optional<Error> copyLayout(const QString &from, const QString &to)
+{
+    QFile in(from);
+    if (!in.open(QIODevice::ReadOnly))
+        return makeError(Error::Code::Io, "cannot read the generated layout").inFile(native(from));
+    return writeFileAtomically(native(to), in.readAll().toStdString());
+}
+
+} // namespace
+
+struct CheckpointSession::Opened
+{
+    IndexSnapshot index;
+    std::shared_ptr<CheckpointTreeModel::Prepared> tree; ///< null when keysShown's completes
+    IndexSnapshot keysShown; ///< the early index `index` completes, or null
+};
+
+// What the watched paths hold, as far as a reader of the checkpoint cares: each file's size,
+// modification time and inode (a save renames a new file over the old), a directory's
+// modification time (files added, removed or renamed). Never the change time: a hard link
+// (a repair's output) or chmod changes it and nothing a load reads.
+struct CheckpointSession::DiskState
+{
+    struct Entry
+    {
+        QString path;
+        bool exists = false;
+        qint64 size = 0, mtimeSec = 0, mtimeNsec = 0;
+        quint64 inode = 0;
+        bool operator==(const Entry &) const = default;
+    };
+    std::vector<Entry> entries;
+    bool operator==(const DiskState &) const = default;
+
+    static DiskState of(const QStringList &paths)
+    {
+        DiskState s;
+        for (const QString &p : paths) {
+            Entry e;
+            e.path = p;
+            struct stat st = {};
+            if (::stat(QFile::encodeName(p).constData(), &st) == 0) {
+                e.exists = true;
+                e.size = S_ISDIR(st.st_mode) ? 0 : qint64(st.st_size);
+                e.mtimeSec = qint64(st.st_mtim.tv_sec);
+                e.mtimeNsec = qint64(st.st_mtim.tv_nsec);
+                e.inode = quint64(st.st_ino);
+            }
+            s.entries.push_back(e);
+        }
+        return s;
+    }
+};
+
 CheckpointSession::CheckpointSession(QObject *parent)
+    : CheckpointSession(localBackend(), parent)
+{}
+
+CheckpointSession::CheckpointSession(std::shared_ptr<CheckpointBackend> backend, QObject *parent)
     : QObject(parent)
+    , m_backend(std::move(backend))
     , m_runner(new BackendRunner(this))
     , m_watcher(new QFileSystemWatcher(this))
 {
-    // A checkpoint rewritten or deleted while it is open: say so once; reload() reads it again.
-    auto changed = [this] {
-        if (!m_watcher->files().isEmpty() || !m_watcher->directories().isEmpty()) {
-            m_watcher->removePaths(m_watcher->files() + m_watcher->directories());
-            Q_EMIT changedOnDisk();
-        }
-    };
-    connect(m_watcher, &QFileSystemWatcher::fileChanged, this, changed);
-    connect(m_watcher, &QFileSystemWatcher::directoryChanged, this, changed);
-    connect(m_runner, &BackendRunner::checkpointKeysKnown, this, &CheckpointSession::keysKnown);
-    connect(m_runner, &BackendRunner::checkpointOpened, this, [this](const IndexSnapshot &index) {
-        m_index = index;
-        watch(m_path);
-        Q_EMIT opened(index);
-        if (IndexSnapshot before = std::exchange(m_beforeReload, {}); before && index) {
-            m_reloadJob = m_runner->startJob(
-                tr("Compare with the checkpoint before reloading"),
-                [before, index](const JobControl &) -> BackendRunner::JobOutcome {
-                    return {QVariant(describeReload(*before, *index)), {}, false};
-                });
-            track(m_reloadJob, JobKind::Reload);
-        }
-    });
-    connect(m_runner, &BackendRunner::compareCheckpointOpened, this,
-            [this](const IndexSnapshot &index) {
-                m_compareIndex = index;
-                Q_EMIT compareOpened(index);
-            });
-    connect(m_runner, &BackendRunner::openFailed, this, [this](const QString &error) {
-        m_beforeReload.reset(); // the checkpoint is gone or broken: the error says which
-        Q_EMIT openFailed(error);
-    });
-    connect(m_runner, &BackendRunner::diffReady, this, [this](const DiffSnapshot &diff) {
-        m_diff = diff;
-        Q_EMIT diffChanged(diff);
-    });
-    connect(m_runner, &BackendRunner::verifyReady, this, [this](const VerifySnapshot &report) {
-        m_verification = report;
-        Q_EMIT verificationChanged(report);
-    });
-    connect(m_runner, &BackendRunner::compareReady, this, [this](const CompareSnapshot &diff) {
-        m_comparison = diff;
-        Q_EMIT comparisonChanged(diff);
-    });
-    connect(m_runner, &BackendRunner::valuesReady, this, [this](const ValuesSnapshot &values) {
-        m_values = values;
-        Q_EMIT valuesChanged(values);
-    });
-    connect(m_runner, &BackendRunner::jobStarted, this, [this](quint64 id, const QString &title) {
-        if (!m_jobs.contains(id))
-            return;
-        m_jobKind = m_jobs.value(id);
-        Q_EMIT jobStarted(title);
+    registerMetaTypes();
+    connect(m_watcher, &QFileSystemWatcher::fileChanged, this, &CheckpointSession::onWatched);
+    connect(m_watcher, &QFileSystemWatcher::directoryChanged, this, &CheckpointSession::onWatched);
+    connect(m_runner, &BackendRunner::jobStarted, this, [this](const JobInfo &job) {
+        if (job.shown())
+            Q_EMIT jobStarted(job);
     });
     connect(m_runner, &BackendRunner::jobProgress, this,
-            [this](quint64 id, const QString &stage, int permille, double eta) {
-                if (!m_jobs.contains(id))
-                    return;
-                m_jobKind = m_jobs.value(id);
-                Q_EMIT jobProgress(stage, permille, eta);
+            [this](const JobInfo &job, const QString &stage, int permille, double eta) {
+                if (job.shown())
+                    Q_EMIT jobProgress(job, stage, permille, eta);
             });
-    auto ended = [this](quint64 id, bool ok, const QString &message) {
-        if (!m_jobs.contains(id))
-            return;
-        m_jobKind = m_jobs.take(id);
-        Q_EMIT jobEnded(ok, message);
-    };
-    connect(m_runner, &BackendRunner::jobFinished, this,
-            [this, ended](quint64 id, const QVariant &value) {
-                // The layout job ends before the diff that its layout starts supersedes it.
-                if (id == m_statsJob) {
-                    m_statsJob = 0;
-                    Q_EMIT layerStatsChanged(value.value<LayerStatsSnapshot>());
-                }
-                if (id == m_repairJob) {
-                    m_repairJob = 0;
-                    Q_EMIT repaired(value.toString());
-                }
-                if (id == m_reloadJob) {
-                    m_reloadJob = 0;
-                    Q_EMIT reloaded(value.toString());
-                }
-                const bool layout = id == m_layoutJob;
-                if (layout)
-                    m_layoutJob = 0;
-                ended(id, true, tr("Done"));
-                if (layout) {
-                    m_configPath = m_pendingConfig;
-                    m_layoutOptions = m_pendingOptions;
-                    applyLayout(value.toString());
-                }
-            });
-    connect(m_runner, &BackendRunner::jobFailed, this,
-            [ended](quint64 id, const QString &error) { ended(id, false, error); });
-    connect(m_runner, &BackendRunner::jobCancelled, this,
-            [ended](quint64 id) { ended(id, false, tr("Cancelled")); });
+    connect(
+        m_runner, &BackendRunner::jobEnded, this,
+        [this](const JobInfo &job, bool ok, const QString &message) {
+            if (!job.shown())
+                return;
+            Q_EMIT jobEnded(job, ok, message);
+            if (ok)
+                return;
+            // An open that failed (or was cancelled) leaves what was shown as it was.
+            if (job.kind == JobKind::Open && !m_openingPath.isEmpty() &&
+                !m_runner->hasJob([](const JobInfo &j) { return j.kind == JobKind::Open; })) {
+                m_beforeReload.reset();
+                Q_EMIT openFailed(std::exchange(m_openingPath, {}), message);
+            }
+            if (job.kind == JobKind::OpenCompare && !m_compareOpeningPath.isEmpty() &&
+                !m_runner->hasJob([](const JobInfo &j) { return j.kind == JobKind::OpenCompare; }))
+                Q_EMIT compareOpenFailed(std::exchange(m_compareOpeningPath, {}), message);
+        });
 }
 
-CheckpointSession::~CheckpointSession() = default;
+CheckpointSession::~CheckpointSession()
+{
+    // The lanes first: a running job's work may use the layout cache.
+    delete m_runner;
+}
+
+QString CheckpointSession::location() const
+{
+    return m_backend->location();
+}
+
+bool CheckpointSession::isJobRunning() const
+{
+    return m_runner->hasJob([](const JobInfo &j) { return j.shown(); });
+}
+
+std::vector<JobInfo> CheckpointSession::jobs() const
+{
+    std::vector<JobInfo> shown;
+    for (const JobInfo &j : m_runner->jobs())
+        if (j.shown())
+            shown.push_back(j);
+    return shown;
+}
+
+std::shared_ptr<const LoadMarkSet> CheckpointSession::loadMarks() const
+{
+    if (!m_diff)
+        return nullptr;
+    for (const auto &marks : {m_verifyMarks, m_diffMarks})
+        if (marks && marks->diff == m_diff && marks->verification == m_verification)
+            return marks;
+    return model::loadMarks(m_diff, m_verification, m_index);
+}
+
+std::shared_ptr<CheckpointTreeModel::Prepared>
+CheckpointSession::takePreparedTree(const IndexSnapshot &index)
+{
+    if (!index || m_preparedTree.first != index)
+        return nullptr;
+    m_preparedTree.first.reset();
+    return std::exchange(m_preparedTree.second, nullptr);
+}
+
+IndexSnapshot CheckpointSession::keysCompletedBy(const IndexSnapshot &index) const
+{
+    return index && m_completedKeys.second == index ? m_completedKeys.first : nullptr;
+}
 
 void CheckpointSession::clearResults(bool diffToo)
 {
@@ -141,21 +218,148 @@ void CheckpointSession::clearComparison()
     }
 }
 
+// The newest job of a kind wins; the one it replaces ends, cancelled. Other kinds run on.
+void CheckpointSession::supersede(JobKind kind)
+{
+    m_runner->cancelIf([kind](const JobInfo &j) { return j.kind == kind; });
+}
+
+void CheckpointSession::cancelKind(JobKind kind)
+{
+    supersede(kind);
+}
+
+void CheckpointSession::cancel()
+{
+    m_runner->cancelIf([](const JobInfo &j) { return j.shown(); });
+}
+
+// ---------------------------------------------------------------- opening
+
 void CheckpointSession::open(const QString &path)
 {
-    // The runner cancels every job: they were about the old checkpoint.
-    const QHash<quint64, JobKind> jobs = std::exchange(m_jobs, {});
-    for (auto it = jobs.begin(); it != jobs.end(); ++it) {
-        m_jobKind = it.value();
-        Q_EMIT jobEnded(false, tr("Cancelled"));
-    }
+    supersede(JobKind::Open);
+    m_openingPath = path;
+    Q_EMIT opening(path);
+    BackendRunner *runner = m_runner;
+    auto backend = m_backend;
+    m_runner->start<Opened>(
+        {JobKind::Open, tr("Open %1").arg(fileName(path)), Lane::Quick, {}},
+        [this, runner, backend, file = native(path)](const JobControl &control) -> Result<Opened> {
+            QElapsedTimer timer;
+            timer.start();
+            // A .metadata lists its keys in its first quarter (of bytes; ~60% of the open at
+            // DeepSeek-V3 scale): the tree is shown then, and filled in (problems, stored
+            // sizes) when the rest is read.
+            IndexSnapshot keysShown;
+            qint64 keysMs = -1, keysTreeMs = 0;
+            OpenOptions options;
+            options.onKeysKnown = [&](const CheckpointIndex &keys) {
+                if (control.cancel.cancelled())
+                    return;
+                keysMs = timer.elapsed();
+                auto tree = CheckpointTreeModel::prepareKeys(keys);
+                keysTreeMs = timer.elapsed() - keysMs;
+                keysShown = CheckpointTreeModel::indexOf(*tree);
+                runner->deliverWhileRunning(control.cancel, [this, tree, shown = keysShown] {
+                    m_preparedTree = {shown, tree};
+                    Q_EMIT keysKnown(shown);
+                });
+            };
+            control.report({"open", 0, 0});
+            Result<CheckpointIndex> index = backend->open(file, options);
+            if (!index)
+                return index.error();
+            if (control.cancel.cancelled())
+                return cancelledError();
+            const qint64 openMs = timer.elapsed();
+            Opened out;
+            out.index = std::make_shared<const CheckpointIndex>(std::move(*index));
+            // The tree shown early stands when the finished index has the same entries; else
+            // the tree the views show is built here (seconds at DeepSeek-V3 scale).
+            if (keysShown && CheckpointTreeModel::sameEntries(*keysShown, *out.index)) {
+                out.keysShown = keysShown;
+            } else {
+                control.report({"tree", 0, 0});
+                out.tree = CheckpointTreeModel::prepare(out.index);
+            }
+            if (timing()) {
+                if (keysMs >= 0)
+                    std::fprintf(stderr, "open: keys at %lld ms (their tree %lld ms)\n",
+                                 static_cast<long long>(keysMs),
+                                 static_cast<long long>(keysTreeMs));
+                std::fprintf(stderr, "open: index %lld ms, tree %lld ms\n",
+                             static_cast<long long>(openMs),
+                             static_cast<long long>(timer.elapsed() - openMs));
+            }
+            return out;
+        },
+        [this, path](Opened result) { adoptOpened(path, result); });
+}
+
+void CheckpointSession::adoptOpened(const QString &path, const Opened &result)
+{
+    m_openingPath.clear();
+    // What ran for the previous checkpoint is stale now (a layout being generated is not).
+    m_runner->cancelIf([](const JobInfo &j) {
+        return j.kind != JobKind::Layout && j.kind != JobKind::OpenCompare;
+    });
+    const IndexSnapshot before = std::exchange(m_beforeReload, {});
     m_path = path;
-    m_beforeReload.reset();
-    m_index.reset();
+    m_index = result.index;
+    if (result.tree)
+        m_preparedTree = {result.index, result.tree};
+    m_completedKeys = result.keysShown ? std::pair{result.keysShown, result.index}
+                                       : std::pair<IndexSnapshot, IndexSnapshot>{};
+    m_diffMarks.reset();
+    m_verifyMarks.reset();
     clearResults(true);
     clearComparison();
-    Q_EMIT opening(path);
-    m_runner->openCheckpoint(path);
+    watch(path);
+    Q_EMIT opened(m_index);
+    if (before && m_index) {
+        const IndexSnapshot after = m_index;
+        m_runner->start<QString>(
+            {JobKind::Reload, tr("Compare with the checkpoint before reloading"), Lane::Long, {}},
+            [before, after](const JobControl &) -> Result<QString> {
+                return describeReload(*before, *after);
+            },
+            [this](QString summary) { Q_EMIT reloaded(summary); });
+    }
+}
+
+void CheckpointSession::reload()
+{
+    if (m_path.isEmpty())
+        return;
+    IndexSnapshot before = m_index;
+    open(m_path);
+    m_beforeReload = std::move(before);
+}
+
+void CheckpointSession::openCompare(const QString &path)
+{
+    supersede(JobKind::OpenCompare);
+    m_compareOpeningPath = path;
+    auto backend = m_backend;
+    m_runner->start<IndexSnapshot>(
+        {JobKind::OpenCompare, tr("Open %1 to compare").arg(fileName(path)), Lane::Quick, {}},
+        [backend, file = native(path)](const JobControl &control) -> Result<IndexSnapshot> {
+            control.report({"open", 0, 0});
+            Result<CheckpointIndex> index = backend->open(file, {});
+            if (!index)
+                return index.error();
+            return IndexSnapshot(std::make_shared<const CheckpointIndex>(std::move(*index)));
+        },
+        [this, path](IndexSnapshot index) {
+            m_compareOpeningPath.clear();
+            supersede(JobKind::Compare);
+            supersede(JobKind::Values);
+            m_comparePath = path;
+            m_compareIndex = std::move(index);
+            clearComparison();
+            Q_EMIT compareOpened(m_compareIndex);
+        });
 }
 
 void CheckpointSession::watch(const QString &path)
@@ -170,27 +374,36 @@ void CheckpointSession::watch(const QString &path)
             if (QFileInfo::exists(info.absoluteFilePath() + QLatin1Char('/') + QLatin1String(name)))
                 paths << info.absoluteFilePath() + QLatin1Char('/') + QLatin1String(name);
     m_watcher->addPaths(paths);
+    m_disk = std::make_unique<DiskState>(DiskState::of(paths));
 }
 
-void CheckpointSession::reload()
+// A watched path was touched: said once, when what a reader sees of it changed.
+void CheckpointSession::onWatched()
 {
-    if (m_path.isEmpty())
+    if (!m_disk)
         return;
-    IndexSnapshot before = m_index;
-    open(m_path);
-    m_beforeReload = std::move(before);
+    QStringList paths;
+    for (const DiskState::Entry &e : m_disk->entries)
+        paths << e.path;
+    if (DiskState::of(paths) == *m_disk) {
+        // Only its link count, permissions or access time: watch on (a path a watcher lost,
+        // by a rename over it, is watched again).
+        const QStringList watched = m_watcher->files() + m_watcher->directories();
+        for (const QString &p : paths)
+            if (!watched.contains(p))
+                m_watcher->addPath(p);
+        return;
+    }
+    m_disk.reset();
+    m_watcher->removePaths(m_watcher->files() + m_watcher->directories());
+    Q_EMIT changedOnDisk();
 }
 
-void CheckpointSession::openCompare(const QString &path)
-{
-    m_comparePath = path;
-    m_compareIndex.reset();
-    clearComparison();
-    m_runner->openCheckpoint(path, BackendRunner::Slot::Compare);
-}
+// ---------------------------------------------------------------- the layout
 
 void CheckpointSession::setLayout(const QString &path)
 {
+    supersede(JobKind::Layout);
     m_configPath.clear();
     m_layoutOptions = {};
     applyLayout(path);
@@ -199,88 +412,10 @@ void CheckpointSession::setLayout(const QString &path)
 void CheckpointSession::applyLayout(const QString &path)
 {
     m_layoutPath = path;
+    m_diffMarks.reset();
+    m_verifyMarks.reset();
     clearResults(true);
     Q_EMIT layoutChanged(path);
-}
-
-void CheckpointSession::setConfig(const QString &configPath, const LayoutOptions &options)
-{
-    if (!m_layoutDir.isValid()) {
-        Q_EMIT jobEnded(false, tr("no temporary folder for the generated layout"));
-        return;
-    }
-    const QString out =
-        m_layoutDir.filePath(QStringLiteral("layout-%1.json").arg(++m_layoutSerial));
-    m_pendingConfig = configPath;
-    m_pendingOptions = options;
-    const std::string config = QFile::encodeName(configPath).toStdString();
-    const std::string path = QFile::encodeName(out).toStdString();
-    supersede(JobKind::Layout);
-    m_layoutJob = m_runner->startJob(
-        tr("Layout from %1").arg(QFileInfo(configPath).fileName()),
-        [config, path, options, out](const JobControl &) -> BackendRunner::JobOutcome {
-            auto layout = layoutFromConfig(config, options);
-            if (!layout)
-                return {{}, QString::fromStdString(layout.error().toString()), false};
-            if (auto error = writeFileAtomically(path, layoutToJson(*layout)))
-                return {{}, QString::fromStdString(error->toString()), false};
-            return {QVariant(out), {}, false};
-        });
-    track(m_layoutJob, JobKind::Layout);
-}
-
-// The newest job of a kind wins; the one it replaces ends, cancelled. Other kinds run on.
-void CheckpointSession::supersede(JobKind kind)
-{
-    const QList<quint64> ids = m_jobs.keys(kind);
-    for (quint64 id : ids) {
-        m_runner->cancelJob(id);
-        m_jobs.remove(id);
-        m_jobKind = kind;
-        Q_EMIT jobEnded(false, tr("Cancelled"));
-    }
-}
-
-void CheckpointSession::track(quint64 job, JobKind kind)
-{
-    m_jobs.insert(job, kind);
-}
-
-void CheckpointSession::runDiff(const DiffOptions &options)
-{
-    DiffRequest request;
-    request.checkpoint = QFile::encodeName(m_path).toStdString();
-    request.layout = QFile::encodeName(m_layoutPath).toStdString();
-    request.options = options;
-    request.opened = m_index;
-    supersede(JobKind::Diff);
-    clearResults(false); // a verification of other rules no longer says what this load does
-    track(m_runner->startDiff(std::move(request)), JobKind::Diff);
-}
-
-void CheckpointSession::runVerify(VerifyRequest request)
-{
-    request.checkpoint = QFile::encodeName(m_path).toStdString();
-    request.layout = QFile::encodeName(m_layoutPath).toStdString();
-    request.opened = m_index;
-    supersede(JobKind::Verify);
-    track(m_runner->startVerify(std::move(request), m_diff), JobKind::Verify);
-}
-
-void CheckpointSession::runCompare(const DiffOptions &options)
-{
-    supersede(JobKind::Compare);
-    track(m_runner->startCompare(options), JobKind::Compare);
-}
-
-void CheckpointSession::runValues(ValueDiffRequest request)
-{
-    request.first = QFile::encodeName(m_path).toStdString();
-    request.second = QFile::encodeName(m_comparePath).toStdString();
-    if (request.layout.empty() && !m_layoutPath.isEmpty())
-        request.layout = QFile::encodeName(m_layoutPath).toStdString();
-    supersede(JobKind::Values);
-    track(m_runner->startValueDiff(std::move(request)), JobKind::Values);
 }
 
 bool CheckpointSession::layoutIsGenerated() const
@@ -288,6 +423,219 @@ bool CheckpointSession::layoutIsGenerated() const
     return !m_layoutPath.isEmpty() && m_layoutDir.isValid() &&
            QFileInfo(m_layoutPath).absolutePath() ==
                QFileInfo(m_layoutDir.path()).absoluteFilePath();
+}
+
+QString CheckpointSession::layoutName() const
+{
+    if (m_layoutPath.isEmpty())
+        return {};
+    if (!m_configPath.isEmpty())
+        return tr("the layout of %1").arg(fileName(m_configPath));
+    return fileName(m_layoutPath);
+}
+
+QString CheckpointSession::keptLayoutPath(const QString &output) const
+{
+    if (!layoutIsGenerated())
+        return m_layoutPath;
+    QString base = output;
+    while (base.size() > 1 && base.endsWith(QLatin1Char('/')))
+        base.chop(1);
+    return base + QStringLiteral(".layout.json");
+}
+
+void CheckpointSession::setConfig(const QString &configPath, const LayoutOptions &options)
+{
+    supersede(JobKind::Layout);
+    const QString out =
+        m_layoutDir.isValid()
+            ? m_layoutDir.filePath(QStringLiteral("layout-%1.json").arg(++m_layoutSerial))
+            : QString();
+    auto backend = m_backend;
+    m_runner->start<QString>(
+        {JobKind::Layout, tr("Layout from %1").arg(fileName(configPath)), Lane::Long, {}},
+        [backend, config = native(configPath), options,
+         out](const JobControl &control) -> Result<QString> {
+            if (out.isEmpty())
+                return makeError(Error::Code::Io, "no temporary folder for the generated layout");
+            control.report({"layout", 0, 0});
+            auto layout = backend->layoutFromConfig(config, options);
+            if (!layout)
+                return layout.error();
+            if (auto error = writeFileAtomically(native(out), layoutToJson(*layout)))
+                return *error;
+            return out;
+        },
+        [this, configPath, options](QString written) {
+            m_configPath = configPath;
+            m_layoutOptions = options;
+            applyLayout(written);
+        });
+}
+
+Result<std::shared_ptr<const Layout>> CheckpointSession::cachedLayout(const std::string &path)
+{
+    // Keyed by path, modification time and size: an edited file is read again.
+    const QFileInfo info(QFile::decodeName(path.c_str()));
+    const std::string key = path + '@' + std::to_string(info.lastModified().toMSecsSinceEpoch()) +
+                            '@' + std::to_string(info.size());
+    {
+        QMutexLocker lock(&m_layoutMutex);
+        if (m_layoutCache.first == key)
+            return m_layoutCache.second;
+    }
+    auto layout = m_backend->readLayout(path);
+    if (!layout)
+        return layout.error();
+    auto shared = std::make_shared<const Layout>(std::move(*layout));
+    QMutexLocker lock(&m_layoutMutex);
+    m_layoutCache = {key, shared};
+    return std::shared_ptr<const Layout>(shared);
+}
+
+// ---------------------------------------------------------------- the jobs
+
+void CheckpointSession::runDiff(const DiffOptions &options)
+{
+    DiffRequest request;
+    request.checkpoint = native(m_path);
+    request.layout = native(m_layoutPath);
+    request.options = options;
+    request.opened = m_index;
+    supersede(JobKind::Diff);
+    clearResults(false); // a verification of other rules no longer says what this load does
+    struct Done
+    {
+        DiffSnapshot diff;
+        std::shared_ptr<const LoadMarkSet> marks;
+    };
+    auto backend = m_backend;
+    m_runner->start<Done>(
+        {JobKind::Diff, tr("Diff against %1").arg(layoutName()), Lane::Long, {}},
+        [this, backend, request](const JobControl &control) -> Result<Done> {
+            QElapsedTimer timer;
+            timer.start();
+            DiffRequest r = request;
+            control.report({"layout", 0, 0});
+            auto layout = cachedLayout(r.layout);
+            if (!layout)
+                return layout.error();
+            r.openedLayout = *layout;
+            auto diff = backend->diff(r, control);
+            if (timing())
+                std::fprintf(stderr, "diff job: %lld ms\n",
+                             static_cast<long long>(timer.elapsed()));
+            if (!diff)
+                return diff.error();
+            Done done;
+            done.diff = std::make_shared<const DiffResult>(std::move(*diff));
+            // The tree's marks, here rather than on the GUI thread.
+            if (control.cancel.cancelled())
+                return cancelledError();
+            done.marks = model::loadMarks(done.diff, nullptr, r.opened);
+            if (timing())
+                std::fprintf(stderr, "diff job with marks: %lld ms\n",
+                             static_cast<long long>(timer.elapsed()));
+            return done;
+        },
+        [this](Done done) {
+            m_diffMarks = std::move(done.marks);
+            m_diff = std::move(done.diff);
+            Q_EMIT diffChanged(m_diff);
+        });
+}
+
+void CheckpointSession::runVerify(VerifyRequest request)
+{
+    request.checkpoint = native(m_path);
+    request.layout = native(m_layoutPath);
+    request.opened = m_index;
+    request.comm = nullptr; // one process plays every rank
+    supersede(JobKind::Verify);
+    struct Done
+    {
+        VerifySnapshot report;
+        std::shared_ptr<const LoadMarkSet> marks;
+    };
+    auto backend = m_backend;
+    m_runner->start<Done>(
+        {JobKind::Verify, tr("Verify against %1").arg(layoutName()), Lane::Long, {}},
+        [backend, request, diff = m_diff](const JobControl &control) -> Result<Done> {
+            auto report = backend->verify(request, control);
+            if (!report)
+                return report.error();
+            if (report->result.cancelled)
+                return cancelledError();
+            Done done;
+            done.report = std::make_shared<const VerifyReport>(std::move(*report));
+            if (diff)
+                done.marks = model::loadMarks(diff, done.report, request.opened);
+            return done;
+        },
+        [this](Done done) {
+            if (done.marks && done.marks->diff == m_diff)
+                m_verifyMarks = std::move(done.marks);
+            m_verification = std::move(done.report);
+            Q_EMIT verificationChanged(m_verification);
+        });
+}
+
+void CheckpointSession::runCompare(const DiffOptions &options)
+{
+    CheckpointDiffRequest request;
+    request.first = native(m_path);
+    request.second = native(m_comparePath);
+    request.firstOpened = m_index;
+    request.secondOpened = m_compareIndex;
+    request.options = options;
+    supersede(JobKind::Compare);
+    auto backend = m_backend;
+    m_runner->start<CompareSnapshot>(
+        {JobKind::Compare, tr("Compare with %1").arg(fileName(m_comparePath)), Lane::Long, {}},
+        [backend, request](const JobControl &control) -> Result<CompareSnapshot> {
+            if (!request.firstOpened || !request.secondOpened)
+                return makeError(Error::Code::NotFound, "open two checkpoints to compare");
+            auto diff = backend->compare(request, control);
+            if (!diff)
+                return diff.error();
+            return CompareSnapshot(std::make_shared<const CheckpointDiff>(std::move(*diff)));
+        },
+        [this](CompareSnapshot diff) {
+            m_comparison = std::move(diff);
+            Q_EMIT comparisonChanged(m_comparison);
+        });
+}
+
+void CheckpointSession::runValues(ValueDiffRequest request)
+{
+    request.first = native(m_path);
+    request.second = native(m_comparePath);
+    if (request.layout.empty() && !m_layoutPath.isEmpty())
+        request.layout = native(m_layoutPath);
+    request.firstOpened = m_index;
+    request.secondOpened = m_compareIndex;
+    request.comm = nullptr;
+    supersede(JobKind::Values);
+    auto backend = m_backend;
+    m_runner->start<ValuesSnapshot>(
+        {JobKind::Values,
+         tr("Compare values with %1").arg(fileName(m_comparePath)),
+         Lane::Long,
+         {}},
+        [backend, request](const JobControl &control) -> Result<ValuesSnapshot> {
+            if (!request.firstOpened || !request.secondOpened)
+                return makeError(Error::Code::NotFound, "open two checkpoints to compare");
+            auto values = backend->values(request, control);
+            if (!values)
+                return values.error();
+            if (values->cancelled)
+                return cancelledError();
+            return ValuesSnapshot(std::make_shared<const ValueDiffResult>(std::move(*values)));
+        },
+        [this](ValuesSnapshot values) {
+            m_values = std::move(values);
+            Q_EMIT valuesChanged(m_values);
+        });
 }
 
 void CheckpointSession::exportReport(ReportRequest request, const QString &path)
@@ -302,56 +650,76 @@ void CheckpointSession::exportReport(ReportRequest request, const QString &path)
         request.values->firstOpened = m_index;
         request.values->secondOpened = m_compareIndex;
     }
-    const std::string out = QFile::encodeName(path).toStdString();
+    const QString generated = layoutIsGenerated() ? m_layoutPath : QString();
+    const QString kept = keptLayoutPath(path);
     supersede(JobKind::Export);
-    track(m_runner->startJob(
-              tr("Export %1").arg(QFileInfo(path).fileName()),
-              [request, out, path](const JobControl &control) -> BackendRunner::JobOutcome {
-                  auto report = runReport(request, control);
-                  if (!report)
-                      return {{}, QString::fromStdString(report.error().toString()), false};
-                  // The previous report stays whole until the new one is complete.
-                  if (auto error = writeFileAtomically(out, report->text))
-                      return {{}, QString::fromStdString(error->toString()), false};
-                  return {QVariant(path), {}, false};
-              }),
-          JobKind::Export);
+    auto backend = m_backend;
+    m_runner->start<QString>(
+        {JobKind::Export, tr("Export %1").arg(fileName(path)), Lane::Long, {}},
+        [backend, request, path, generated, kept](const JobControl &control) -> Result<QString> {
+            // The report's reproduce command names the layout beside it.
+            if (!generated.isEmpty() && (request.diff || request.values))
+                if (auto error = copyLayout(generated, kept))
+                    return *error;
+            auto report = backend->report(request, control);
+            if (!report)
+                return report.error();
+            // The previous report stays whole until the new one is complete.
+            if (auto error = writeFileAtomically(native(path), report->text))
+                return *error;
+            return path;
+        },
+        [this](QString written) { Q_EMIT exported(written); });
 }
 
 void CheckpointSession::saveRepaired(FixRequest request)
 {
     request.opened = m_index;
     if (request.checkpoint.empty())
-        request.checkpoint = QFile::encodeName(m_path).toStdString();
+        request.checkpoint = native(m_path);
+    const QString output = QFile::decodeName(request.output.c_str());
+    const QString generated = layoutIsGenerated() ? m_layoutPath : QString();
     if (request.layout.empty())
-        request.layout = QFile::encodeName(m_layoutPath).toStdString();
+        request.layout = native(keptLayoutPath(output));
     supersede(JobKind::Repair);
-    m_repairJob = m_runner->startJob(
-        tr("Repair into %1").arg(QFileInfo(QFile::decodeName(request.output.c_str())).fileName()),
-        [request](const JobControl &control) -> BackendRunner::JobOutcome {
-            auto fixed = runFix(request, control);
+    auto backend = m_backend;
+    m_runner->start<QString>(
+        {JobKind::Repair, tr("Repair into %1").arg(fileName(output)), Lane::Long, {}},
+        [backend, request, generated](const JobControl &control) -> Result<QString> {
+            // The manifest's command and "Check it with:" name the layout beside the output,
+            // which outlives the window.
+            const QString kept = QFile::decodeName(request.layout.c_str());
+            const bool copied = !generated.isEmpty() && kept != generated;
+            if (copied)
+                if (auto error = copyLayout(generated, kept))
+                    return *error;
+            auto fixed = backend->fix(request, control);
+            const bool written = fixed && fixed->written;
+            if (copied && !written)
+                QFile::remove(kept); // nothing beside it names it
             if (!fixed)
-                return {{}, QString::fromStdString(fixed.error().toString()), false};
+                return fixed.error();
             if (!fixed->written && !fixed->alreadyLoads)
-                return {{}, repairBlockedText(*fixed), false};
-            return {QVariant(repairSummaryText(*fixed)), {}, false};
-        });
-    track(m_repairJob, JobKind::Repair);
+                return makeError(Error::Code::Unsupported, repairBlockedText(*fixed).toStdString());
+            return repairSummaryText(*fixed);
+        },
+        [this](QString summary) { Q_EMIT repaired(summary); });
 }
 
 void CheckpointSession::runLayerStats(const QString &family)
 {
     InspectRequest request;
-    request.path = QFile::encodeName(m_path).toStdString();
+    request.path = native(m_path);
     request.filters = {familyGlob(family).toStdString()};
     request.stats = true;
     supersede(JobKind::LayerStats);
-    m_statsJob = m_runner->startJob(
-        tr("Statistics of %1").arg(family),
-        [request, family](const JobControl &control) -> BackendRunner::JobOutcome {
-            auto result = runInspect(request, control);
+    auto backend = m_backend;
+    m_runner->start<LayerStatsSnapshot>(
+        {JobKind::LayerStats, tr("Statistics of %1").arg(family), Lane::Long, {}},
+        [backend, request, family](const JobControl &control) -> Result<LayerStatsSnapshot> {
+            auto result = backend->inspect(request, control);
             if (!result)
-                return {{}, QString::fromStdString(result.error().toString()), false};
+                return result.error();
             std::vector<std::pair<int, size_t>> found; // (layer, tensor)
             for (size_t i = 0; i < result->tensors.size(); ++i) {
                 const InspectedTensor &t = result->tensors[i];
@@ -370,14 +738,37 @@ void CheckpointSession::runLayerStats(const QString &family)
                                       qsizetype(result->tensors[i].entry->key.size())));
                 stats->health.push_back(*result->tensors[i].health);
             }
-            return {QVariant::fromValue(LayerStatsSnapshot(std::move(stats))), {}, false};
-        });
-    track(m_statsJob, JobKind::LayerStats);
+            return LayerStatsSnapshot(std::move(stats));
+        },
+        [this](LayerStatsSnapshot stats) { Q_EMIT layerStatsChanged(stats); });
 }
 
-void CheckpointSession::cancel()
+void CheckpointSession::requestTensorDetails(const QString &key)
 {
-    m_runner->cancelJobs();
+    supersede(JobKind::Details);
+    auto backend = m_backend;
+    m_runner->start<TensorDetails>(
+        {JobKind::Details, key, Lane::Quick, QStringLiteral("details")},
+        [backend, index = m_index,
+         k = key.toStdString()](const JobControl &control) -> Result<TensorDetails> {
+            TensorDetails details = backend->tensorDetails(index, k, control);
+            if (control.cancel.cancelled())
+                return cancelledError();
+            return details;
+        },
+        [this](TensorDetails details) { Q_EMIT tensorDetailsReady(details); });
+}
+
+void CheckpointSession::requestObject(const QString &key)
+{
+    supersede(JobKind::Object);
+    auto backend = m_backend;
+    m_runner->start<ObjectDetails>(
+        {JobKind::Object, key, Lane::Quick, QStringLiteral("object")},
+        [backend, index = m_index, k = key.toStdString()](const JobControl &) {
+            return Result<ObjectDetails>(backend->objectDetails(index, k));
+        },
+        [this](ObjectDetails details) { Q_EMIT objectReady(details); });
 }
 
 } // namespace shardscope::model

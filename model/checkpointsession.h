@@ -1,53 +1,61 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "backendrunner.h"
+#include "checkpointtreemodel.h"
+#include "job.h"
 #include "layerstats.h"
+#include "loadmarks.h"
+#include "snapshots.h"
+#include "tensordetails.h"
+
+#include <shardscope/layout.h>
 
 #include <QFileSystemWatcher>
-#include <QHash>
+#include <QMutex>
 #include <QObject>
 #include <QString>
 #include <QTemporaryDir>
 
+#include <memory>
+#include <vector>
+
 namespace shardscope::model {
 
+class BackendRunner;
+class CheckpointBackend;
+
 /**
- * What the window is looking at: the open checkpoint (and a second one to compare it with), the
- * layout it is checked against, and the results of each stage (index → diff → verification;
- * comparison), each a read-only snapshot. It owns the BackendRunner and announces each stage
- * with a signal of its own, so that the window composes views that listen, instead of wiring
- * every result itself. Jobs of different kinds run one after another on the runner's long lane;
- * a new job of a kind supersedes the one of that kind still queued or running. A stage's result
- * is cleared (its signal carries null) when what it was
- * computed from changes: a new checkpoint clears everything, a new layout the diff and the
- * verification.
+ * The one handle the window holds on what it looks at: the open checkpoint (and a second one
+ * to compare it with), the layout it is checked against, and the results of each stage (index
+ * → diff → verification; comparison; a family's statistics), each a read-only snapshot. Where
+ * the work runs is a CheckpointBackend behind it (this process, or a server on the machine that
+ * holds the checkpoint); the threads are its own. The window asks with a call and listens to one
+ * signal per stage, never to the threads.
+ *
+ * Every job is announced once each by jobStarted, jobProgress and jobEnded (a selection's details
+ * and objects, quietly, by their own signals). A new job of a kind supersedes the one of that
+ * kind still queued or running, which ends cancelled. A stage's result is cleared (its signal
+ * carries null) when what it was computed from changes: a newly opened checkpoint clears
+ * everything, a new layout the diff and the verification. A checkpoint that fails to open
+ * changes nothing: the one before stays, with its results.
  */
 class CheckpointSession : public QObject
 {
     Q_OBJECT
 
 public:
-    /** What the session's current (or last) job computes. */
-    enum class JobKind {
-        None,
-        Layout,
-        Diff,
-        Verify,
-        Compare,
-        Values,
-        Export,
-        LayerStats,
-        Reload,
-        Repair
-    };
-    Q_ENUM(JobKind)
-
+    /** A session over this process's backend. */
     explicit CheckpointSession(QObject *parent = nullptr);
+    explicit CheckpointSession(std::shared_ptr<CheckpointBackend> backend,
+                               QObject *parent = nullptr);
     ~CheckpointSession() override;
 
-    BackendRunner *runner() const { return m_runner; }
+    /** Where the checkpoints live (CheckpointBackend::location()): empty for this machine. */
+    QString location() const;
+    /** The checkpoint shown: empty until one opened. */
     QString path() const { return m_path; }
+    /** The checkpoint being opened; empty when none is. */
+    QString openingPath() const { return m_openingPath; }
     QString comparePath() const { return m_comparePath; }
     QString layoutPath() const { return m_layoutPath; }
     /** The config the layout was generated from, and its options; empty for a layout file. */
@@ -56,18 +64,40 @@ public:
     /** The layout was generated from a config into the session's temporary folder (it goes
      *  when the session does). */
     bool layoutIsGenerated() const;
+    /** The layout in words, never its temporary path: "layout.json", "the layout of
+     *  config.json"; empty without one. */
+    QString layoutName() const;
+    /**
+     * The layout a report or repaired checkpoint written at `output` names, so that its
+     * command runs after the window is closed: a generated layout is saved beside the output
+     * as OUTPUT.layout.json by the job that writes it; a layout file is named as it is.
+     */
+    QString keptLayoutPath(const QString &output) const;
     IndexSnapshot index() const { return m_index; }
     IndexSnapshot compareIndex() const { return m_compareIndex; }
     DiffSnapshot diff() const { return m_diff; }
     VerifySnapshot verification() const { return m_verification; }
     CompareSnapshot comparison() const { return m_comparison; }
     ValuesSnapshot values() const { return m_values; }
-    bool isJobRunning() const { return !m_jobs.isEmpty(); }
-    /** The kind of the job jobStarted/jobProgress/jobEnded speak of (read it in their slots;
-     *  kept after the job ends). */
-    JobKind jobKind() const { return m_jobKind; }
+    /** What the load does with each stored key, from diff() and verification() (computed with
+     *  them off the GUI thread; here when a caller set neither). Null without a diff. */
+    std::shared_ptr<const LoadMarkSet> loadMarks() const;
+    /**
+     * The tree of `index` (keysKnown or opened), built off the GUI thread, for
+     * CheckpointTreeModel::adopt(); once (null after, or for another snapshot).
+     */
+    std::shared_ptr<CheckpointTreeModel::Prepared> takePreparedTree(const IndexSnapshot &index);
+    /** The early index (keysKnown) whose tree the opened `index` completes
+     *  (CheckpointTreeModel::completeIndex()); null when the tree must be built anew. */
+    IndexSnapshot keysCompletedBy(const IndexSnapshot &index) const;
+
+    /** Whether a job (anything but details and objects) is queued or running. */
+    bool isJobRunning() const;
+    /** The jobs queued or running, oldest first. */
+    std::vector<JobInfo> jobs() const;
 
 public Q_SLOTS:
+    /** Opens a checkpoint (file or directory): opening, then opened or openFailed. */
     void open(const QString &path);
     /** Opens the checkpoint again; once open, reloaded() says what changed on disk. */
     void reload();
@@ -76,9 +106,9 @@ public Q_SLOTS:
     void setLayout(const QString &path);
     /**
      * The layout generated from a model config (Hugging Face config.json, Megatron arguments,
-     * or a Megatron checkpoint's saved args) with the CLI's layout options, on the long lane;
-     * it becomes the layout (layoutChanged) once written to the session's own temporary
-     * folder. A failure ends the job with the backend's one-line error.
+     * or a Megatron checkpoint's saved args) with the CLI's layout options, as a job; it
+     * becomes the layout (layoutChanged) once written to the session's own temporary folder. A
+     * failure ends the job with the backend's one-line error.
      */
     void setConfig(const QString &configPath, const shardscope::LayoutOptions &options = {});
     void runDiff(const shardscope::DiffOptions &options = {});
@@ -93,80 +123,105 @@ public Q_SLOTS:
     void runValues(shardscope::ValueDiffRequest request = {});
     /**
      * Renders the report `request` describes (its requests' opened indexes are filled from the
-     * session) and writes it to `path`, on the long lane; jobEnded says whether it was written.
+     * session; a generated layout is saved at keptLayoutPath(path) first) and writes it to
+     * `path`; exported() says it was written.
      */
     void exportReport(shardscope::ReportRequest request, const QString &path);
     /**
      * Writes a repaired checkpoint (shardscope-cli fix) of the open one, with the current
-     * layout, on the long lane; repaired() says what it wrote, or the job fails naming what
-     * blocks it (nothing is written then).
+     * layout (saved at keptLayoutPath(output) when generated); repaired() says what it wrote,
+     * or the job fails naming what blocks it (nothing is written then).
      */
     void saveRepaired(shardscope::FixRequest request);
     /**
      * Reads every tensor of a layer family (`decoder.layers.{i}.mlp.linear_fc1.weight`) and
-     * computes its statistics with the health kernels, on the long lane; answers
-     * layerStatsChanged.
+     * computes its statistics with the health kernels; answers layerStatsChanged.
      */
     void runLayerStats(const QString &family);
-    /** Stops the running job (and the queued ones). */
+    /** Reads a tensor of the open checkpoint and computes its statistics, SHA-256 and
+     *  histogram; answers tensorDetailsReady. Replaces an older request not yet answered. */
+    void requestTensorDetails(const QString &key);
+    /** Decodes a non-tensor entry; answers objectReady. Replaces an older request. */
+    void requestObject(const QString &key);
+    /** Stops every job (details and objects aside): each ends, cancelled. */
     void cancel();
+    /** Stops the jobs of one kind. */
+    void cancelKind(shardscope::model::JobKind kind);
 
 Q_SIGNALS:
-    /** A repaired checkpoint was written: one paragraph saying what changed and how to check. */
-    void repaired(const QString &summary);
     void opening(const QString &path);
-    /** A big DCP checkpoint's keys are read (BackendRunner::checkpointKeysKnown): its tree
-     *  can be shown; index() stays null until opened. */
+    /** A big DCP checkpoint's keys are read, its storage locations not yet: its tree can be
+     *  shown (takePreparedTree()); index() is still the previous checkpoint's. */
     void keysKnown(shardscope::model::IndexSnapshot keys);
     void opened(shardscope::model::IndexSnapshot index);
-    void openFailed(const QString &error);
+    /** The checkpoint at `path` could not be opened (one line); nothing else changed. */
+    void openFailed(const QString &path, const QString &error);
     void compareOpened(shardscope::model::IndexSnapshot index);
+    void compareOpenFailed(const QString &path, const QString &error);
     void layoutChanged(const QString &path);
     void diffChanged(shardscope::model::DiffSnapshot diff);
     void verificationChanged(shardscope::model::VerifySnapshot report);
     void comparisonChanged(shardscope::model::CompareSnapshot diff);
     void valuesChanged(shardscope::model::ValuesSnapshot values);
     void layerStatsChanged(shardscope::model::LayerStatsSnapshot stats);
+    void tensorDetailsReady(const shardscope::model::TensorDetails &details);
+    void objectReady(const shardscope::model::ObjectDetails &details);
     /** After reload(): what changed on disk since the previous open (describeReload()). */
     void reloaded(const QString &summary);
-    /** The open checkpoint was written, replaced or deleted on disk (once per open). */
+    /** The open checkpoint's contents changed on disk: a file written, replaced, added or
+     *  deleted (never its link count or access time); once per open. */
     void changedOnDisk();
+    /** A repaired checkpoint was written: one paragraph saying what changed and how to check. */
+    void repaired(const QString &summary);
+    /** A report was written to `path` (and its layout beside it, when generated). */
+    void exported(const QString &path);
 
-    void jobStarted(const QString &title);
-    /** Throttled by the runner. permille -1: unknown; etaSeconds < 0: no estimate yet. */
-    void jobProgress(const QString &stage, int permille, double etaSeconds);
-    /** ok false: failed or cancelled; message says which and why. */
-    void jobEnded(bool ok, const QString &message);
+    void jobStarted(const shardscope::model::JobInfo &job);
+    /** Throttled. permille -1: unknown; etaSeconds < 0: no estimate yet. */
+    void jobProgress(const shardscope::model::JobInfo &job, const QString &stage, int permille,
+                     double etaSeconds);
+    /** ok false: failed or cancelled; message says which and why (one line). */
+    void jobEnded(const shardscope::model::JobInfo &job, bool ok, const QString &message);
 
 private:
+    struct Opened;
+    struct DiskState;
+
     /** Cancels the queued or running jobs of `kind` (a newer one replaces them); each ends. */
     void supersede(JobKind kind);
     void applyLayout(const QString &path);
-    void track(quint64 job, JobKind kind);
     void clearResults(bool diffToo);
     void clearComparison();
+    void adoptOpened(const QString &path, const Opened &result);
+    void watch(const QString &path);
+    void onWatched();
+    /** The layout at `path`, read once per version of the file (any thread). */
+    Result<std::shared_ptr<const Layout>> cachedLayout(const std::string &path);
 
+    std::shared_ptr<CheckpointBackend> m_backend;
     BackendRunner *m_runner;
-    QString m_path, m_comparePath, m_layoutPath, m_configPath;
+    QString m_path, m_openingPath, m_comparePath, m_compareOpeningPath, m_layoutPath, m_configPath;
     shardscope::LayoutOptions m_layoutOptions;
-    QString m_pendingConfig; ///< of the running setConfig() job
-    shardscope::LayoutOptions m_pendingOptions;
     IndexSnapshot m_index, m_compareIndex;
     DiffSnapshot m_diff;
     VerifySnapshot m_verification;
     CompareSnapshot m_comparison;
     ValuesSnapshot m_values;
-    QHash<quint64, JobKind> m_jobs; ///< the jobs queued or running, by id
-    JobKind m_jobKind = JobKind::None;
-    quint64 m_layoutJob = 0;      ///< the running setConfig() job; 0: none
-    quint64 m_statsJob = 0;       ///< the running runLayerStats() job; 0: none
-    quint64 m_repairJob = 0;      ///< the running saveRepaired() job; 0: none
-    quint64 m_reloadJob = 0;      ///< the running comparison with the index before reload()
+    /** The marks computed with the last diff, and with the last verification. */
+    std::shared_ptr<const LoadMarkSet> m_diffMarks, m_verifyMarks;
+    /** The tree built with an index (keys or opened), until taken. */
+    std::pair<IndexSnapshot, std::shared_ptr<CheckpointTreeModel::Prepared>> m_preparedTree;
+    /** (early index, opened index) when the second completes the first's tree. */
+    std::pair<IndexSnapshot, IndexSnapshot> m_completedKeys;
     IndexSnapshot m_beforeReload; ///< while reload() opens the checkpoint again
     QFileSystemWatcher *m_watcher;
-    void watch(const QString &path);
-    QTemporaryDir m_layoutDir; ///< generated layouts (never next to a checkpoint)
+    std::unique_ptr<DiskState> m_disk; ///< what the watched paths held when opened
+    QTemporaryDir m_layoutDir;         ///< generated layouts (never next to a checkpoint)
     int m_layoutSerial = 0;
+    /** The layout the last diff read, by path, modification time and size: a rule toggle
+     *  does not read it again. Guarded: the lanes use it. */
+    QMutex m_layoutMutex;
+    std::pair<std::string, std::shared_ptr<const Layout>> m_layoutCache;
 };
 
 } // namespace shardscope::model

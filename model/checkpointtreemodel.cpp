@@ -187,7 +187,8 @@ QString CheckpointTreeModel::statusText(uint32_t node) const
     if (n.problemCount == 0)
         return {};
     if (n.kind == NodeKind::Group)
-        return n.problemCount == 1 ? tr("1 problem") : tr("%1 problems").arg(n.problemCount);
+        return n.problemCount == 1 ? tr("1 reading problem")
+                                   : tr("%1 reading problems").arg(formatCount(n.problemCount));
     const auto range = std::equal_range(
         m_tree->problems.begin(), m_tree->problems.end(), std::make_pair(node, uint32_t(0)),
         [](const auto &a, const auto &b) { return a.first < b.first; });
@@ -369,7 +370,7 @@ QVariant CheckpointTreeModel::headerData(int section, Qt::Orientation orientatio
     case LoadColumn:
         return tr("Load");
     case StatusColumn:
-        return tr("Status");
+        return tr("Reading");
     default:
         return {};
     }

@@ -130,8 +130,10 @@ QVariant DiffListModel::cellData(const QModelIndex &index, int role) const
         return sourcesText(e);
     case KeptAtInitRole:
         return kept;
-    case StoredKeyRole:
-        return e.sources.empty() ? QString() : QString::fromStdString(e.sources.front().key);
+    case StoredKeyRole: // the tree's row: what the load reads, else what holds its data unread
+        return !e.sources.empty()      ? QString::fromStdString(e.sources.front().key)
+               : !e.unreadKeys.empty() ? QString::fromStdString(e.unreadKeys.front())
+                                       : QString();
     default:
         return {};
     }

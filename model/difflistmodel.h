@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "backendrunner.h"
+#include "snapshots.h"
 
 #include "flattablemodel.h"
 
@@ -34,7 +34,8 @@ public:
         FixRole,                             ///< QString: the fix, if any
         SourcesRole,                         ///< QString: stored keys and the rows they fill
         KeptAtInitRole,                      ///< bool: a partial load silently keeps it
-        StoredKeyRole,                       ///< QString: the first stored key it draws from
+        StoredKeyRole, ///< QString: the first stored key it draws from, else the first that
+                       ///< holds its data unread (kept at init); empty when nothing is stored
     };
 
     explicit DiffListModel(QObject *parent = nullptr);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "formatting.h"
 
+#include <QCoreApplication>
+
 #include <shardscope/checkpoint.h>
 #include <shardscope/escape.h>
 
@@ -51,6 +53,12 @@ QString formatCount(uint64_t n)
     for (qsizetype i = digits.size() - 3; i > 0; i -= 3)
         digits.insert(i, QLatin1Char(','));
     return digits;
+}
+
+QString countOf(uint64_t n, const char *one, const char *many)
+{
+    return QStringLiteral("%1 %2").arg(
+        formatCount(n), QCoreApplication::translate("shardscope", n == 1 ? one : many));
 }
 
 QString tensorDTypeName(const TensorEntry &t)

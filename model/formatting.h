@@ -23,6 +23,9 @@ QString formatBytes(uint64_t bytes);
 QString formatShape(std::span<const int64_t> shape);
 /** "1,234,567": digit groups, independent of the locale. */
 QString formatCount(uint64_t n);
+/** "1 file", "1,234 files": a count with the noun it takes (`one` and `many` untranslated
+ *  English, translated in the "shardscope" context). */
+QString countOf(uint64_t n, const char *one, const char *many);
 /** torch's dtype name of a tensor entry ("bfloat16"), also when the dtype is not decoded. */
 QString tensorDTypeName(const TensorEntry &t);
 /** One line: "bfloat16  ·  [7168, 2048]  ·  14,680,064 elements  ·  28.0 MiB". */

@@ -4,6 +4,8 @@
 #include "formatting.h"
 #include "roles.h"
 
+#include <algorithm>
+
 namespace shardscope::model {
 
 namespace {
@@ -21,9 +23,27 @@ QString effectText(Problem::Effect e)
     return {};
 }
 
+// The report's rule (report/model.cpp): splits and renames the real load performs are the rules
+// working; everything else it does not fill as stored is a problem, a cast included.
+bool isLoadProblem(const DiffEntry &e)
+{
+    return !e.realLoadFills || (e.status != LoadStatus::Ok && e.status != LoadStatus::Split &&
+                                e.status != LoadStatus::Rename);
+}
+
+QString storedAs(const DiffEntry &e)
+{
+    if (!e.sources.empty())
+        return QString::fromStdString(e.sources.front().key);
+    if (!e.unreadKeys.empty())
+        return QString::fromStdString(e.unreadKeys.front());
+    return {};
+}
+
 } // namespace
 
-// Top-level rows carry internal id 0; a group's children carry the group's index + 1.
+// Top-level rows carry internal id 0: the load's groups, then the reading's; a group's children
+// carry the group's row + 1.
 
 ProblemListModel::ProblemListModel(QObject *parent)
     : QAbstractItemModel(parent)
@@ -48,9 +68,25 @@ void ProblemListModel::setKeyFilter(const QString &text)
     endResetModel();
 }
 
+void ProblemListModel::setDiff(DiffSnapshot diff)
+{
+    beginResetModel();
+    m_diff = std::move(diff);
+    m_keptAtInit.clear();
+    if (m_diff)
+        for (const std::string &k : m_diff->outcome.keptAtInit)
+            m_keptAtInit.push_back(k);
+    std::sort(m_keptAtInit.begin(), m_keptAtInit.end());
+    regroup();
+    endResetModel();
+}
+
 int ProblemListModel::totalProblemCount() const
 {
-    return m_index ? int(m_index->problems.size()) : 0;
+    int n = m_index ? int(m_index->problems.size()) : 0;
+    if (m_diff)
+        n += int(std::count_if(m_diff->entries.begin(), m_diff->entries.end(), isLoadProblem));
+    return n;
 }
 
 void ProblemListModel::regroup()
@@ -61,18 +97,25 @@ void ProblemListModel::regroup()
             if (m_matcher.matches(QString::fromStdString(p.key)))
                 m_shown.push_back(p);
     m_groups = groupProblems(m_shown);
+    m_loadShown.clear();
+    m_loadGroups.clear();
+    if (!m_diff)
+        return;
+    for (size_t i = 0; i < m_diff->entries.size(); ++i) {
+        const DiffEntry &e = m_diff->entries[i];
+        if (isLoadProblem(e) &&
+            (m_matcher.matches(QString::fromStdString(e.name)) || m_matcher.matches(storedAs(e))))
+            m_loadShown.push_back(i);
+    }
+    m_loadGroups = foldDiffEntries(*m_diff, m_loadShown);
 }
 
 const Problem *ProblemListModel::problemAt(int row) const
 {
-    if (row < 0 || size_t(row) >= m_groups.size() || m_groups[size_t(row)].members.size() != 1)
+    const int r = row - int(m_loadGroups.size());
+    if (r < 0 || size_t(r) >= m_groups.size() || m_groups[size_t(r)].members.size() != 1)
         return nullptr;
-    return &m_shown[m_groups[size_t(row)].members.front()];
-}
-
-int ProblemListModel::problemCount() const
-{
-    return int(m_shown.size());
+    return &m_shown[m_groups[size_t(r)].members.front()];
 }
 
 QModelIndex ProblemListModel::index(int row, int column, const QModelIndex &parent) const
@@ -92,11 +135,14 @@ QModelIndex ProblemListModel::parent(const QModelIndex &child) const
 int ProblemListModel::rowCount(const QModelIndex &parent) const
 {
     if (!parent.isValid())
-        return int(m_groups.size());
+        return int(m_loadGroups.size() + m_groups.size());
     if (parent.internalId() != 0 || parent.column() != 0)
         return 0;
-    const ProblemGroup &g = m_groups[size_t(parent.row())];
-    return g.members.size() > 1 ? int(g.members.size()) : 0;
+    const size_t row = size_t(parent.row());
+    const size_t members = row < m_loadGroups.size()
+                               ? m_loadGroups[row].entries.size()
+                               : m_groups[row - m_loadGroups.size()].members.size();
+    return members > 1 ? int(members) : 0;
 }
 
 int ProblemListModel::columnCount(const QModelIndex &) const
@@ -107,17 +153,69 @@ int ProblemListModel::columnCount(const QModelIndex &) const
 const Problem *ProblemListModel::problemOf(const QModelIndex &index) const
 {
     if (index.internalId() != 0)
-        return &m_shown[m_groups[index.internalId() - 1].members[size_t(index.row())]];
+        return &m_shown[m_groups[index.internalId() - 1 - m_loadGroups.size()]
+                            .members[size_t(index.row())]];
     return problemAt(index.row());
+}
+
+// A row of the load's problems: a group (several entries folded) or one entry.
+QVariant ProblemListModel::loadData(const QModelIndex &index, int role) const
+{
+    const bool child = index.internalId() != 0;
+    const DiffEntryGroup &g =
+        m_loadGroups[child ? size_t(index.internalId() - 1) : size_t(index.row())];
+    const bool group = !child && g.entries.size() > 1;
+    const DiffEntry &e =
+        m_diff->entries[child ? g.entries[size_t(index.row())] : g.entries.front()];
+    const bool kept =
+        std::binary_search(m_keptAtInit.begin(), m_keptAtInit.end(), std::string_view(e.name));
+    const std::string_view status = statusName(e.status);
+    const QString statusText = QString::fromUtf8(status.data(), qsizetype(status.size()));
+    const QString effect = kept               ? tr("silently kept at initial values")
+                           : e.wrongSource    ? tr("filled from the wrong key")
+                           : !e.realLoadFills ? tr("not filled (%1)").arg(statusText)
+                                              : tr("filled (%1)").arg(statusText);
+    switch (role) {
+    case Qt::DisplayRole:
+        switch (index.column()) {
+        case KeyColumn:
+            return group ? tr("%1 (%2)").arg(displayText(g.pattern),
+                                             countOf(g.entries.size(), "entry", "entries"))
+                         : displayText(e.name);
+        case FileColumn:
+            return group ? QString() : displayText(storedAs(e).toStdString());
+        case EffectColumn:
+            return effect;
+        case MessageColumn:
+            return displayText(group ? g.reason : e.reason);
+        default:
+            return QString();
+        }
+    case Qt::ToolTipRole:
+        if (index.column() == MessageColumn && !(group ? g.fix : e.fix).empty())
+            return tr("%1\nFix: %2")
+                .arg(displayText(group ? g.reason : e.reason), displayText(group ? g.fix : e.fix));
+        return data(index, Qt::DisplayRole);
+    case KeyRole: // the tree's row: where it is stored
+        return storedAs(e);
+    case SortRole:
+        return data(index, Qt::DisplayRole);
+    default:
+        return {};
+    }
 }
 
 QVariant ProblemListModel::data(const QModelIndex &index, int role) const
 {
     if (!checkIndex(index, CheckIndexOption::IndexIsValid))
         return {};
+    const bool load = index.internalId() != 0 ? index.internalId() - 1 < m_loadGroups.size()
+                                              : size_t(index.row()) < m_loadGroups.size();
+    if (load)
+        return loadData(index, role);
     const Problem *one = problemOf(index);
     if (!one) { // a group of many
-        const ProblemGroup &g = m_groups[size_t(index.row())];
+        const ProblemGroup &g = m_groups[size_t(index.row()) - m_loadGroups.size()];
         const Problem &first = m_shown[g.members.front()];
         switch (role) {
         case Qt::DisplayRole:
@@ -194,13 +292,13 @@ QVariant ProblemListModel::headerData(int section, Qt::Orientation orientation, 
     case KeyColumn:
         return tr("Key");
     case FileColumn:
-        return tr("File");
+        return tr("Stored in");
     case OffsetColumn:
         return tr("Offset");
     case EffectColumn:
-        return tr("Load");
+        return tr("What the load does");
     case MessageColumn:
-        return tr("Problem");
+        return tr("Why");
     default:
         return {};
     }

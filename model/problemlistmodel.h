@@ -2,9 +2,11 @@
 #pragma once
 
 #include "keymatcher.h"
+#include "snapshots.h"
 
 #include <QAbstractItemModel>
 
+#include <shardscope/report.h>
 #include <shardscope/session.h>
 
 #include <memory>
@@ -13,10 +15,13 @@
 namespace shardscope::model {
 
 /**
- * CheckpointIndex::problems folded by cause and file (shardscope::groupProblems): a problem of
- * its own is a row (key, file, byte offset, what it does to a load, message); a group of many is
- * one row ("7,200 keys", the file, the cause) whose children are its problems, so that a missing
- * data file is one expandable row, not thousands of identical ones.
+ * Every problem in one list, in one vocabulary: the load's first (once there is a diff: the
+ * entries the report calls problems, folded as the report folds them, shardscope::
+ * foldDiffEntries), then the reading's (CheckpointIndex::problems folded by cause and file,
+ * shardscope::groupProblems). A problem of its own is a row (key, where it is stored, byte
+ * offset, what the load does, why); a group of many is one row ("7,200 keys", …) whose children
+ * are its problems, so that a missing data file is one expandable row, not thousands of
+ * identical ones. KeyRole is the stored key the tree shows for a row.
  */
 class ProblemListModel : public QAbstractItemModel
 {
@@ -36,13 +41,24 @@ public:
     ~ProblemListModel() override;
 
     void setIndex(std::shared_ptr<const CheckpointIndex> index);
-    void clear() { setIndex(nullptr); }
-    /** The problem of a top-level row that holds one (a group of one); null for a group. */
+    /** The load's problems (null: no diff). */
+    void setDiff(DiffSnapshot diff);
+    void clear()
+    {
+        setDiff(nullptr);
+        setIndex(nullptr);
+    }
+    /** The reading problem of a top-level row that holds one (a group of one); null else. */
     const Problem *problemAt(int row) const;
-    /** The problems shown (those whose key the filter matches), however folded. */
-    int problemCount() const;
-    /** Every problem of the checkpoint, filtered or not. */
+    /** The problems shown (those whose key the filter matches), however folded: the load's
+     *  and the reading's. */
+    int problemCount() const { return loadProblemCount() + readingProblemCount(); }
+    int loadProblemCount() const { return int(m_loadShown.size()); }
+    int readingProblemCount() const { return int(m_shown.size()); }
+    /** Every problem, filtered or not. */
     int totalProblemCount() const;
+    /** Whether there is a diff (a load to have problems). */
+    bool hasDiff() const { return m_diff != nullptr; }
     /** Only the problems whose key matches, as the tree's filter text matches keys. */
     void setKeyFilter(const QString &text);
 
@@ -56,13 +72,18 @@ public:
 
 private:
     const Problem *problemOf(const QModelIndex &index) const;
+    QVariant loadData(const QModelIndex &index, int role) const;
 
     void regroup();
 
     std::shared_ptr<const CheckpointIndex> m_index;
+    DiffSnapshot m_diff;
     KeyMatcher m_matcher;
-    std::vector<Problem> m_shown; ///< the problems the filter matches
+    std::vector<Problem> m_shown; ///< the reading problems the filter matches
     std::vector<ProblemGroup> m_groups;
+    std::vector<size_t> m_loadShown;            ///< the load's problem entries the filter matches
+    std::vector<DiffEntryGroup> m_loadGroups;   ///< top-level rows before m_groups'
+    std::vector<std::string_view> m_keptAtInit; ///< sorted
 };
 
 } // namespace shardscope::model

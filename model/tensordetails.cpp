@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "tensordetails.h"
 
-#include "backendrunner.h"
-#include "layerstats.h"
-
 #include <utility>
 
 namespace shardscope::model {
@@ -22,22 +19,6 @@ void setHistogram(TensorDetails &details)
         const size_t middle = details.histogram.size() / 2;
         std::swap(details.histogram[0], details.histogram[middle]);
     }
-}
-
-void registerMetaTypes()
-{
-    qRegisterMetaType<TensorDetails>();
-    qRegisterMetaType<ObjectDetails>();
-    qRegisterMetaType<IndexSnapshot>();
-    // Names as signal signatures spell them, for string-based (queued) connections.
-    qRegisterMetaType<TensorDetails>("shardscope::model::TensorDetails");
-    qRegisterMetaType<ObjectDetails>("shardscope::model::ObjectDetails");
-    qRegisterMetaType<IndexSnapshot>("shardscope::model::IndexSnapshot");
-    qRegisterMetaType<DiffSnapshot>("shardscope::model::DiffSnapshot");
-    qRegisterMetaType<VerifySnapshot>("shardscope::model::VerifySnapshot");
-    qRegisterMetaType<CompareSnapshot>("shardscope::model::CompareSnapshot");
-    qRegisterMetaType<ValuesSnapshot>("shardscope::model::ValuesSnapshot");
-    qRegisterMetaType<LayerStatsSnapshot>("shardscope::model::LayerStatsSnapshot");
 }
 
 } // namespace shardscope::model

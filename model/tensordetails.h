@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "snapshots.h"
+
 #include <shardscope/checkpoint.h>
 #include <shardscope/health.h>
 
@@ -50,16 +52,10 @@ struct ObjectDetails
     bool ok() const { return error.isEmpty(); }
 };
 
-using IndexSnapshot = std::shared_ptr<const shardscope::CheckpointIndex>;
-
 /** Fills the plotted histogram of `details` from its health's bins. */
 void setHistogram(TensorDetails &details);
-
-/** Registers the types above for queued connections and QSignalSpy. Idempotent. */
-void registerMetaTypes();
 
 } // namespace shardscope::model
 
 Q_DECLARE_METATYPE(shardscope::model::TensorDetails)
 Q_DECLARE_METATYPE(shardscope::model::ObjectDetails)
-Q_DECLARE_METATYPE(shardscope::model::IndexSnapshot)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "backendrunner.h"
+#include "snapshots.h"
 
 #include "flattablemodel.h"
 

@@ -19,6 +19,28 @@ QString number(double v)
     return QString::number(v, 'g', 6);
 }
 
+QString keptStatsText()
+{
+    return VerifyTableModel::tr("No statistics: nothing stored reaches it (the verification "
+                                "fills it with a marker, not data)");
+}
+
+// A problem's note says what is wrong; a loaded parameter's is a remark ("looks freshly
+// initialised"), said as one so that it is not read as a problem.
+QString noteText(const ParamCheck &p)
+{
+    QString note = displayText(p.note);
+    if (p.outcome == ParamCheck::Outcome::KeptInitial)
+        return note.isEmpty() ? keptStatsText()
+                              : VerifyTableModel::tr("%1 (no statistics: the verification fills "
+                                                     "it with a marker, not data)")
+                                    .arg(note);
+    if (!note.isEmpty() && (p.outcome == ParamCheck::Outcome::Identical ||
+                            p.outcome == ParamCheck::Outcome::NotChecked))
+        return VerifyTableModel::tr("note: %1").arg(note);
+    return note;
+}
+
 } // namespace
 
 VerifyTableModel::VerifyTableModel(QObject *parent)
@@ -47,10 +69,14 @@ void VerifyTableModel::setReport(VerifySnapshot report, DiffSnapshot diff)
         std::stable_sort(m_order.begin(), m_order.end(),
                          [this](uint32_t a, uint32_t b) { return m_marks[a] > m_marks[b]; });
     }
+    // Where the tree shows it: the key the load reads, else the key that holds its data unread
+    // (a parameter kept at its initial values).
     if (m_diff)
         for (const DiffEntry &e : m_diff->entries)
-            if (e.section == Section::Model && !e.sources.empty())
-                m_sourceKey.emplace(e.name, e.sources.front().key);
+            if (e.section == Section::Model && (!e.sources.empty() || !e.unreadKeys.empty()))
+                m_sourceKey.emplace(e.name, !e.sources.empty()
+                                                ? std::string_view(e.sources.front().key)
+                                                : std::string_view(e.unreadKeys.front()));
     endResetModel();
 }
 
@@ -76,18 +102,26 @@ QVariant VerifyTableModel::cellData(const QModelIndex &index, int role) const
     const uint32_t at = m_order[size_t(index.row())];
     const ParamCheck &p = m_report->result.params[at];
     const bool mismatched = p.mismatches > 0;
+    // Nothing of the checkpoint reaches a parameter kept at its initial values: what the
+    // verification gathered for it is its marker fill, whose statistics say nothing.
+    const bool kept = p.outcome == ParamCheck::Outcome::KeptInitial;
+    const bool stats = p.health.count > 0 && !kept;
     switch (role) {
     case LoadMarkRole:
         return int(m_marks[at]);
     case NameRole:
         return QString::fromStdString(p.name);
+    case NoteIsProblemRole:
+        return m_marks[at] >= FirstAttentionMark;
     case SourceKeyRole: {
         auto it = m_sourceKey.find(p.name);
         return it == m_sourceKey.end() ? QString() : text(it->second);
     }
     case Qt::ToolTipRole:
         if (index.column() == NoteColumn || index.column() == OutcomeColumn)
-            return p.note.empty() ? QVariant() : displayText(p.note);
+            return p.note.empty() && !kept ? QVariant() : noteText(p);
+        if (kept && index.column() >= MeanColumn && index.column() <= MaxColumn)
+            return keptStatsText();
         if (index.column() == FingerprintColumn && !p.sha256.empty())
             return QStringLiteral("SHA-256 %1").arg(QString::fromStdString(p.sha256));
         return {};
@@ -136,15 +170,15 @@ QVariant VerifyTableModel::cellData(const QModelIndex &index, int role) const
         case FingerprintColumn:
             return QString::fromStdString(p.fingerprint);
         case MeanColumn:
-            return p.health.count ? number(p.health.mean) : QString();
+            return stats ? number(p.health.mean) : QString();
         case StdColumn:
-            return p.health.count ? number(p.health.std) : QString();
+            return stats ? number(p.health.std) : QString();
         case MinColumn:
-            return p.health.count ? number(p.health.min) : QString();
+            return stats ? number(p.health.min) : QString();
         case MaxColumn:
-            return p.health.count ? number(p.health.max) : QString();
+            return stats ? number(p.health.max) : QString();
         case NoteColumn:
-            return displayText(p.note);
+            return noteText(p);
         default:
             return {};
         }

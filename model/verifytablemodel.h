@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "backendrunner.h"
 #include "loadmarks.h"
+#include "snapshots.h"
 
 #include "flattablemodel.h"
 
@@ -16,6 +16,9 @@ namespace shardscope::model {
  * the ranks that hold a shard, the fingerprint and the statistics of the loaded values.
  * LoadMarkRole carries the row's mark (as the tree shows it), NameRole the parameter's name,
  * SourceKeyRole its first stored key (the tree's row for it); SortRole sorts numbers as numbers.
+ * A parameter kept at its initial values shows no statistics: what the verification gathered
+ * for it is its own marker fill. A loaded parameter's note is a remark ("note: looks freshly
+ * initialised …"), NoteIsProblemRole false, never worded or marked as a problem.
  */
 class VerifyTableModel : public FlatTableModel
 {
@@ -39,8 +42,10 @@ public:
     enum Role : int {
         LoadMarkRole = Qt::UserRole + 200, ///< int: a LoadMark
         NameRole,                          ///< QString: the parameter
-        SourceKeyRole, ///< QString: the first stored key it draws from (with a diff)
+        SourceKeyRole, ///< QString: the first stored key it draws from (with a diff), else the
+                       ///< first that holds its data unread (kept at its initial values)
         SortRole,
+        NoteIsProblemRole, ///< bool: the note says what is wrong (else it is a remark)
     };
 
     explicit VerifyTableModel(QObject *parent = nullptr);

@@ -107,7 +107,10 @@ void CheckpointTreeView::fitNameColumn()
     // Only the rows in sight: the width of a leaf 13 levels deep is its indentation, its icon
     // and its name (never every row: that is what ResizeToContents would do).
     const QFontMetrics fm(font());
-    int widest = 0;
+    QFont boldFont = font();
+    boldFont.setBold(true); // the Load column's worst mark is bold
+    const QFontMetrics bold(boldFont);
+    int widest = 0, shape = 0, load = 0;
     const int bottom = viewport()->height();
     for (QModelIndex i = indexAt(QPoint(0, 0)); i.isValid() && visualRect(i).top() < bottom;
          i = indexBelow(i)) {
@@ -118,11 +121,22 @@ void CheckpointTreeView::fitNameColumn()
         const int w = indentation() * (depth + 1) + iconSize().width() + 28 +
                       fm.horizontalAdvance(i.data(Qt::DisplayRole).toString());
         widest = std::max(widest, w);
+        // A filtered group's "30,335 of 650,681 entries" and a Load count are read whole,
+        // never elided mid-number.
+        shape = std::max(
+            shape, fm.horizontalAdvance(i.siblingAtColumn(ShapeColumn).data().toString()) + 16);
+        load =
+            std::max(load, bold.horizontalAdvance(i.siblingAtColumn(LoadColumn).data().toString()) +
+                               iconSize().width() + 20);
     }
     // Wider than the view if need be: the horizontal scroll bar reaches the other columns.
     const int want = std::max(widest, m_defaultNameWidth);
     if (header()->sectionSize(NameColumn) < want)
         header()->resizeSection(NameColumn, want);
+    if (header()->sectionSize(ShapeColumn) < shape)
+        header()->resizeSection(ShapeColumn, shape);
+    if (!isColumnHidden(LoadColumn) && header()->sectionSize(LoadColumn) < load)
+        header()->resizeSection(LoadColumn, load);
 }
 
 void CheckpointTreeView::applyDefaultColumnWidths()

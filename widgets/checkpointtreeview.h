@@ -41,7 +41,8 @@ public:
     QModelIndex firstTensor() const;
     /** Selects `index` (of this view's model), expanding its ancestors and scrolling to it. */
     void selectIndex(const QModelIndex &index);
-    /** Widens the name column to the rows in sight (never narrower than its default). */
+    /** Widens the name column to the rows in sight (never narrower than its default), and the
+     *  Shape and Load columns to their texts there, so that no count is elided. */
     void fitNameColumn();
 
 Q_SIGNALS:

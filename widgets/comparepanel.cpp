@@ -142,8 +142,7 @@ ComparePanel::ComparePanel(QWidget *parent)
     m_compareValues->setToolTip(tr("Read both checkpoints through the layout's rules and "
                                    "compare every tensor (Tools ▸ Compare Values, Ctrl+Shift+V)"));
     m_compareValues->setEnabled(false);
-    connect(m_compareValues, &QPushButton::clicked, this,
-            [this] { Q_EMIT valuesRequested(valueRequest()); });
+    connect(m_compareValues, &QPushButton::clicked, this, &ComparePanel::compareValues);
     m_summary->setObjectName(QStringLiteral("valuesSummary"));
     m_against->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_against->setTextFormat(Qt::PlainText); // may quote the file
@@ -202,19 +201,32 @@ ComparePanel::ComparePanel(QWidget *parent)
 
     // The plots: |a − b| of the selected pair, binned by powers of two; and its family's relative
     // L2 difference per layer.
+    // Counts on a log scale, and the equal pairs as a grey bar of their own at the left: one
+    // differing element among a million equal ones is one short bar beside a tall grey one,
+    // never a full-height bar alone.
     QCustomPlot *h = m_histogram->plot();
     auto *bars = new QCPBars(h->xAxis, h->yAxis);
     bars->setPen(Qt::NoPen);
     bars->setBrush(QColor(0x3d, 0x7e, 0xc4));
     bars->setWidth(0.9);
+    bars->setBaseValue(0.5);
+    auto *equal = new QCPBars(h->xAxis, h->yAxis);
+    equal->setPen(Qt::NoPen);
+    equal->setBrush(QColor(0x9a, 0x9a, 0x9a));
+    equal->setWidth(0.9);
+    equal->setBaseValue(0.5);
     h->xAxis->setLabel(tr("log₂ |a − b|"));
-    h->yAxis->setLabel(tr("elements"));
+    h->yAxis->setLabel(tr("elements (log scale)"));
+    h->yAxis->setScaleType(QCPAxis::stLogarithmic);
+    h->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
     h->yAxis->setNumberFormat(QStringLiteral("gb"));
-    m_histogram->setHoverText([](int, int, double key, double value) {
-        return QObject::tr("|a − b| in [2^%1, 2^%2): %3 elements")
+    m_histogram->setHoverText([](int plottable, int, double key, double value) {
+        if (plottable == 1)
+            return QObject::tr("equal pairs: %1").arg(model::formatCount(uint64_t(value)));
+        return QObject::tr("|a − b| in [2^%1, 2^%2): %3")
             .arg(key)
             .arg(key + 1)
-            .arg(model::formatCount(uint64_t(value)));
+            .arg(model::countOf(uint64_t(value), "element", "elements"));
     });
     QCustomPlot *l = m_layers->plot();
     m_layers->addLayerSeries();
@@ -341,7 +353,9 @@ void ComparePanel::showTensor(int tensor)
     QCustomPlot *h = m_histogram->plot();
     QCustomPlot *l = m_layers->plot();
     auto *bars = static_cast<QCPBars *>(h->plottable(0));
+    auto *equal = static_cast<QCPBars *>(h->plottable(1));
     bars->data()->clear();
+    equal->data()->clear();
     l->graph(0)->data()->clear();
     l->graph(1)->data()->clear();
     m_layerTensors.clear();
@@ -352,19 +366,37 @@ void ComparePanel::showTensor(int tensor)
         return;
     }
     const TensorValueDiff &t = v->tensors[size_t(tensor)];
-    // [0]: equal pairs; [k]: |a − b| in [2^(k − 41), 2^(k − 40)).
-    for (size_t k = 1; k < t.histogram.size(); ++k)
-        if (t.histogram[k] > 0)
-            bars->addData(double(k) - 41.0, double(t.histogram[k]));
-    h->xAxis->setLabel(
-        t.differing
-            ? tr("log₂ |a − b| · %1 equal pairs")
-                  .arg(model::formatCount(uint64_t(t.count - t.differing)))
-            : tr("log₂ |a − b| · all %1 pairs equal").arg(model::formatCount(uint64_t(t.count))));
-    h->rescaleAxes();
-    h->xAxis->scaleRange(1.15);
-    h->yAxis->setRangeLower(0);
-    h->replot();
+    if (t.verdict == TensorValueDiff::Verdict::NotCompared) {
+        // Nothing was read: no pairs, equal or not.
+        h->xAxis->setLabel(tr("not compared: %1").arg(QString::fromStdString(t.why)));
+        h->xAxis->setRange(-1, 1);
+        h->yAxis->setRange(0.5, 10);
+        h->replot();
+    } else {
+        // [0]: equal pairs; [k]: |a − b| in [2^(k − 41), 2^(k − 40)).
+        double lowest = 0;
+        bool any = false;
+        for (size_t k = 1; k < t.histogram.size(); ++k)
+            if (t.histogram[k] > 0) {
+                bars->addData(double(k) - 41.0, double(t.histogram[k]));
+                lowest = any ? std::min(lowest, double(k) - 41.0) : double(k) - 41.0;
+                any = true;
+            }
+        const int64_t equalPairs = t.histogram.empty() ? t.count - t.differing : t.histogram[0];
+        if (equalPairs > 0)
+            equal->addData(any ? lowest - 2 : 0, double(equalPairs));
+        h->xAxis->setLabel(
+            t.differing
+                ? tr("log₂ |a − b| · %1 of %2 differ (grey: equal pairs)")
+                      .arg(model::formatCount(uint64_t(t.differing)),
+                           model::countOf(uint64_t(t.count), "pair", "pairs"))
+                : tr("all %1 equal").arg(model::countOf(uint64_t(t.count), "pair", "pairs")));
+        h->rescaleAxes();
+        h->xAxis->scaleRange(1.3);
+        h->yAxis->setRangeLower(0.5);
+        h->yAxis->setRangeUpper(std::max(2.0, h->yAxis->range().upper * 2));
+        h->replot();
+    }
 
     // The family across layers, in layer order.
     const model::LayerKey key = model::layerKey(QString::fromStdString(t.name));
@@ -393,6 +425,11 @@ void ComparePanel::showTensor(int tensor)
     if (l->yAxis->range().upper <= 0)
         l->yAxis->setRangeUpper(1);
     l->replot();
+}
+
+void ComparePanel::compareValues()
+{
+    Q_EMIT valuesRequested(valueRequest());
 }
 
 void ComparePanel::jobStarted()

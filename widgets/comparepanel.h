@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "model/backendrunner.h"
+#include "model/snapshots.h"
 
 #include <QWidget>
 
@@ -47,6 +47,9 @@ public:
     void selectTensor(int tensor);
 
 public Q_SLOTS:
+    /** Asks for the values compared with the panel's tolerances (valuesRequested), as its
+     *  button does. */
+    void compareValues();
     void jobStarted();
     void jobEnded(bool ok, const QString &message);
 

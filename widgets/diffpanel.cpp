@@ -3,6 +3,7 @@
 #include "plaintooltips.h"
 
 #include "columnfit.h"
+#include "flowlayout.h"
 #include "model/diffchoices.h"
 #include "model/difffilterproxy.h"
 #include "model/difflistmodel.h"
@@ -98,7 +99,7 @@ DiffPanel::DiffPanel(QWidget *parent)
     m_banner->setTextInteractionFlags(Qt::TextSelectableByMouse);
     // Room for what the banner says once there is a diff (the load, its message, what is kept
     // at init), so that the controls below do not move when it comes.
-    m_banner->setMinimumHeight(3 * fontMetrics().lineSpacing() + 4);
+    m_banner->setMinimumHeight(4 * fontMetrics().lineSpacing() + 4);
     m_banner->setAlignment(Qt::AlignLeft | Qt::AlignTop);
     m_banner->setText(tr("No layout: File ▸ Check Against Layout… or Model Config…"));
 
@@ -160,15 +161,19 @@ DiffPanel::DiffPanel(QWidget *parent)
     m_details->setPlaceholderText(tr("The selected entry: its full key, where it is stored, "
                                      "why, and the fix."));
 
-    auto *controls = new QHBoxLayout;
+    // One row where there is room, wrapped at a laptop's width: never the window's minimum.
+    auto *controls = new FlowLayout(nullptr, 6, 2);
     controls->addWidget(m_status);
     controls->addWidget(m_rules);
-    controls->addWidget(new QLabel(tr("Strictness"), this));
-    controls->addWidget(m_strictness);
+    auto *strictness = new QWidget(this);
+    auto *strictnessLayout = new QHBoxLayout(strictness);
+    strictnessLayout->setContentsMargins(0, 0, 0, 0);
+    strictnessLayout->addWidget(new QLabel(tr("Strictness"), strictness));
+    strictnessLayout->addWidget(m_strictness);
+    controls->addWidget(strictness);
     controls->addWidget(m_partial);
-    controls->addSpacing(12);
-    controls->addWidget(attentionLegend(this));
-    controls->addStretch(1);
+    for (QWidget *item : attentionLegendItems(this))
+        controls->addWidget(item);
 
     auto *split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(m_view);
@@ -223,6 +228,12 @@ void DiffPanel::setOptions(const DiffOptions &o)
     m_partial->setChecked(!o.strictLoad);
 }
 
+void DiffPanel::setAgainst(const QString &what)
+{
+    m_against = what;
+    updateBanner();
+}
+
 void DiffPanel::setFilterText(const QString &text)
 {
     m_proxy->setFilterText(text);
@@ -254,7 +265,9 @@ void DiffPanel::updateBanner()
 {
     const model::DiffSnapshot &d = m_model->diff();
     if (!d) {
-        m_banner->setText(tr("No diff yet."));
+        m_banner->setText(m_against.isEmpty()
+                              ? tr("No layout: File ▸ Check Against Layout… or Model Config…")
+                              : tr("Checking against %1…").arg(m_against.toHtmlEscaped()));
         return;
     }
     const LoadOutcome &o = d->outcome;
@@ -265,12 +278,33 @@ void DiffPanel::updateBanner()
         html += QStringLiteral("<br><code>%1</code>")
                     .arg(QString::fromStdString(o.message).toHtmlEscaped());
     if (!o.keptAtInit.empty())
-        html += tr("<br><span style=\"color:%2; font-weight:bold\">%1 parameters silently "
-                   "keep their initial values</span>")
+        html += (o.keptAtInit.size() == 1
+                     ? tr("<br><span style=\"color:%2; font-weight:bold\">%1 parameter silently "
+                          "keeps its initial values</span>")
+                     : tr("<br><span style=\"color:%2; font-weight:bold\">%1 parameters "
+                          "silently keep their initial values</span>"))
                     .arg(model::formatCount(o.keptAtInit.size()),
                          attentionColor(Attention::Worst, palette()).name());
     for (const std::string &w : o.warnings)
         html += QStringLiteral("<br>⚠ %1").arg(QString::fromStdString(w).toHtmlEscaped());
+    // What it was checked against and how, said every time: a newly opened checkpoint keeps
+    // the layout and the rules, and nothing may be kept silently.
+    QStringList how;
+    if (!d->options.disabledRules.empty()) {
+        QStringList off;
+        for (const std::string &r : d->options.disabledRules)
+            off << QString::fromStdString(r);
+        how << tr("rules off: %1").arg(off.join(QStringLiteral(", ")));
+    } else {
+        how << tr("every rule on");
+    }
+    how << tr("strictness %1").arg(model::strictnessNames().value(int(d->options.strictness)));
+    if (!d->options.strictLoad)
+        how << tr("partial load");
+    html += tr("<br><small>Checked against %1 · %2</small>")
+                .arg((m_against.isEmpty() ? QString::fromStdString(d->against) : m_against)
+                         .toHtmlEscaped(),
+                     how.join(QStringLiteral(" · ")).toHtmlEscaped());
     m_banner->setText(html);
 }
 

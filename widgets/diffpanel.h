@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "model/backendrunner.h"
+#include "model/snapshots.h"
 
 #include <QWidget>
 
@@ -34,6 +34,9 @@ public:
     explicit DiffPanel(QWidget *parent = nullptr);
 
     void setDiff(const model::DiffSnapshot &diff);
+    /** What the checkpoint is checked against, in words ("the layout of config.json"), said
+     *  in the banner with the options the diff ran with. */
+    void setAgainst(const QString &what);
     /** The options the controls say: rules switched off, strictness, partial load. */
     shardscope::DiffOptions options() const;
     /** Sets the controls (no optionsChanged). */
@@ -58,6 +61,7 @@ private:
     void showDetails(const QModelIndex &proxyIndex, const QString &caption = {});
     void updateBanner();
 
+    QString m_against;
     model::DiffListModel *m_model;
     model::DiffFilterProxy *m_proxy;
     QLabel *m_banner;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "layerplot.h"
 
+#include "model/formatting.h"
 #include "model/layerfamily.h"
 #include "plotframe.h"
 #include "qcustomplotinclude.h"
@@ -96,7 +97,8 @@ void LayerPlot::setStats(const model::LayerStatsSnapshot &stats)
         return;
     m_stats = stats;
     if (stats)
-        m_family->setText(tr("%1: %2 layers").arg(stats->family).arg(stats->layers.size()));
+        m_family->setText(tr("%1: %2").arg(
+            stats->family, model::countOf(stats->layers.size(), "layer", "layers")));
     redraw();
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "model/backendrunner.h"
+#include <shardscope/layout.h>
 
 #include <QDialog>
 

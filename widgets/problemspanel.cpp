@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "problemspanel.h"
+
+#include "model/formatting.h"
 #include "plaintooltips.h"
 
 #include "model/problemlistmodel.h"
@@ -66,17 +68,25 @@ void ProblemsPanel::setModel(model::ProblemListModel *model)
 
 void ProblemsPanel::updateTitle()
 {
-    const int n = m_model ? m_model->problemCount() : 0;
+    // The load's problems and the reading's, named apart and counted as the report counts them.
+    const int load = m_model ? m_model->loadProblemCount() : 0;
+    const int reading = m_model ? m_model->readingProblemCount() : 0;
     const int total = m_model ? m_model->totalProblemCount() : 0;
-    const int groups = m_model ? m_model->rowCount() : 0;
-    QString title = n == 0        ? tr("Problems: none found")
-                    : n == 1      ? tr("Problems: 1")
-                    : groups == n ? tr("Problems: %1").arg(n)
-                    : groups == 1 ? tr("Problems: %1, one cause").arg(n)
-                                  : tr("Problems: %1 in %2 groups").arg(n).arg(groups);
-    if (n != total) // the tree's filter holds: say so, and what it leaves out
+    const QString readingText =
+        reading == 0 ? tr("none reading the checkpoint")
+                     : tr("%1 reading the checkpoint").arg(model::formatCount(uint64_t(reading)));
+    QString title;
+    if (!m_model || !m_model->hasDiff())
+        title = tr("Problems: %1 (no layout yet: the load is not known)").arg(readingText);
+    else if (load == 0)
+        title = tr("Problems: none in the load, %1").arg(readingText);
+    else
+        title = tr("Problems: %1 in the load, %2")
+                    .arg(model::countOf(uint64_t(load), "entry", "entries"), readingText);
+    if (load + reading != total) // the tree's filter holds: say so, and what it leaves out
         title += tr(" (of %1; the filter hides the rest)").arg(total);
     m_title->setText(title);
+    m_title->setToolTip(title);
 }
 
 } // namespace shardscope::widgets

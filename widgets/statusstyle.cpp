@@ -76,27 +76,36 @@ void applyAttention(QStyleOptionViewItem *option, Attention level, bool markFine
 
 QString showJobProgress(QProgressBar *bar, const QString &stage, int permille, double etaSeconds)
 {
+    const QString left = etaSeconds < 0 ? QString() : timeLeftText(etaSeconds);
     if (permille < 0) {
         bar->setRange(0, 0);
     } else {
         bar->setRange(0, 1000);
         bar->setValue(permille);
     }
-    if (etaSeconds < 0)
+    // The bar says the share done and the time left itself, where it is wide enough to.
+    bar->setFormat(left.isEmpty() ? QStringLiteral("%p%") : QStringLiteral("%p% · ") + left);
+    if (left.isEmpty())
         return stage;
-    return QCoreApplication::translate("Progress", "%1 · about %2 s left")
-        .arg(stage)
-        .arg(qRound(etaSeconds));
+    return QCoreApplication::translate("Progress", "%1 · %2").arg(stage, left);
 }
 
-QWidget *attentionLegend(QWidget *parent)
+QString timeLeftText(double seconds)
 {
-    auto *legend = new QWidget(parent);
-    legend->setObjectName(QStringLiteral("legend"));
-    auto *layout = new QHBoxLayout(legend);
-    layout->setContentsMargins(0, 0, 0, 0);
-    const QStyle *style = legend->style();
-    const int size = legend->fontMetrics().height();
+    const int s = qMax(1, qRound(seconds));
+    if (s < 90)
+        return QCoreApplication::translate("Progress", "about %1 s left").arg(s);
+    if (s < 90 * 60)
+        return QCoreApplication::translate("Progress", "about %1 min left").arg(qRound(s / 60.0));
+    return QCoreApplication::translate("Progress", "about %1 h left")
+        .arg(QString::number(s / 3600.0, 'f', 1));
+}
+
+QList<QWidget *> attentionLegendItems(QWidget *parent)
+{
+    QList<QWidget *> out;
+    const QStyle *style = parent->style();
+    const int size = parent->fontMetrics().height();
     const std::pair<Attention, const char *> items[] = {
         {Attention::Fine, QT_TRANSLATE_NOOP("Legend", "loads as stored")},
         {Attention::Warning,
@@ -104,14 +113,19 @@ QWidget *attentionLegend(QWidget *parent)
         {Attention::Bad, QT_TRANSLATE_NOOP("Legend", "the load raises, or fills it wrongly")},
         {Attention::Worst, QT_TRANSLATE_NOOP("Legend", "silently kept at its initial values")}};
     for (const auto &[level, text] : items) {
+        auto *item = new QWidget(parent);
+        item->setObjectName(QStringLiteral("legendItem"));
+        auto *layout = new QHBoxLayout(item);
+        layout->setContentsMargins(0, 0, 0, 0);
+        layout->setSpacing(3);
         QStyle::StandardPixmap icon = level == Attention::Fine      ? QStyle::SP_DialogApplyButton
                                       : level == Attention::Warning ? QStyle::SP_MessageBoxWarning
                                                                     : QStyle::SP_MessageBoxCritical;
-        auto *pixmap = new QLabel(legend);
+        auto *pixmap = new QLabel(item);
         pixmap->setPixmap(style->standardIcon(icon).pixmap(size, size));
-        auto *label = new QLabel(QCoreApplication::translate("Legend", text), legend);
+        auto *label = new QLabel(QCoreApplication::translate("Legend", text), item);
         QPalette pal = label->palette();
-        pal.setColor(QPalette::WindowText, attentionColor(level, legend->palette()));
+        pal.setColor(QPalette::WindowText, attentionColor(level, parent->palette()));
         label->setPalette(pal);
         if (level == Attention::Worst) {
             QFont bold = label->font();
@@ -120,8 +134,19 @@ QWidget *attentionLegend(QWidget *parent)
         }
         layout->addWidget(pixmap);
         layout->addWidget(label);
-        layout->addSpacing(size);
+        out.append(item);
     }
+    return out;
+}
+
+QWidget *attentionLegend(QWidget *parent)
+{
+    auto *legend = new QWidget(parent);
+    legend->setObjectName(QStringLiteral("legend"));
+    auto *layout = new QHBoxLayout(legend);
+    layout->setContentsMargins(0, 0, 0, 0);
+    for (QWidget *item : attentionLegendItems(legend))
+        layout->addWidget(item);
     layout->addStretch(1);
     return legend;
 }

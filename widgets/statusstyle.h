@@ -4,6 +4,7 @@
 #include "model/loadmarks.h"
 
 #include <QColor>
+#include <QList>
 
 class QStyleOptionViewItem;
 class QPalette;
@@ -30,7 +31,12 @@ void applyAttention(QStyleOptionViewItem *option, Attention level, bool markFine
  *  time left (etaSeconds < 0: no estimate yet) as one line. */
 QString showJobProgress(QProgressBar *bar, const QString &stage, int permille, double etaSeconds);
 
+/** "about 12 s left", "about 4 min left", "about 1.5 h left". */
+QString timeLeftText(double seconds);
+
 /** A legend of the levels as the views show them (icon, colour, what each means). */
 QWidget *attentionLegend(QWidget *parent);
+/** The legend's entries, one widget each, for a layout that wraps them. */
+QList<QWidget *> attentionLegendItems(QWidget *parent);
 
 } // namespace shardscope::widgets

@@ -197,10 +197,14 @@ TensorDetailsPanel::TensorDetailsPanel(QWidget *parent)
     m_groupSize = valueLabel(groupBox);
     m_groupChunks = valueLabel(groupBox);
     m_groupProblems = valueLabel(groupBox);
+    m_groupLoad = valueLabel(groupBox);
+    m_groupLoad->setWordWrap(true);
     m_groupForm->addRow(tr("Elements"), m_groupElements);
     m_groupForm->addRow(tr("Size"), m_groupSize);
     m_groupForm->addRow(tr("Chunks"), m_groupChunks);
-    m_groupForm->addRow(tr("Problems"), m_groupProblems);
+    // The tree's two columns, named as the tree and the status bar name them.
+    m_groupForm->addRow(tr("Reading problems"), m_groupProblems);
+    m_groupForm->addRow(tr("Load"), m_groupLoad);
     gl->addWidget(groupBox);
     gl->addStretch(1);
     m_stack->insertWidget(GroupPage, m_groupPage);
@@ -359,13 +363,20 @@ void TensorDetailsPanel::showGroup(const QModelIndex &index)
 {
     m_key = index.data(KeyRole).toString();
     m_waiting = false;
-    setTitle(m_key, tr("group  ·  %1 children").arg(index.model()->rowCount(index)));
+    setTitle(m_key,
+             tr("group  ·  %1")
+                 .arg(countOf(uint64_t(index.model()->rowCount(index)), "child", "children")));
     setProblems({});
     m_groupElements->setText(formatCount(index.data(NumelRole).toULongLong()));
     const qulonglong bytes = index.data(BytesRole).toULongLong();
     m_groupSize->setText(tr("%1  (%2 bytes)").arg(formatBytes(bytes), formatCount(bytes)));
     m_groupChunks->setText(formatCount(index.data(ChunkCountRole).toULongLong()));
-    m_groupProblems->setText(QString::number(index.data(ProblemCountRole).toInt()));
+    const int reading = index.data(ProblemCountRole).toInt();
+    m_groupProblems->setText(reading == 0 ? tr("none") : formatCount(uint64_t(reading)));
+    const QString load = index.siblingAtColumn(LoadColumn).data().toString();
+    m_groupLoad->setText(load.isEmpty()
+                             ? tr("not known (no layout yet)")
+                             : tr("%1 (the keys below that carry the worst mark)").arg(load));
     m_stack->setCurrentIndex(GroupPage);
 }
 

@@ -89,7 +89,7 @@ private:
     QWidget *m_groupPage = nullptr;
     QFormLayout *m_groupForm = nullptr;
     QLabel *m_groupElements = nullptr, *m_groupSize = nullptr, *m_groupChunks = nullptr,
-           *m_groupProblems = nullptr;
+           *m_groupProblems = nullptr, *m_groupLoad = nullptr;
 };
 
 } // namespace shardscope::widgets

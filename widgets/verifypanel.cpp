@@ -17,9 +17,12 @@
 #include <QPushButton>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
+#include <QStyle>
 #include <QStyledItemDelegate>
 #include <QTreeView>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 namespace shardscope::widgets {
 
@@ -37,9 +40,24 @@ protected:
     void initStyleOption(QStyleOptionViewItem *option, const QModelIndex &index) const override
     {
         QStyledItemDelegate::initStyleOption(option, index);
+        const auto mark = LoadMark(index.data(VerifyTableModel::LoadMarkRole).toInt());
+        if (index.column() == VerifyTableModel::NoteColumn && !option->text.isEmpty()) {
+            // A problem's note in its colour; a loaded parameter's remark muted, with an
+            // information sign: never read as one of the problems listed above it.
+            if (index.data(VerifyTableModel::NoteIsProblemRole).toBool()) {
+                option->palette.setColor(QPalette::Text,
+                                         attentionColor(attentionFor(mark), option->palette));
+            } else {
+                option->palette.setColor(QPalette::Text,
+                                         option->palette.color(QPalette::PlaceholderText));
+                option->features |= QStyleOptionViewItem::HasDecoration;
+                option->icon =
+                    option->widget->style()->standardIcon(QStyle::SP_MessageBoxInformation);
+            }
+            return;
+        }
         if (index.column() != VerifyTableModel::OutcomeColumn)
             return;
-        const auto mark = LoadMark(index.data(VerifyTableModel::LoadMarkRole).toInt());
         if (mark != LoadMark::None)
             applyAttention(option, attentionFor(mark));
     }
@@ -147,7 +165,7 @@ VerifyPanel::VerifyPanel(QWidget *parent)
 
     m_run->setToolTip(tr("Perform the planned load of every rank and check it bit for bit "
                          "(Tools ▸ Verify Load, Ctrl+R)"));
-    connect(m_run, &QPushButton::clicked, this, [this] { Q_EMIT runRequested(request()); });
+    connect(m_run, &QPushButton::clicked, this, &VerifyPanel::run);
     connect(m_cancel, &QPushButton::clicked, this, &VerifyPanel::cancelRequested);
     m_progress->setMaximumWidth(220);
     m_progress->setMaximumHeight(16);
@@ -216,6 +234,11 @@ shardscope::VerifyRequest VerifyPanel::request() const
     return r;
 }
 
+void VerifyPanel::run()
+{
+    Q_EMIT runRequested(request());
+}
+
 void VerifyPanel::setReady(bool ready, const QString &why)
 {
     m_run->setEnabled(ready && !m_running);
@@ -251,7 +274,7 @@ void VerifyPanel::updateSummary()
         if (n)
             text += QStringLiteral(" · <b>%1 %2</b>").arg(model::formatCount(n), what);
     text += tr(" · %1 · %2 in %3 s")
-                .arg(v.world == 1 ? tr("1 rank") : tr("%1 ranks").arg(v.world))
+                .arg(model::countOf(uint64_t(v.world), "rank", "ranks"))
                 .arg(model::formatBytes(v.bytesRead))
                 .arg(v.seconds, 0, 'f', 2);
     m_summary->setText(text);
@@ -264,22 +287,24 @@ bool VerifyPanel::selectStoredKey(const QString &key)
     if (!m_diff || !m_model->report())
         return false;
     const std::string k = key.toStdString();
+    // The parameter the load fills from the key, or the one whose data it holds unread (kept
+    // at its initial values).
     for (const DiffEntry &e : m_diff->entries) {
         if (e.section != Section::Model)
             continue;
-        for (const DiffSource &s : e.sources) {
-            if (s.key != k)
-                continue;
-            const int row = m_model->rowOf(QString::fromStdString(e.name));
-            const QModelIndex at = m_proxy->mapFromSource(m_model->index(row, 0));
-            if (row < 0 || !at.isValid())
-                continue;
-            const QSignalBlocker block(m_view->selectionModel());
-            m_view->setCurrentIndex(at);
-            m_view->scrollTo(at);
-            m_view->viewport()->update();
-            return true;
-        }
+        const bool reads = std::any_of(e.sources.begin(), e.sources.end(),
+                                       [&](const DiffSource &s) { return s.key == k; });
+        if (!reads && std::find(e.unreadKeys.begin(), e.unreadKeys.end(), k) == e.unreadKeys.end())
+            continue;
+        const int row = m_model->rowOf(QString::fromStdString(e.name));
+        const QModelIndex at = m_proxy->mapFromSource(m_model->index(row, 0));
+        if (row < 0 || !at.isValid())
+            continue;
+        const QSignalBlocker block(m_view->selectionModel());
+        m_view->setCurrentIndex(at);
+        m_view->scrollTo(at);
+        m_view->viewport()->update();
+        return true;
     }
     return false;
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "model/backendrunner.h"
+#include "model/snapshots.h"
 
 #include <QWidget>
 
@@ -44,6 +44,8 @@ public:
     model::VerifyTableModel *tableModel() const { return m_model; }
 
 public Q_SLOTS:
+    /** Asks for a run with what the controls say (runRequested), as the Run button does. */
+    void run();
     void jobStarted();
     void jobProgress(const QString &stage, int permille, double etaSeconds);
     void jobEnded(bool ok, const QString &message);

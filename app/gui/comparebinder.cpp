@@ -11,6 +11,8 @@
 namespace shardscope::gui {
 
 using model::CheckpointSession;
+using model::JobInfo;
+using model::JobKind;
 using widgets::ComparePanel;
 
 void bindComparePanel(ComparePanel *panel, CheckpointSession *session, WindowServices &window)
@@ -20,10 +22,21 @@ void bindComparePanel(ComparePanel *panel, CheckpointSession *session, WindowSer
             window.dialogParent(), QObject::tr("Checkpoint to compare with"),
             QFileInfo(session->path()).absolutePath());
         if (!dir.isEmpty())
-            window.setComparePath(dir);
+            session->openCompare(dir);
     });
-    QObject::connect(panel, &ComparePanel::valuesRequested, panel,
-                     [&window] { window.compareValues(); });
+    // Values with the panel's tolerances and the rules the diff shows.
+    QObject::connect(panel, &ComparePanel::valuesRequested, session,
+                     [session, &window](ValueDiffRequest request) {
+                         if (!session->index() || !session->compareIndex()) {
+                             window.showError(QObject::tr("Compare values"),
+                                              QObject::tr("Open a second checkpoint first (File "
+                                                          "▸ Compare With…)."));
+                             return;
+                         }
+                         window.showPanel(QStringLiteral("compare"));
+                         request.disabledRules = window.diffOptions().disabledRules;
+                         session->runValues(std::move(request));
+                     });
     QObject::connect(panel, &ComparePanel::keySelected, panel,
                      [&window](const QString &key) { window.selectStoredKey(key); });
     // The structure as soon as the second checkpoint is open; values when asked.
@@ -36,16 +49,13 @@ void bindComparePanel(ComparePanel *panel, CheckpointSession *session, WindowSer
     QObject::connect(session, &CheckpointSession::comparisonChanged, panel,
                      &ComparePanel::setComparison);
     QObject::connect(session, &CheckpointSession::valuesChanged, panel, &ComparePanel::setValues);
-    auto comparingValues = [session] {
-        return session->jobKind() == CheckpointSession::JobKind::Values;
-    };
-    QObject::connect(session, &CheckpointSession::jobStarted, panel, [panel, comparingValues] {
-        if (comparingValues())
+    QObject::connect(session, &CheckpointSession::jobStarted, panel, [panel](const JobInfo &job) {
+        if (job.kind == JobKind::Values)
             panel->jobStarted();
     });
     QObject::connect(session, &CheckpointSession::jobEnded, panel,
-                     [panel, comparingValues](bool ok, const QString &message) {
-                         if (comparingValues())
+                     [panel](const JobInfo &job, bool ok, const QString &message) {
+                         if (job.kind == JobKind::Values)
                              panel->jobEnded(ok, message);
                      });
 }

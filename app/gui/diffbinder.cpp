@@ -7,18 +7,29 @@
 
 namespace shardscope::gui {
 
-void bindDiffPanel(widgets::DiffPanel *panel, model::CheckpointSession *session,
-                   WindowServices &window)
+using model::CheckpointSession;
+using widgets::DiffPanel;
+
+void bindDiffPanel(DiffPanel *panel, CheckpointSession *session, WindowServices &window)
 {
-    QObject::connect(panel, &widgets::DiffPanel::optionsChanged, session,
+    // The rules, strictness and partial load: each change diffs again.
+    QObject::connect(panel, &DiffPanel::optionsChanged, session,
                      [session](const DiffOptions &options) {
                          if (session->index() && !session->layoutPath().isEmpty())
                              session->runDiff(options);
                      });
     // A selected parameter shows in the tree where it is stored (its first stored key).
-    QObject::connect(panel, &widgets::DiffPanel::entrySelected, panel,
+    QObject::connect(panel, &DiffPanel::entrySelected, panel,
                      [&window](const QString &, const QString &storedKey) {
                          window.selectStoredKey(storedKey);
+                     });
+    QObject::connect(session, &CheckpointSession::layoutChanged, panel,
+                     [panel, session] { panel->setAgainst(session->layoutName()); });
+    QObject::connect(session, &CheckpointSession::diffChanged, panel,
+                     [panel, &window](const model::DiffSnapshot &diff) {
+                         panel->setDiff(diff);
+                         if (diff && !diff->clean()) // something to read: its tab, with room
+                             window.showPanel(QStringLiteral("diff"));
                      });
 }
 

@@ -2,6 +2,7 @@
 #include "mainwindow.h"
 #include "model/diffchoices.h"
 #include "screenshotdriver.h"
+#include "widgets/darkstyle.h"
 
 #include "model/checkpointsession.h"
 
@@ -11,7 +12,6 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
-#include <QPalette>
 
 #include <cstdio>
 
@@ -122,21 +122,8 @@ int main(int argc, char **argv)
     const QStringList args = parser.positionalArguments();
     if (parser.isSet(dark)) {
         // Fusion with a dark palette: what a dark desktop gives, for checking the colours.
-        QApplication::setStyle(QStringLiteral("Fusion"));
-        QPalette p;
-        p.setColor(QPalette::Window, QColor(0x2b, 0x2b, 0x2b));
-        p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
-        p.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x1e));
-        p.setColor(QPalette::AlternateBase, QColor(0x26, 0x26, 0x26));
-        p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
-        p.setColor(QPalette::Button, QColor(0x35, 0x35, 0x35));
-        p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
-        p.setColor(QPalette::Highlight, QColor(0x2f, 0x65, 0xca));
-        p.setColor(QPalette::HighlightedText, Qt::white);
-        p.setColor(QPalette::PlaceholderText, QColor(0x90, 0x90, 0x90));
-        p.setColor(QPalette::Mid, QColor(0x60, 0x60, 0x60));
-        p.setColor(QPalette::Midlight, QColor(0x44, 0x44, 0x44));
-        QApplication::setPalette(p);
+        QApplication::setStyle(shardscope::widgets::createDarkStyle());
+        QApplication::setPalette(shardscope::widgets::darkPalette());
     }
 
     using namespace shardscope::gui;

@@ -3,6 +3,7 @@
 #include "panelbinders.h"
 #include "steptimer.h"
 
+#include "model/checkpointbackend.h"
 #include "model/checkpointfilterproxy.h"
 #include "model/checkpointsession.h"
 #include "model/checkpointtreemodel.h"
@@ -16,6 +17,7 @@
 #include "widgets/checkpointtreeview.h"
 #include "widgets/comparepanel.h"
 #include "widgets/diffpanel.h"
+#include "widgets/elidedlabel.h"
 #include "widgets/filterbar.h"
 #include "widgets/layerplot.h"
 #include "widgets/problemspanel.h"
@@ -33,6 +35,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QSplitter>
@@ -42,6 +45,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <utility>
 
 using namespace shardscope::model;
@@ -50,8 +54,12 @@ using namespace shardscope::widgets;
 namespace shardscope::gui {
 
 MainWindow::MainWindow(QWidget *parent)
+    : MainWindow(localBackend(), parent)
+{}
+
+MainWindow::MainWindow(std::shared_ptr<CheckpointBackend> backend, QWidget *parent)
     : QMainWindow(parent)
-    , m_session(new CheckpointSession(this))
+    , m_session(new CheckpointSession(std::move(backend), this))
     , m_treeModel(new CheckpointTreeModel(this))
     , m_proxy(new CheckpointFilterProxy(this))
     , m_problemModel(new ProblemListModel(this))
@@ -79,6 +87,7 @@ MainWindow::MainWindow(QWidget *parent)
     m_shardMap = new ShardMapPlot(this);
     m_layerPlot = new LayerPlot(this);
     m_rightTabs = new QTabWidget(this);
+    m_rightTabs->setObjectName(QStringLiteral("rightTabs"));
     m_rightTabs->setDocumentMode(true);
     // The details scroll when the panel below takes the height: the tree and its details never
     // hold the load diff to a few rows.
@@ -100,6 +109,7 @@ MainWindow::MainWindow(QWidget *parent)
     // Bottom: the problems the reader found, and the load diff once there is a layout.
     m_diffPanel = new DiffPanel(this);
     m_bottomTabs = new QTabWidget(this);
+    m_bottomTabs->setObjectName(QStringLiteral("bottomTabs"));
     m_bottomTabs->setDocumentMode(true);
     m_bottomTabs->addTab(m_problems, tr("Problems"));
     m_bottomTabs->addTab(m_diffPanel, tr("Load diff"));
@@ -119,38 +129,55 @@ MainWindow::MainWindow(QWidget *parent)
     m_vsplit->setSizes({740, 130});
     connect(m_bottomTabs, &QTabWidget::currentChanged, this, &MainWindow::makeRoomForPanel);
 
-    // Status bar: messages on the left; format, counts, problems and progress on the right.
-    m_formatLabel = new QLabel(this);
-    m_countsLabel = new QLabel(this);
-    m_problemsLabel = new QLabel(this);
-    m_progress = new QProgressBar(this);
-    m_progress->setMaximumWidth(180);
-    m_progress->setMaximumHeight(16);
-    m_progress->setTextVisible(false);
-    m_progress->hide();
-    m_diffLabel = new QLabel(this);
+    // Status bar, at any width: the load's outcome first, then what just happened, then what
+    // reading the checkpoint found and what it holds; a job's progress, time left and Cancel
+    // at the end. Every part elides (its whole text in the tooltip), none pushes another out.
+    // One line of its own layout (QStatusBar only relays out when its height changes): each
+    // part keeps its whole text while there is room, the message takes what is left.
+    auto *line = new QWidget(this);
+    line->setObjectName(QStringLiteral("statusLine"));
+    auto *lineLayout = new QHBoxLayout(line);
+    lineLayout->setContentsMargins(0, 0, 0, 0);
+    lineLayout->setSpacing(8);
+    m_diffLabel = new ElidedLabel(line);
+    m_diffLabel->setObjectName(QStringLiteral("loadOutcome"));
+    m_diffLabel->setBold(true);
     m_diffLabel->hide();
-    for (QLabel *label : {m_formatLabel, m_countsLabel, m_problemsLabel, m_diffLabel})
-        label->setContentsMargins(10, 0, 10, 0);
-    statusBar()->addPermanentWidget(m_diffLabel);
-    statusBar()->addPermanentWidget(m_formatLabel);
-    statusBar()->addPermanentWidget(m_countsLabel);
-    statusBar()->addPermanentWidget(m_problemsLabel);
-    statusBar()->addPermanentWidget(m_progress);
-    // A long job (diff, verify, compare): its stage, progress with the time left, and a cancel.
-    m_jobLabel = new QLabel(this);
-    m_jobProgress = new QProgressBar(this);
-    m_jobProgress->setMaximumWidth(160);
-    m_jobProgress->setMaximumHeight(16);
-    m_cancelJob = new QToolButton(this);
+    m_messageLabel = new ElidedLabel(line);
+    m_messageLabel->setObjectName(QStringLiteral("message"));
+    m_messageLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_problemsLabel = new ElidedLabel(line);
+    m_problemsLabel->setObjectName(QStringLiteral("readingProblems"));
+    m_formatLabel = new ElidedLabel(line);
+    m_formatLabel->setObjectName(QStringLiteral("contents"));
+    m_messageTimer = new QTimer(this);
+    m_messageTimer->setSingleShot(true);
+    connect(m_messageTimer, &QTimer::timeout, this, [this] { say({}); });
+    // A job (open, diff, verify, compare, …): its stage, progress with the time left, a cancel.
+    m_jobLabel = new ElidedLabel(line);
+    m_jobLabel->setObjectName(QStringLiteral("job"));
+    m_jobProgress = new QProgressBar(line);
+    m_jobProgress->setObjectName(QStringLiteral("jobProgress"));
+    m_jobProgress->setFixedWidth(
+        fontMetrics().horizontalAdvance(QStringLiteral("100% · about 59 min left")) + 16);
+    m_jobProgress->setMaximumHeight(fontMetrics().height() + 4);
+    m_cancelJob = new QToolButton(line);
+    m_cancelJob->setObjectName(QStringLiteral("cancelJob"));
     m_cancelJob->setText(tr("Cancel"));
+    m_cancelJob->setToolTip(tr("Cancel the running jobs (Shift+Esc)"));
     m_cancelJob->setAutoRaise(true);
     connect(m_cancelJob, &QToolButton::clicked, m_session, &CheckpointSession::cancel);
+    lineLayout->addWidget(m_diffLabel);
+    lineLayout->addWidget(m_messageLabel, 1);
+    lineLayout->addWidget(m_problemsLabel);
+    lineLayout->addWidget(m_formatLabel);
+    lineLayout->addWidget(m_jobLabel);
+    lineLayout->addWidget(m_jobProgress);
+    lineLayout->addWidget(m_cancelJob);
     for (QWidget *w : {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
-                       static_cast<QWidget *>(m_cancelJob)}) {
-        statusBar()->addPermanentWidget(w);
+                       static_cast<QWidget *>(m_cancelJob)})
         w->hide();
-    }
+    statusBar()->addWidget(line, 1);
     statusBar()->setSizeGripEnabled(false);
 
     createActions();
@@ -170,11 +197,13 @@ MainWindow::MainWindow(QWidget *parent)
             &MainWindow::onCurrentItemChanged);
     connect(m_problems, &ProblemsPanel::problemActivated, this, &MainWindow::onProblemActivated);
 
-    connect(m_session, &CheckpointSession::opening, this, [this](const QString &path) {
-        setWindowTitle(tr("%1 — ShardScope").arg(QFileInfo(path).fileName()));
-    });
     connect(m_session, &CheckpointSession::keysKnown, this, &MainWindow::onKeysKnown);
     connect(m_session, &CheckpointSession::opened, this, &MainWindow::onCheckpointOpened);
+    connect(m_session, &CheckpointSession::openFailed, this, &MainWindow::onOpenFailed);
+    connect(m_session, &CheckpointSession::compareOpenFailed, this,
+            [this](const QString &, const QString &error) {
+                showError(tr("Cannot open the checkpoint to compare with"), error);
+            });
     connect(m_session, &CheckpointSession::layoutChanged, this, [this] {
         m_diffWanted = true;
         m_configPending = false;
@@ -182,33 +211,16 @@ MainWindow::MainWindow(QWidget *parent)
     });
     connect(m_session, &CheckpointSession::diffChanged, this, &MainWindow::onDiffChanged);
     connect(m_filterBar, &FilterBar::textChanged, m_diffPanel, &DiffPanel::setFilterText);
-    connect(m_session, &CheckpointSession::openFailed, this, &MainWindow::onOpenFailed);
     connect(m_session, &CheckpointSession::reloaded, this,
-            [this](const QString &summary) { statusBar()->showMessage(summary, 30000); });
+            [this](const QString &summary) { say(summary, 30000); });
     connect(m_session, &CheckpointSession::changedOnDisk, this, [this] {
-        statusBar()->showMessage(
-            tr("The checkpoint changed on disk: File ▸ Reload (F5) reads it again"));
+        say(tr("The checkpoint changed on disk: File ▸ Reload (F5) reads it again"));
     });
-    connect(m_session, &CheckpointSession::jobStarted, this, [this](const QString &title) {
-        m_jobLabel->setText(title);
-        onJobProgress({}, -1, -1);
-    });
+    connect(m_session, &CheckpointSession::jobStarted, this, &MainWindow::onJobStarted);
     connect(m_session, &CheckpointSession::jobProgress, this, &MainWindow::onJobProgress);
     connect(m_session, &CheckpointSession::jobEnded, this, &MainWindow::onJobEnded);
-    connect(m_session, &CheckpointSession::jobEnded, this, [this](bool ok, const QString &message) {
-        switch (m_session->jobKind()) {
-        case CheckpointSession::JobKind::Layout:
-        case CheckpointSession::JobKind::Export:
-        case CheckpointSession::JobKind::Repair:
-            if (!ok && message != tr("Cancelled"))
-                showError(m_jobLabel->text(), message);
-            break;
-        default:
-            break;
-        }
-    });
     connect(m_session, &CheckpointSession::repaired, this, [this](const QString &summary) {
-        statusBar()->showMessage(summary);
+        say(summary);
         if (!isVisible() || testAttribute(Qt::WA_DontShowOnScreen))
             return;
         auto *box = new QMessageBox(QMessageBox::Information, tr("Save repaired checkpoint"),
@@ -217,13 +229,10 @@ MainWindow::MainWindow(QWidget *parent)
         box->setModal(false);
         box->show();
     });
-    BackendRunner *runner = m_session->runner();
-    connect(runner, &BackendRunner::progress, this, &MainWindow::onProgress);
-    connect(runner, &BackendRunner::tensorDetailsReady, this, &MainWindow::onTensorDetails);
-    connect(runner, &BackendRunner::objectReady, m_details,
-            [this](const QString &, const ObjectDetails &details) {
-                m_details->setObjectDetails(details);
-            });
+    connect(m_session, &CheckpointSession::tensorDetailsReady, m_details,
+            &TensorDetailsPanel::setTensorDetails);
+    connect(m_session, &CheckpointSession::objectReady, m_details,
+            &TensorDetailsPanel::setObjectDetails);
     // Each panel's own wiring to the session (panelbinders.h), after the window's: the status
     // bar hears of a job before the panel running it does.
     bindDiffPanel(m_diffPanel, m_session, *this);
@@ -267,6 +276,10 @@ void MainWindow::reload()
 void MainWindow::openPath(const QString &path)
 {
     m_session->open(path);
+}
+
+void MainWindow::addRecentFile(const QString &path)
+{
     QSettings settings;
     QStringList recent = settings.value(QStringLiteral("recentFiles")).toStringList();
     const QString absolute = QFileInfo(path).absoluteFilePath();
@@ -317,7 +330,8 @@ void MainWindow::setComparePath(const QString &path)
 // Once both a checkpoint and a layout are there (in either order), the diff runs.
 void MainWindow::runDiffWhenReady()
 {
-    if (m_diffWanted && m_session->index() && !m_session->layoutPath().isEmpty())
+    if (m_diffWanted && m_session->index() && m_session->openingPath().isEmpty() &&
+        !m_session->layoutPath().isEmpty())
         m_session->runDiff(m_diffPanel->options());
 }
 
@@ -357,17 +371,12 @@ void MainWindow::selectStoredKey(const QString &key)
 void MainWindow::updateLoadMarks()
 {
     StepTimer timer("load marks");
-    const DiffSnapshot diff = m_session->diff();
-    const VerifySnapshot verification = m_session->verification();
-    auto marks = m_session->runner()->loadMarksFor(diff, verification);
-    if (!marks) // a verification cleared, or a caller that ran no job: here, then
-        marks = loadMarks(diff, verification, m_session->index());
+    auto marks = m_session->loadMarks();
     timer.step("computed");
     m_treeModel->setLoadMarks(std::move(marks));
     timer.step("tree model");
-    m_tree->setColumnHidden(LoadColumn, diff == nullptr);
+    m_tree->setColumnHidden(LoadColumn, m_session->diff() == nullptr);
     updateShardMap();
-    m_verifyPanel->setReady(diff != nullptr);
 }
 
 void MainWindow::updateShardMap()
@@ -386,24 +395,23 @@ void MainWindow::updateShardMap()
 void MainWindow::onDiffChanged(const DiffSnapshot &diff)
 {
     updateLoadMarks();
+    m_problemModel->setDiff(diff);
     if (!diff) {
         m_diffLabel->hide();
-        m_diffPanel->setDiff(diff);
         return;
     }
+    // The load's outcome leads the status bar, in the diff panel's words and colour.
     m_diffLabel->setText(loadSummary(*diff));
-    m_diffLabel->setToolTip(QString::fromStdString(diff->outcome.message));
-    const bool clean = diff->clean();
-    m_diffLabel->setStyleSheet(
-        clean ? QString()
-              : QStringLiteral("color: %1;")
-                    .arg(widgets::attentionColor(widgets::Attention::Bad, palette()).name()));
+    m_diffLabel->setToolTip(diff->outcome.message.empty()
+                                ? loadSummary(*diff)
+                                : loadSummary(*diff) + QLatin1Char('\n') +
+                                      QString::fromStdString(diff->outcome.message));
+    m_diffLabel->setColor(diff->clean() ? QColor()
+                                        : widgets::attentionColor(diff->outcome.keptAtInit.empty()
+                                                                      ? widgets::Attention::Bad
+                                                                      : widgets::Attention::Worst,
+                                                                  palette()));
     m_diffLabel->show();
-    StepTimer timer("diff");
-    m_diffPanel->setDiff(diff);
-    timer.step("diff panel");
-    if (!clean) // something to read: the diff's tab, with room for it
-        showPanel(QStringLiteral("diff"));
 }
 
 void MainWindow::showPanel(const QString &name)
@@ -446,7 +454,7 @@ void MainWindow::makeRoomForPanel()
 
 void MainWindow::showError(const QString &title, const QString &message)
 {
-    statusBar()->showMessage(tr("%1: %2").arg(title, message));
+    say(tr("%1: %2").arg(title, message), 60000);
     if (!isVisible() || testAttribute(Qt::WA_DontShowOnScreen))
         return;
     // Never modal: the window stays usable while the message is read.
@@ -460,21 +468,15 @@ void MainWindow::showError(const QString &title, const QString &message)
 
 void MainWindow::verifyLoad()
 {
-    if (!m_session->index() || m_session->layoutPath().isEmpty()) {
-        showError(tr("Verify"), tr("Open a checkpoint and a layout or model config first."));
-        return;
-    }
     showPanel(QStringLiteral("verify"));
-    VerifyRequest request = m_verifyPanel->request();
-    request.disabledRules = m_diffPanel->options().disabledRules;
-    m_session->runVerify(std::move(request));
+    m_verifyPanel->run(); // its binder checks what it needs and starts it
 }
 
 void MainWindow::plotLayers()
 {
     const LayerKey key = layerKey(detailsKey());
     if (key.family.isEmpty()) {
-        statusBar()->showMessage(tr("Select a tensor of a layer (…layers.N…) first"), 4000);
+        say(tr("Select a tensor of a layer (…layers.N…) first"), 4000);
         return;
     }
     showPanel(QStringLiteral("layers"));
@@ -483,15 +485,8 @@ void MainWindow::plotLayers()
 
 void MainWindow::compareValues()
 {
-    if (!m_session->index() || !m_session->compareIndex()) {
-        showError(tr("Compare values"),
-                  tr("Open a second checkpoint first (File ▸ Compare With…)."));
-        return;
-    }
     showPanel(QStringLiteral("compare"));
-    ValueDiffRequest request = m_comparePanel->valueRequest();
-    request.disabledRules = m_diffPanel->options().disabledRules;
-    m_session->runValues(std::move(request));
+    m_comparePanel->compareValues(); // its binder checks what it needs and starts it
 }
 
 DiffOptions MainWindow::diffOptions() const
@@ -516,6 +511,35 @@ void MainWindow::restoreSettings()
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
     m_hsplit->restoreState(settings.value(QStringLiteral("window/hsplit")).toByteArray());
     m_vsplit->restoreState(settings.value(QStringLiteral("window/vsplit")).toByteArray());
+    fitToScreen();
+}
+
+// A window saved on a big screen, reopened on a laptop's: within the screen it opens on, never
+// larger, never partly off it.
+void MainWindow::fitToScreen()
+{
+    const QScreen *on = screen();
+    if (!on)
+        return;
+    const QRect room = on->availableGeometry();
+    // What the window manager adds around the window (none before it is shown: guess a title
+    // bar's worth, so that the frame fits too).
+    const QMargins frame = isVisible() ? QMargins(geometry().left() - frameGeometry().left(),
+                                                  geometry().top() - frameGeometry().top(),
+                                                  frameGeometry().right() - geometry().right(),
+                                                  frameGeometry().bottom() - geometry().bottom())
+                                       : QMargins(0, 0, 0, 0);
+    const QSize most(room.width() - frame.left() - frame.right(),
+                     room.height() - frame.top() - frame.bottom());
+    QRect g = geometry();
+    g.setSize(g.size().boundedTo(most).expandedTo(minimumSizeHint().boundedTo(most)));
+    // Moved back inside, the frame included.
+    const int left = room.left() + frame.left(), top = room.top() + frame.top();
+    const int right = room.right() - frame.right(), bottom = room.bottom() - frame.bottom();
+    g.moveLeft(std::clamp(g.left(), left, std::max(left, right - g.width() + 1)));
+    g.moveTop(std::clamp(g.top(), top, std::max(top, bottom - g.height() + 1)));
+    if (g != geometry())
+        setGeometry(g);
 }
 
 void MainWindow::showEvent(QShowEvent *event)
@@ -549,7 +573,7 @@ QString MainWindow::detailsKey() const
 
 void MainWindow::onKeysKnown(const IndexSnapshot &keys)
 {
-    auto tree = m_session->runner()->takePreparedTree(keys);
+    auto tree = m_session->takePreparedTree(keys);
     if (!tree)
         return;
     m_details->clear();
@@ -557,35 +581,30 @@ void MainWindow::onKeysKnown(const IndexSnapshot &keys)
     m_problemModel->setIndex(nullptr);
     m_filterBar->setDTypes(m_treeModel->dtypeNames());
     m_tree->expandToDepth(0);
-    statusBar()->showMessage(tr("%1 keys read; reading where their data is stored…")
-                                 .arg(formatCount(keys->tensors.size() + keys->objects.size())));
+    say(tr("%1 keys read; reading where their data is stored…")
+            .arg(formatCount(keys->tensors.size() + keys->objects.size())));
 }
 
 void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
 {
     StepTimer timer("opened");
-    auto step = [&timer](const char *what) { timer.step(what); };
     // The tree shown while the metadata was read stays (expanded rows, selection), filled in.
-    const IndexSnapshot early = m_session->runner()->keysCompletedBy(index);
+    const IndexSnapshot early = m_session->keysCompletedBy(index);
     const bool completed = m_treeModel->isProvisional() && early &&
                            early == m_treeModel->checkpointIndex() &&
                            m_treeModel->completeIndex(index);
-    if (!completed) {
-        m_details->clear();
-        if (auto tree = m_session->runner()->takePreparedTree(index))
-            m_treeModel->adopt(std::move(tree));
-        else
-            m_treeModel->setIndex(index);
-    }
-    step("tree model");
-    m_problemModel->setIndex(index);
-    step("problem list");
-    m_filterBar->setDTypes(m_treeModel->dtypeNames());
-    if (!completed)
-        m_tree->expandToDepth(0);
-    step("tree view");
-    updateStatusBar();
-    step("status bar");
+    timer.step("tree completed");
+    showCheckpoint(index, completed);
+    timer.step("shown");
+    addRecentFile(m_session->path());
+    // Another checkpoint keeps the layout and the rules: said, never silently.
+    const bool another = !m_shownPath.isEmpty() && m_shownPath != m_session->path();
+    m_shownPath = m_session->path();
+    if (another && m_diffWanted && !m_session->layoutPath().isEmpty())
+        say(tr("Checking %1 against %2 with the same rules, as the checkpoint before: File ▸ "
+               "Check Against Layout… (Ctrl+Shift+L) or Model Config… (Ctrl+Shift+M) to change")
+                .arg(QFileInfo(m_shownPath).fileName(), m_session->layoutName()),
+            15000);
     runDiffWhenReady();
     if (!m_initialFilter.isEmpty())
         m_filterBar->setText(std::exchange(m_initialFilter, QString()));
@@ -593,7 +612,7 @@ void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
     if (!m_initialKey.isEmpty()) {
         select = m_proxy->mapFromSource(m_treeModel->indexForKey(m_initialKey));
         if (!select.isValid())
-            statusBar()->showMessage(tr("No entry named %1").arg(m_initialKey), 6000);
+            say(tr("No entry named %1").arg(m_initialKey), 6000);
         m_initialKey.clear();
     }
     if (!select.isValid() && m_selectFirstTensor &&
@@ -607,11 +626,39 @@ void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
     }
 }
 
-void MainWindow::onOpenFailed(const QString &error)
+void MainWindow::showCheckpoint(const IndexSnapshot &index, bool completed)
 {
-    if (m_treeModel->isProvisional()) // keys shown early, then the rest failed to read
-        m_treeModel->clear();
-    showError(tr("Cannot open checkpoint"), error);
+    StepTimer timer("show checkpoint");
+    if (!completed) {
+        m_details->clear();
+        if (auto tree = m_session->takePreparedTree(index))
+            m_treeModel->adopt(std::move(tree));
+        else
+            m_treeModel->setIndex(index);
+    }
+    timer.step("tree model");
+    m_problemModel->setIndex(index);
+    timer.step("problem list");
+    m_filterBar->setDTypes(m_treeModel->dtypeNames());
+    if (!completed)
+        m_tree->expandToDepth(0);
+    timer.step("tree view");
+    updateLoadMarks();
+    updateTitle();
+    updateStatusBar();
+    timer.step("status bar");
+}
+
+void MainWindow::onOpenFailed(const QString &path, const QString &error)
+{
+    // The keys shown early, then the rest failed to read: the checkpoint shown before comes
+    // back, as it was.
+    if (m_treeModel->isProvisional())
+        showCheckpoint(m_session->index(), false);
+    const QString shown = m_session->path().isEmpty()
+                              ? tr("nothing is open")
+                              : tr("still showing %1").arg(QFileInfo(m_session->path()).fileName());
+    showError(tr("Cannot open %1 (%2)").arg(QFileInfo(path).fileName(), shown), error);
 }
 
 void MainWindow::onCurrentItemChanged(const QModelIndex &current)
@@ -640,23 +687,18 @@ void MainWindow::onCurrentItemChanged(const QModelIndex &current)
     case NodeKind::Tensor:
         m_details->showTensor(m_treeModel->checkpointIndex(), current.data(EntryIndexRole).toInt(),
                               problems);
-        m_session->runner()->requestTensorDetails(key);
+        m_session->requestTensorDetails(key);
         updateShardMap();
         break;
     case NodeKind::Object:
         m_details->showObject(key, current.siblingAtColumn(ShapeColumn).data().toString(),
                               problems);
-        m_session->runner()->requestObject(key);
+        m_session->requestObject(key);
         break;
     case NodeKind::Group:
         m_details->showGroup(current);
         break;
     }
-}
-
-void MainWindow::onTensorDetails(const QString &, const TensorDetails &details)
-{
-    m_details->setTensorDetails(details);
 }
 
 void MainWindow::onProblemActivated(const QString &key)

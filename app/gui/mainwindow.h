@@ -1,22 +1,26 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
-#include "model/backendrunner.h"
+#include "model/job.h"
+#include "model/snapshots.h"
 #include "model/tensordetails.h"
 #include "windowservices.h"
 
 #include <QMainWindow>
 
 #include <functional>
+#include <memory>
 
 class QLabel;
 class QTabWidget;
 class QMenu;
 class QProgressBar;
 class QSplitter;
+class QTimer;
 class QToolButton;
 
 namespace shardscope::model {
+class CheckpointBackend;
 class CheckpointSession;
 class CheckpointFilterProxy;
 class CheckpointTreeModel;
@@ -30,6 +34,7 @@ class FilterBar;
 class ProblemsPanel;
 class TensorDetailsPanel;
 class ComparePanel;
+class ElidedLabel;
 class LayerPlot;
 class ShardMapPlot;
 class VerifyPanel;
@@ -38,20 +43,26 @@ class VerifyPanel;
 namespace shardscope::gui {
 
 /**
- * The composition root: creates the session (which owns the backend runner), the models and
- * the widgets, and wires the views to the session's staged signals. All loading happens on the
- * runner's threads; this window only reacts.
+ * The composition root: creates the session (the one handle on the checkpoints, wherever they
+ * are read), the models and the widgets, and wires the views to the session's staged signals;
+ * each panel is bound to the session by a binder of its own (panelbinders.h). All the work
+ * happens behind the session; this window only asks and reacts.
  */
 class MainWindow : public QMainWindow, public WindowServices
 {
     Q_OBJECT
 
 public:
+    /** A window on this machine's checkpoints. */
     explicit MainWindow(QWidget *parent = nullptr);
+    /** A window whose session works through `backend` (a remote one, or a test's). */
+    explicit MainWindow(std::shared_ptr<model::CheckpointBackend> backend,
+                        QWidget *parent = nullptr);
     ~MainWindow() override;
 
     model::CheckpointSession *session() const { return m_session; }
-    /** Opens a checkpoint directory or file (asynchronously); remembered as a recent file. */
+    /** Opens a checkpoint directory or file (asynchronously); remembered as a recent file once
+     *  open. One that fails to open leaves the one shown as it was. */
     void openPath(const QString &path);
     /** What the checkpoint is diffed against: a layout JSON, or one generated from a config
      *  (Hugging Face config.json, Megatron arguments, a checkpoint's saved args). */
@@ -60,9 +71,12 @@ public:
     /** The diff's rules, strictness and partial load (the diff panel's controls). */
     void setDiffOptions(const shardscope::DiffOptions &options);
     /** A second checkpoint to compare the open one with. */
-    void setComparePath(const QString &path) override;
-    /** Window geometry, splitters and the tree's columns from the last run (QSettings). */
+    void setComparePath(const QString &path);
+    /** Window geometry, splitters and the tree's columns from the last run (QSettings), the
+     *  window kept within the screen it opens on. */
     void restoreSettings();
+    /** Shrinks and moves the window into its screen's available geometry. */
+    void fitToScreen();
     /** A layout or config was given: a diff is coming for the open checkpoint. */
     bool expectsDiff() const { return m_diffWanted || m_configPending; }
     /** Recently opened checkpoints, newest first. */
@@ -85,7 +99,7 @@ public:
     /** Plots the selected tensor's family across layers (the Layers tab). */
     void plotLayers();
     /** Compares the two checkpoints value by value with the Compare panel's tolerances. */
-    void compareValues() override;
+    void compareValues();
     /**
      * Writes the current view's report to `path` (.md, .html or .json): a checkpoint compared
      * with another while the Compare panel is shown (its values once compared), else the load
@@ -110,6 +124,9 @@ public:
     void showPanel(const QString &name) override;
     /** Gives the bottom panel three fifths of the height when it is one of tables. */
     void makeRoomForPanel();
+    /** Where Export and Save Repaired Checkpoint offer to write: the folder written to last,
+     *  else the user's documents (never the checkpoint's own folder). */
+    QString outputFolder() const;
     /** The diff panel's options (WindowServices). */
     shardscope::DiffOptions diffOptions() const override;
     QWidget *dialogParent() override;
@@ -133,14 +150,22 @@ private:
     void reload();
     void onKeysKnown(const model::IndexSnapshot &keys);
     void onCheckpointOpened(const model::IndexSnapshot &index);
-    void onOpenFailed(const QString &error);
-    void onProgress(int permille, const QString &message);
-    void onJobProgress(const QString &stage, int permille, double etaSeconds);
-    void onJobEnded(bool ok, const QString &message);
+    /** The tree, problems and filter of `index` (the checkpoint shown); `completed`: its
+     *  early tree was filled in instead. */
+    void showCheckpoint(const model::IndexSnapshot &index, bool completed);
+    void onOpenFailed(const QString &path, const QString &error);
+    void onJobStarted(const model::JobInfo &job);
+    void onJobProgress(const model::JobInfo &job, const QString &stage, int permille,
+                       double etaSeconds);
+    void onJobEnded(const model::JobInfo &job, bool ok, const QString &message);
     void onCurrentItemChanged(const QModelIndex &current);
-    void onTensorDetails(const QString &key, const model::TensorDetails &details);
     void onProblemActivated(const QString &key);
     void updateStatusBar();
+    /** A message in the status bar (elided to its room, whole in its tooltip); a timeout in
+     *  milliseconds clears it, 0 keeps it until the next. */
+    void say(const QString &text, int timeoutMs = 0);
+    void updateTitle();
+    void addRecentFile(const QString &path);
     void runDiffWhenReady();
     void onDiffChanged(const model::DiffSnapshot &diff);
     void updateLoadMarks() override;
@@ -150,6 +175,7 @@ private:
     static constexpr quint64 MaxExpandedMatches = 5000;
     void selectStoredKey(const QString &key) override;
     void rebuildRecentMenu();
+    void rememberOutputFolder(const QString &written);
     bool comparing() const;
     QString reportLayoutPath(const QString &reportPath) const;
     void showError(const QString &title, const QString &message) override;
@@ -173,20 +199,22 @@ private:
     QSplitter *m_hsplit = nullptr;
     QSplitter *m_vsplit = nullptr;
 
-    QLabel *m_formatLabel = nullptr;
-    QLabel *m_countsLabel = nullptr;
-    QLabel *m_problemsLabel = nullptr;
-    QProgressBar *m_progress = nullptr;
+    widgets::ElidedLabel *m_formatLabel = nullptr;
+    widgets::ElidedLabel *m_problemsLabel = nullptr;
+    widgets::ElidedLabel *m_messageLabel = nullptr;
+    QTimer *m_messageTimer = nullptr;
     QProgressBar *m_jobProgress = nullptr;
-    QLabel *m_jobLabel = nullptr;
+    widgets::ElidedLabel *m_jobLabel = nullptr;
     QToolButton *m_cancelJob = nullptr;
+    model::JobInfo m_shownJob; ///< the job the status bar follows (id 0: none)
 
-    QLabel *m_diffLabel = nullptr;
+    widgets::ElidedLabel *m_diffLabel = nullptr;
     QMenu *m_recentMenu = nullptr;
     bool m_diffWanted = false;    ///< a layout is set: diff each checkpoint opened
     bool m_roomOnShow = false;    ///< makeRoomForPanel() asked before the window was shown
     bool m_configPending = false; ///< a layout is being generated from a config
     QString m_initialKey;
+    QString m_shownPath; ///< the checkpoint the views show
     QString m_initialFilter;
     QAction *m_flatAction = nullptr;
     bool m_selectFirstTensor = false;

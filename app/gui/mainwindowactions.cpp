@@ -12,11 +12,14 @@
 
 #include <QApplication>
 #include <QClipboard>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QStatusBar>
 
 #include <utility>
@@ -42,6 +45,7 @@ void MainWindow::createActions()
     connect(m_recentMenu, &QMenu::aboutToShow, this, &MainWindow::rebuildRecentMenu);
     file->addSeparator();
     QAction *layout = file->addAction(tr("Check Against &Layout…"));
+    layout->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_L));
     connect(layout, &QAction::triggered, this, [this] {
         const QString path = QFileDialog::getOpenFileName(
             this, tr("Layout"), QFileInfo(m_session->path()).absolutePath(),
@@ -50,6 +54,7 @@ void MainWindow::createActions()
             setLayoutPath(path);
     });
     QAction *config = file->addAction(tr("Check Against Model &Config…"));
+    config->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_M));
     connect(config, &QAction::triggered, this, [this] {
         const QString path = QFileDialog::getOpenFileName(
             this, tr("Model config: config.json, Megatron arguments"),
@@ -75,13 +80,15 @@ void MainWindow::createActions()
     exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
     connect(exportAction, &QAction::triggered, this, [this] {
         const QString path = QFileDialog::getSaveFileName(
-            this, tr("Export Report"),
-            QFileInfo(m_session->path()).absolutePath() + QStringLiteral("/shardscope-report.md"),
+            this, tr("Export Report"), outputFolder() + QStringLiteral("/shardscope-report.md"),
             tr("Markdown (*.md);;HTML (*.html);;JSON (*.json)"));
-        if (!path.isEmpty())
-            exportReport(path);
+        if (path.isEmpty())
+            return;
+        rememberOutputFolder(path);
+        exportReport(path);
     });
     QAction *repair = file->addAction(tr("Save &Repaired Checkpoint…"));
+    repair->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
     connect(repair, &QAction::triggered, this, [this] {
         if (m_session->path().isEmpty() || m_session->layoutPath().isEmpty()) {
             showError(tr("Save repaired checkpoint"),
@@ -89,18 +96,22 @@ void MainWindow::createActions()
                          "repair writes what that load asks for."));
             return;
         }
-        QString suggested = m_session->path();
-        while (suggested.endsWith(QLatin1Char('/')))
-            suggested.chop(1);
-        const QString out = QFileDialog::getSaveFileName(
-            this, tr("Save Repaired Checkpoint (a new directory)"),
-            suggested + QStringLiteral("-fixed"), QString(), nullptr, QFileDialog::ShowDirsOnly);
-        if (!out.isEmpty())
-            saveRepaired(out);
+        QString name = m_session->path();
+        while (name.size() > 1 && name.endsWith(QLatin1Char('/')))
+            name.chop(1);
+        const QString out =
+            QFileDialog::getSaveFileName(this, tr("Save Repaired Checkpoint (a new directory)"),
+                                         outputFolder() + QLatin1Char('/') +
+                                             QFileInfo(name).fileName() + QStringLiteral("-fixed"),
+                                         QString(), nullptr, QFileDialog::ShowDirsOnly);
+        if (out.isEmpty())
+            return;
+        rememberOutputFolder(out);
+        saveRepaired(out);
     });
     file->addSeparator();
     QAction *quit = file->addAction(tr("&Quit"));
-    quit->setShortcut(QKeySequence::Quit);
+    quit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Q)); // QKeySequence::Quit: none on some
     connect(quit, &QAction::triggered, this, &QWidget::close);
 
     QMenu *edit = menuBar()->addMenu(tr("&Edit"));
@@ -116,7 +127,7 @@ void MainWindow::createActions()
     connect(copyFix, &QAction::triggered, this, [this] {
         const QString fix = m_diffPanel->currentFix();
         if (fix.isEmpty())
-            statusBar()->showMessage(tr("Select a parameter with a fix in the load diff"), 4000);
+            say(tr("Select a parameter with a fix in the load diff"), 4000);
         else
             QApplication::clipboard()->setText(fix);
     });
@@ -125,11 +136,11 @@ void MainWindow::createActions()
     connect(copyRepro, &QAction::triggered, this, [this] {
         const QString command = reproCommand();
         if (command.isEmpty()) {
-            statusBar()->showMessage(tr("Nothing to reproduce yet"), 4000);
+            say(tr("Nothing to reproduce yet"), 4000);
             return;
         }
         QApplication::clipboard()->setText(command);
-        statusBar()->showMessage(tr("Copied: %1").arg(command), 6000);
+        say(tr("Copied: %1").arg(command), 6000);
     });
 
     QMenu *tools = menuBar()->addMenu(tr("&Tools"));
@@ -186,6 +197,7 @@ void MainWindow::createActions()
         m_filterBar->lineEdit()->selectAll();
     });
     QAction *clearFilter = view->addAction(tr("&Clear Filters"));
+    clearFilter->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_X));
     connect(clearFilter, &QAction::triggered, m_filterBar, &FilterBar::reset);
     view->addSeparator();
     // Full keys as a flat list: a match deep in Megatron's nesting reads in full.
@@ -202,12 +214,15 @@ void MainWindow::createActions()
             refilter([] {});
     });
     QAction *expand = view->addAction(tr("&Expand All"));
+    expand->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Down));
     connect(expand, &QAction::triggered, m_tree, &QTreeView::expandAll);
     QAction *collapse = view->addAction(tr("C&ollapse All"));
+    collapse->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Up));
     connect(collapse, &QAction::triggered, m_tree, &QTreeView::collapseAll);
 
     QMenu *help = menuBar()->addMenu(tr("&Help"));
     QAction *about = help->addAction(tr("&About ShardScope"));
+    about->setShortcut(QKeySequence::HelpContents);
     connect(about, &QAction::triggered, this, [this] {
         QMessageBox::about(
             this, tr("About ShardScope"),
@@ -215,6 +230,25 @@ void MainWindow::createActions()
                "PyTorch DCP, Megatron, torch.save and safetensors.</p>")
                 .arg(QApplication::applicationVersion()));
     });
+}
+
+// Where a report or repair is written: the folder used last, else the user's documents (never
+// the checkpoint's parent, which for the demo is the application's own resources).
+QString MainWindow::outputFolder() const
+{
+    const QString last = QSettings().value(QStringLiteral("outputFolder")).toString();
+    if (!last.isEmpty() && QFileInfo(last).isDir() && QFileInfo(last).isWritable())
+        return last;
+    const QString documents = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+    return QFileInfo(documents).isDir() ? documents : QDir::homePath();
+}
+
+void MainWindow::rememberOutputFolder(const QString &written)
+{
+    QString p = written;
+    while (p.size() > 1 && p.endsWith(QLatin1Char('/')))
+        p.chop(1);
+    QSettings().setValue(QStringLiteral("outputFolder"), QFileInfo(p).absolutePath());
 }
 
 } // namespace shardscope::gui

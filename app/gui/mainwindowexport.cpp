@@ -10,8 +10,6 @@
 #include "widgets/diffpanel.h"
 #include "widgets/verifypanel.h"
 
-#include <shardscope/writefile.h>
-
 #include <utility>
 
 using namespace shardscope::model;
@@ -22,9 +20,7 @@ namespace shardscope::gui {
 // A generated layout lives in the session's temporary folder: a report names it beside itself.
 QString MainWindow::reportLayoutPath(const QString &reportPath) const
 {
-    if (m_session->layoutIsGenerated())
-        return reportPath + QStringLiteral(".layout.json");
-    return m_session->layoutPath();
+    return m_session->keptLayoutPath(reportPath);
 }
 
 QStringList MainWindow::reportArguments(const QString &path) const
@@ -53,19 +49,6 @@ void MainWindow::exportReport(const QString &path)
         return;
     }
     const QString layout = reportLayoutPath(path);
-    if (m_session->layoutIsGenerated()) {
-        QFile generated(m_session->layoutPath());
-        const std::optional<Error> error =
-            generated.open(QIODevice::ReadOnly)
-                ? writeFileAtomically(QFile::encodeName(layout).toStdString(),
-                                      generated.readAll().toStdString())
-                : makeError(Error::Code::Io, "cannot read the generated layout")
-                      .inFile(QFile::encodeName(m_session->layoutPath()).toStdString());
-        if (error) {
-            showError(tr("Export report"), QString::fromStdString(error->toString()));
-            return;
-        }
-    }
     const DiffOptions options = m_diffPanel->options();
     const std::string checkpoint = QFile::encodeName(m_session->path()).toStdString();
     const std::string layoutFile = QFile::encodeName(layout).toStdString();
@@ -97,9 +80,12 @@ void MainWindow::saveRepaired(const QString &output)
     FixRequest request;
     request.output = QFile::encodeName(output).toStdString();
     request.options = m_diffPanel->options();
-    request.commandLine = repro::commandLine(repro::fix(m_session->path(), m_session->layoutPath(),
-                                                        m_diffPanel->options(), output))
-                              .toStdString();
+    // The layout the manifest's command and "Check it with:" name outlives the window.
+    const QString layout = m_session->keptLayoutPath(output);
+    request.layout = QFile::encodeName(layout).toStdString();
+    request.commandLine =
+        repro::commandLine(repro::fix(m_session->path(), layout, m_diffPanel->options(), output))
+            .toStdString();
     m_session->saveRepaired(std::move(request));
 }
 

@@ -5,13 +5,16 @@
 
 #include "model/checkpointsession.h"
 #include "model/formatting.h"
+#include "widgets/elidedlabel.h"
 #include "widgets/statusstyle.h"
 
 #include <shardscope/checkpoint.h>
 
+#include <QFileInfo>
 #include <QLabel>
 #include <QProgressBar>
 #include <QStatusBar>
+#include <QTimer>
 #include <QToolButton>
 
 using namespace shardscope::model;
@@ -46,41 +49,86 @@ QString formatDisplayName(Format f)
 
 } // namespace
 
-void MainWindow::onProgress(int permille, const QString &message)
+void MainWindow::onJobStarted(const JobInfo &job)
 {
-    if (permille >= 1000) {
-        m_progress->hide();
-        statusBar()->showMessage(message, 4000);
-        return;
-    }
-    if (permille < 0) {
-        m_progress->setRange(0, 0);
-    } else {
-        m_progress->setRange(0, 1000);
-        m_progress->setValue(permille);
-    }
-    m_progress->show();
-    statusBar()->showMessage(message);
+    m_shownJob = job;
+    m_jobLabel->setText(job.title);
+    m_jobLabel->setToolTip(job.title);
+    onJobProgress(job, {}, -1, -1);
 }
 
-void MainWindow::onJobProgress(const QString &stage, int permille, double etaSeconds)
+void MainWindow::onJobProgress(const JobInfo &job, const QString &stage, int permille,
+                               double etaSeconds)
 {
-    m_jobProgress->setToolTip(showJobProgress(m_jobProgress, stage, permille, etaSeconds));
+    if (job.id != m_shownJob.id)
+        return; // the status bar follows the newest job
+    // The stage beside the title; the share done and the time left on the bar.
+    const QString line = showJobProgress(m_jobProgress, stage, permille, etaSeconds);
+    m_jobLabel->setText(stage.isEmpty() ? job.title : tr("%1: %2").arg(job.title, stage));
+    m_jobLabel->setToolTip(line.isEmpty() ? job.title : tr("%1: %2").arg(job.title, line));
+    m_jobProgress->setToolTip(m_jobLabel->toolTip());
     for (QWidget *w : {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
                        static_cast<QWidget *>(m_cancelJob)})
         w->show();
 }
 
-void MainWindow::onJobEnded(bool ok, const QString &message)
+void MainWindow::onJobEnded(const JobInfo &job, bool ok, const QString &message)
 {
-    if (!m_session->isJobRunning()) // another job still runs: its progress stays in sight
+    const std::vector<JobInfo> running = m_session->jobs();
+    if (running.empty()) {
+        m_shownJob = {};
         for (QWidget *w :
              {static_cast<QWidget *>(m_jobLabel), static_cast<QWidget *>(m_jobProgress),
               static_cast<QWidget *>(m_cancelJob)})
             w->hide();
-    statusBar()->showMessage(ok ? tr("%1: done").arg(m_jobLabel->text())
-                                : tr("%1: %2").arg(m_jobLabel->text(), message),
-                             6000);
+    } else if (job.id == m_shownJob.id) { // another job still runs: its progress in sight
+        onJobStarted(running.back());
+    }
+    switch (job.kind) {
+    case JobKind::Open:
+    case JobKind::OpenCompare:
+        return; // opened or openFailed says how it went
+    case JobKind::Layout:
+    case JobKind::Export:
+    case JobKind::Repair:
+        if (!ok && message != jobCancelledText()) {
+            showError(job.title, message);
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    // A job that ended well does not cover a message still being shown; one that failed does.
+    if (ok && m_messageTimer->isActive())
+        return;
+    say(ok ? tr("%1: done").arg(job.title) : tr("%1: %2").arg(job.title, message), 6000);
+}
+
+void MainWindow::updateTitle()
+{
+    const QString path = m_session->path();
+    if (path.isEmpty()) {
+        setWindowTitle(QStringLiteral("ShardScope"));
+        return;
+    }
+    QString name = path;
+    while (name.size() > 1 && name.endsWith(QLatin1Char('/')))
+        name.chop(1);
+    name = QFileInfo(name).fileName();
+    const QString where = m_session->location();
+    setWindowTitle(where.isEmpty() ? tr("%1 — ShardScope").arg(name)
+                                   : tr("%1 on %2 — ShardScope").arg(name, where));
+}
+
+void MainWindow::say(const QString &text, int timeoutMs)
+{
+    m_messageLabel->setText(text);
+    m_messageLabel->setToolTip(text.size() > 80 ? text : QString());
+    if (timeoutMs > 0)
+        m_messageTimer->start(timeoutMs);
+    else
+        m_messageTimer->stop();
 }
 
 void MainWindow::updateStatusBar()
@@ -88,25 +136,32 @@ void MainWindow::updateStatusBar()
     const IndexSnapshot &index = m_treeModel->checkpointIndex();
     if (!index) {
         m_formatLabel->setText(tr("No checkpoint open"));
-        m_countsLabel->clear();
-        m_problemsLabel->clear();
+        m_formatLabel->setToolTip({});
+        m_problemsLabel->setText({});
         return;
     }
     uint64_t bytes = 0;
     for (const TensorEntry &t : index->tensors)
         bytes += t.nbytes();
-    m_formatLabel->setText(tr("Format: %1").arg(formatDisplayName(index->format)));
-    m_countsLabel->setText(tr("%1 tensors  ·  %2 objects  ·  %3 chunks  ·  %4 in %5 files")
-                               .arg(formatCount(index->tensors.size()),
-                                    formatCount(index->objects.size()),
-                                    formatCount(index->chunkCount()), formatBytes(bytes),
-                                    formatCount(index->files.size())));
+    const QString format = formatDisplayName(index->format);
+    m_formatLabel->setText(
+        tr("%1 · %2 · %3")
+            .arg(format, countOf(index->tensors.size(), "tensor", "tensors"), formatBytes(bytes)));
+    m_formatLabel->setToolTip(tr("Format: %1\n%2 · %3 · %4 · %5 in %6")
+                                  .arg(format, countOf(index->tensors.size(), "tensor", "tensors"),
+                                       countOf(index->objects.size(), "object", "objects"),
+                                       countOf(index->chunkCount(), "chunk", "chunks"),
+                                       formatBytes(bytes),
+                                       countOf(index->files.size(), "file", "files")));
+    // Reading problems, named apart from the load's (the Load column, the load diff).
     const size_t n = index->problems.size();
-    m_problemsLabel->setText(n == 0 ? tr("No problems") : tr("%1 problems").arg(n));
-    m_problemsLabel->setStyleSheet(
-        n == 0 ? QString()
-               : QStringLiteral("color: %1;")
-                     .arg(widgets::attentionColor(widgets::Attention::Bad, palette()).name()));
+    m_problemsLabel->setText(n == 0 ? tr("Reading: no problems")
+                                    : tr("Reading: %1").arg(countOf(n, "problem", "problems")));
+    m_problemsLabel->setToolTip(tr("What reading the checkpoint found (the tree's Reading column, "
+                                   "the Problems tab); the load's own problems lead the status "
+                                   "bar once there is a layout"));
+    m_problemsLabel->setColor(n == 0 ? QColor()
+                                     : widgets::attentionColor(widgets::Attention::Bad, palette()));
 }
 
 } // namespace shardscope::gui

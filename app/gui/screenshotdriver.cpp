@@ -25,18 +25,19 @@ ScreenshotDriver::ScreenshotDriver(MainWindow *window, const QString &file)
     CheckpointSession *session = window->session();
     // Connected after the window's own handlers, so these run once it has selected.
     connect(session, &CheckpointSession::opened, this, &ScreenshotDriver::onOpened);
-    connect(session, &CheckpointSession::openFailed, this, [](const QString &error) {
-        std::fprintf(stderr, "shardscope: %s\n", qPrintable(error));
-        QApplication::exit(1);
-    });
+    connect(session, &CheckpointSession::openFailed, this,
+            [](const QString &, const QString &error) {
+                std::fprintf(stderr, "shardscope: %s\n", qPrintable(error));
+                QApplication::exit(1);
+            });
     connect(session, &CheckpointSession::compareOpened, this, [this] {
         if (m_values)
             QTimer::singleShot(250, this, &ScreenshotDriver::take);
     });
-    connect(session->runner(), &BackendRunner::tensorDetailsReady, this,
-            [this](const QString &key) { onDetails(key); });
-    connect(session->runner(), &BackendRunner::objectReady, this,
-            [this](const QString &key) { onDetails(key); });
+    connect(session, &CheckpointSession::tensorDetailsReady, this,
+            [this](const TensorDetails &details) { onDetails(details.key); });
+    connect(session, &CheckpointSession::objectReady, this,
+            [this](const ObjectDetails &details) { onDetails(details.key); });
     QTimer::singleShot(120'000, this, [] {
         std::fprintf(stderr, "shardscope: timed out waiting for tensor details\n");
         QApplication::exit(2);
@@ -84,10 +85,10 @@ void ScreenshotDriver::take()
                     again();
                 });
         connect(session, &CheckpointSession::jobEnded, this,
-                [this](bool ok, const QString &message) {
+                [this](const JobInfo &, bool ok, const QString &message) {
                     // A job superseded by the next one is cancelled, not failed: start again what
                     // is still missing.
-                    if (!ok && message == CheckpointSession::tr("Cancelled")) {
+                    if (!ok && message == jobCancelledText()) {
                         m_verifyStarted = m_valuesStarted = m_layersStarted = false;
                         QTimer::singleShot(250, this, &ScreenshotDriver::take);
                         return;

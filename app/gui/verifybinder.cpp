@@ -8,6 +8,8 @@
 namespace shardscope::gui {
 
 using model::CheckpointSession;
+using model::JobInfo;
+using model::JobKind;
 using widgets::VerifyPanel;
 
 void bindVerifyPanel(VerifyPanel *panel, CheckpointSession *session, WindowServices &window)
@@ -19,10 +21,21 @@ void bindVerifyPanel(VerifyPanel *panel, CheckpointSession *session, WindowServi
     // The verification loads with the rules the diff shows (a rule switched off stays off).
     QObject::connect(panel, &VerifyPanel::runRequested, session,
                      [session, &window](VerifyRequest request) {
+                         if (!session->index() || session->layoutPath().isEmpty()) {
+                             window.showError(QObject::tr("Verify"),
+                                              QObject::tr("Open a checkpoint and a layout or "
+                                                          "model config first."));
+                             return;
+                         }
+                         window.showPanel(QStringLiteral("verify"));
                          request.disabledRules = window.diffOptions().disabledRules;
                          session->runVerify(std::move(request));
                      });
-    QObject::connect(panel, &VerifyPanel::cancelRequested, session, &CheckpointSession::cancel);
+    QObject::connect(panel, &VerifyPanel::cancelRequested, session,
+                     [session] { session->cancelKind(JobKind::Verify); });
+    QObject::connect(
+        session, &CheckpointSession::diffChanged, panel,
+        [panel](const model::DiffSnapshot &diff) { panel->setReady(diff != nullptr); });
     QObject::connect(session, &CheckpointSession::verificationChanged, panel,
                      [panel, session, &window](const model::VerifySnapshot &report) {
                          panel->setReport(report, session->diff());
@@ -30,19 +43,18 @@ void bindVerifyPanel(VerifyPanel *panel, CheckpointSession *session, WindowServi
                          if (report && !report->result.clean())
                              window.showPanel(QStringLiteral("verify"));
                      });
-    auto verifying = [session] { return session->jobKind() == CheckpointSession::JobKind::Verify; };
-    QObject::connect(session, &CheckpointSession::jobStarted, panel, [panel, verifying] {
-        if (verifying())
+    QObject::connect(session, &CheckpointSession::jobStarted, panel, [panel](const JobInfo &job) {
+        if (job.kind == JobKind::Verify)
             panel->jobStarted();
     });
     QObject::connect(session, &CheckpointSession::jobProgress, panel,
-                     [panel, verifying](const QString &stage, int permille, double eta) {
-                         if (verifying())
+                     [panel](const JobInfo &job, const QString &stage, int permille, double eta) {
+                         if (job.kind == JobKind::Verify)
                              panel->jobProgress(stage, permille, eta);
                      });
     QObject::connect(session, &CheckpointSession::jobEnded, panel,
-                     [panel, verifying](bool ok, const QString &message) {
-                         if (verifying())
+                     [panel](const JobInfo &job, bool ok, const QString &message) {
+                         if (job.kind == JobKind::Verify)
                              panel->jobEnded(ok, message);
                      });
 }

@@ -26,8 +26,6 @@ public:
     /** The tree's Load column from the diff and the verification. */
     virtual void updateLoadMarks() = 0;
     virtual void showError(const QString &title, const QString &message) = 0;
-    virtual void setComparePath(const QString &path) = 0;
-    virtual void compareValues() = 0;
     /** The parent for dialogs. */
     virtual QWidget *dialogParent() = 0;
 };

@@ -2,6 +2,7 @@
 // The panels on their own: what their controls ask for, and plots that fill and save.
 #include "model/valuediffmodel.h"
 #include "widgets/comparepanel.h"
+#include "widgets/darkstyle.h"
 #include "widgets/layoutoptionsdialog.h"
 #include "widgets/plaintooltips.h"
 #include "widgets/plotframe.h"
@@ -19,6 +20,8 @@
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QStandardItemModel>
+#include <QStyle>
+#include <QStyleOptionButton>
 #include <QTemporaryDir>
 #include <QToolTip>
 #include <QTreeView>
@@ -122,8 +125,16 @@ TEST(ComparePanelTest, PlotsTheSelectedFamilyAcrossLayers)
               QStringLiteral("not_compared"));
     EXPECT_EQ(m->index(1, 0).data().toString(),
               QStringLiteral("decoder.layers.1.mlp.linear_fc1.weight"));
-    // setValues selected the worst compared tensor: its histogram and its family.
-    EXPECT_EQ(panel.histogramPlot()->plot()->plottable(0)->interface1D()->dataCount(), 2);
+    // setValues selected the worst compared tensor: its histogram and its family. Three of a
+    // hundred pairs differ: two bars of them on a log scale beside a grey bar of the 97 equal
+    // pairs, never bars of full height alone.
+    QCustomPlot *h = panel.histogramPlot()->plot();
+    EXPECT_EQ(h->plottable(0)->interface1D()->dataCount(), 2);
+    ASSERT_EQ(h->plottable(1)->interface1D()->dataCount(), 1);
+    EXPECT_EQ(h->plottable(1)->interface1D()->dataMainValue(0), 97.0);
+    EXPECT_EQ(h->yAxis->scaleType(), QCPAxis::stLogarithmic);
+    EXPECT_TRUE(h->xAxis->label().contains(QStringLiteral("3 of 100 pairs differ")))
+        << h->xAxis->label().toStdString();
     QCustomPlot *layers = panel.layerPlot()->plot();
     ASSERT_EQ(layers->graph(0)->dataCount(), 3);
     for (int i = 0; i < 3; ++i)
@@ -133,6 +144,11 @@ TEST(ComparePanelTest, PlotsTheSelectedFamilyAcrossLayers)
     EXPECT_EQ(layers->graph(1)->dataMainValue(0), 0.25);
     panel.selectTensor(1); // layer 0
     EXPECT_EQ(layers->graph(1)->dataMainKey(0), 0.0);
+    // A tensor not compared has no pairs at all: it says why, never "all 0 pairs equal".
+    panel.selectTensor(3);
+    EXPECT_EQ(h->plottable(0)->interface1D()->dataCount(), 0);
+    EXPECT_EQ(h->plottable(1)->interface1D()->dataCount(), 0);
+    EXPECT_EQ(h->xAxis->label(), QStringLiteral("not compared: the second checkpoint lacks it"));
 }
 
 // A comparison that could not compare every tensor is no all-clear: those tensors come first,
@@ -246,4 +262,34 @@ TEST(PlainToolTips, KeysAreNeverMarkup)
     EXPECT_FALSE(shown.contains(QStringLiteral("<img")));
     EXPECT_TRUE(shown.contains(QStringLiteral("<br>second line")));
     QToolTip::hideText();
+}
+
+// Under --dark an unchecked check box is outlined in a colour that reads on the dark window
+// (Fusion's own outline is a shade darker than it: near black on dark grey).
+TEST(DarkStyleTest, UncheckedBoxesStandOut)
+{
+    std::unique_ptr<QStyle> style(createDarkStyle());
+    QWidget window;
+    window.setStyle(style.get());
+    window.setPalette(darkPalette());
+    window.setAutoFillBackground(true);
+    auto *box = new QCheckBox(QStringLiteral("Problems only"), &window);
+    box->setStyle(style.get());
+    box->setPalette(darkPalette());
+    box->adjustSize();
+    window.resize(box->width() + 20, box->height() + 20);
+    box->move(10, 10);
+    window.show();
+    const QImage image = window.grab().toImage();
+    QStyleOptionButton option;
+    option.initFrom(box);
+    const QRect indicator =
+        style->subElementRect(QStyle::SE_CheckBoxIndicator, &option, box).translated(box->pos());
+    ASSERT_TRUE(indicator.isValid());
+    const int background = darkPalette().color(QPalette::Window).lightness();
+    int brightest = 0; // along the indicator's outline
+    for (int x = indicator.left(); x <= indicator.right(); ++x)
+        for (int y : {indicator.top(), indicator.bottom()})
+            brightest = std::max(brightest, QColor(image.pixel(x, y)).lightness());
+    EXPECT_GE(brightest - background, 50) << "outline " << brightest << " on " << background;
 }

@@ -16,6 +16,7 @@
 #include "model/loadmarks.h"
 #include "model/roles.h"
 #include "widgets/checkpointtreeview.h"
+#include "widgets/darkstyle.h"
 #include "widgets/diffpanel.h"
 #include "widgets/layerplot.h"
 #include "widgets/plotframe.h"
@@ -83,14 +84,8 @@ TEST_P(ReadabilityTest, LoadDiffShowsADozenRowsAndExplainsTheFirstProblem)
 {
     const WindowCase c = GetParam();
     const QPalette before = QApplication::palette();
-    if (c.dark) {
-        QPalette p;
-        p.setColor(QPalette::Window, QColor(0x2b, 0x2b, 0x2b));
-        p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
-        p.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x1e));
-        p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
-        QApplication::setPalette(p);
-    }
+    if (c.dark)
+        QApplication::setPalette(widgets::darkPalette()); // what --dark sets
     {
         MainWindow w;
         w.resize(c.width, c.height);
@@ -277,6 +272,16 @@ TEST(LayerPlotTest, ShowsOnlyTheFamilyItNames)
     plot.setStats(stats);
     EXPECT_TRUE(plot.plottedFamily().isEmpty());
     EXPECT_EQ(p->graph(0)->dataCount(), 0);
+
+    // One layer is one layer, not "1 layers".
+    auto one = std::make_shared<LayerStats>(*stats);
+    one->layers.resize(1);
+    one->keys = one->keys.mid(0, 1);
+    one->health.resize(1);
+    plot.setKey(fc1.arg(0));
+    plot.setStats(one);
+    EXPECT_TRUE(plot.caption().endsWith(QStringLiteral(": 1 layer")))
+        << plot.caption().toStdString();
 
     // Another layer of the plotted family keeps the plot and moves the mark.
     plot.setKey(fc1.arg(0));

@@ -69,10 +69,13 @@ void expectReportEqualsCli(MainWindow &w, const QString &path)
 {
     CheckpointSession *s = w.session();
     bool ended = false, ok = false;
-    auto c = QObject::connect(s, &CheckpointSession::jobEnded, [&](bool good, const QString &) {
-        ended = true;
-        ok = good;
-    });
+    auto c = QObject::connect(s, &CheckpointSession::jobEnded,
+                              [&](const JobInfo &job, bool good, const QString &) {
+                                  if (job.kind != JobKind::Export)
+                                      return;
+                                  ended = true;
+                                  ok = good;
+                              });
     const QStringList args = w.reportArguments(path);
     w.exportReport(path);
     ASSERT_TRUE(waitFor([&] { return ended; }));

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// BackendRunner against a real torch.save file written by the pinned torch (SHARDSCOPE_PYTHON).
+// The executor (BackendRunner) on its own, and the session over it against real checkpoints
+// written by the pinned torch (SHARDSCOPE_PYTHON) and the bundled demo.
 #include "model/backendrunner.h"
 #include "model/checkpointsession.h"
 #include "model/checkpointtreemodel.h"
@@ -98,11 +99,11 @@ protected:
     }
 
     // Opens the fixture and returns the snapshot (asserting in the caller's test).
-    IndexSnapshot open(BackendRunner &runner)
+    IndexSnapshot open(CheckpointSession &session)
     {
-        QSignalSpy opened(&runner, &BackendRunner::checkpointOpened);
-        QSignalSpy failed(&runner, &BackendRunner::openFailed);
-        runner.openCheckpoint(s_path);
+        QSignalSpy opened(&session, &CheckpointSession::opened);
+        QSignalSpy failed(&session, &CheckpointSession::openFailed);
+        session.open(s_path);
         if (!opened.wait(Timeout))
             return nullptr;
         EXPECT_EQ(failed.count(), 0);
@@ -116,15 +117,219 @@ protected:
 
 } // namespace
 
-TEST_F(BackendRunnerTest, OpensAndComputesTensorDetails)
+// ---------------------------------------------------------------- the executor
+
+namespace {
+
+// Runs the owner's event loop until `done` or the time-out; whether `done` held.
+bool spin(const std::function<bool()> &done, int ms = Timeout)
+{
+    QElapsedTimer t;
+    t.start();
+    while (!done()) {
+        if (t.elapsed() > ms)
+            return false;
+        QTest::qWait(2);
+    }
+    return true;
+}
+
+// A job that runs until cancelled, as a long verification would, reporting every millisecond.
+auto endless(std::atomic<bool> &started, std::atomic<int> &steps)
+{
+    return [&started, &steps](const JobControl &control) -> Result<int> {
+        started = true;
+        for (uint64_t i = 0;; ++i) {
+            if (!control.report({"verify", i % 1000 + 1, 1001}))
+                return makeError(Error::Code::Cancelled, "cancelled");
+            ++steps;
+            QThread::msleep(1);
+        }
+    };
+}
+
+} // namespace
+
+// One typed path: the work's value reaches `done` on the owner's thread, once, and the job is
+// announced once each (started, ended), in that order; a failure ends it with the error's one
+// line and never calls `done`.
+TEST(BackendRunner, DeliversEachResultOnceOnTheOwnersThread)
 {
     BackendRunner runner;
-    QSignalSpy progress(&runner, &BackendRunner::progress);
-    const IndexSnapshot index = open(runner);
+    QThread *owner = QThread::currentThread();
+    QThread *workedOn = nullptr, *doneOn = nullptr;
+    std::vector<std::string> events;
+    QObject::connect(&runner, &BackendRunner::jobStarted, [&](const JobInfo &job) {
+        events.push_back("started " + job.title.toStdString());
+    });
+    QObject::connect(&runner, &BackendRunner::jobEnded,
+                     [&](const JobInfo &job, bool ok, const QString &message) {
+                         events.push_back("ended " + job.title.toStdString() +
+                                          (ok ? " ok " : " failed ") + message.toStdString());
+                     });
+    int delivered = 0, value = 0;
+    const quint64 id = runner.start<int>(
+        {JobKind::Diff, QStringLiteral("six"), BackendRunner::Lane::Long, {}},
+        [&](const JobControl &) -> Result<int> {
+            workedOn = QThread::currentThread();
+            return 6;
+        },
+        [&](int v) {
+            doneOn = QThread::currentThread();
+            ++delivered;
+            value = v;
+            events.push_back("done");
+        });
+    EXPECT_GT(id, 0u);
+    EXPECT_TRUE(runner.isBusy());
+    ASSERT_TRUE(spin([&] { return !runner.isBusy(); }));
+    QTest::qWait(20); // anything queued after the end would arrive now
+    EXPECT_EQ(delivered, 1);
+    EXPECT_EQ(value, 6);
+    EXPECT_NE(workedOn, owner);
+    EXPECT_EQ(doneOn, owner);
+    EXPECT_EQ(events, (std::vector<std::string>{"started six", "done", "ended six ok Done"}));
+
+    events.clear();
+    runner.start<int>(
+        {JobKind::Diff, QStringLiteral("bad"), BackendRunner::Lane::Long, {}},
+        [](const JobControl &) -> Result<int> {
+            return makeError(Error::Code::Format, "no such thing").inFile("x.json");
+        },
+        [&](int) { ++delivered; });
+    ASSERT_TRUE(spin([&] { return !runner.isBusy(); }));
+    EXPECT_EQ(delivered, 1);
+    EXPECT_EQ(events,
+              (std::vector<std::string>{"started bad", "ended bad failed x.json: no such thing"}));
+}
+
+// A minutes-long job on the long lane must not hold up the quick lane; its throttled progress
+// reaches the owner's thread with the time left, and a cancel ends it within half a second,
+// without a result.
+TEST(BackendRunner, LongJobRunsBesideQuickOnesAndCancels)
+{
+    BackendRunner runner;
+    std::atomic<bool> started{false};
+    std::atomic<int> steps{0};
+    QSignalSpy progress(&runner, &BackendRunner::jobProgress);
+    QSignalSpy ended(&runner, &BackendRunner::jobEnded);
+    QThread *owner = QThread::currentThread();
+    bool offThread = false;
+    QObject::connect(&runner, &BackendRunner::jobProgress, &runner,
+                     [&] { offThread = offThread || QThread::currentThread() != owner; });
+    bool delivered = false;
+    const quint64 id = runner.start<int>({JobKind::Verify, QStringLiteral("endless")},
+                                         endless(started, steps), [&](int) { delivered = true; });
+    ASSERT_TRUE(spin([&] { return started.load(); }));
+
+    bool quick = false;
+    runner.start<int>(
+        {JobKind::Details, QStringLiteral("quick"), BackendRunner::Lane::Quick, {}},
+        [](const JobControl &) -> Result<int> { return 1; }, [&](int) { quick = true; });
+    ASSERT_TRUE(spin([&] { return quick; })) << "the quick lane waited for the long job";
+
+    // Throttled: a report every millisecond reaches the owner at most ten times a second.
+    const int before = progress.count();
+    QElapsedTimer window;
+    window.start();
+    QTest::qWait(600);
+    const int reported = progress.count() - before;
+    EXPECT_GE(reported, 1);
+    EXPECT_LE(reported, window.elapsed() / 100 + 2) << steps.load() << " steps";
+    EXPECT_FALSE(offThread);
+    EXPECT_EQ(progress.last().at(0).value<JobInfo>().id, id);
+    EXPECT_EQ(progress.last().at(1).toString(), QStringLiteral("verify"));
+    EXPECT_GE(progress.last().at(3).toDouble(), 0.0) << "no time left shown";
+
+    QElapsedTimer cancelled;
+    cancelled.start();
+    runner.cancel(id);
+    ASSERT_TRUE(spin([&] { return !runner.isBusy(); }));
+    EXPECT_LT(cancelled.elapsed(), 500);
+    ASSERT_GE(ended.count(), 2);
+    EXPECT_EQ(ended.last().at(0).value<JobInfo>().id, id);
+    EXPECT_FALSE(ended.last().at(1).toBool());
+    EXPECT_EQ(ended.last().at(2).toString(), jobCancelledText());
+    EXPECT_FALSE(delivered);
+}
+
+// A stage whose work is all done while the job runs on shows busy, never a bar stuck at 100%.
+TEST(BackendRunner, AStageDoneWhileTheJobRunsOnShowsBusy)
+{
+    BackendRunner runner;
+    QSignalSpy progress(&runner, &BackendRunner::jobProgress);
+    runner.start<int>(
+        {JobKind::Diff, QStringLiteral("diff")},
+        [](const JobControl &control) -> Result<int> {
+            control.report({"diff", 5, 10});
+            QThread::msleep(150);
+            control.report({"diff", 10, 10}); // all rows diffed; the marks follow
+            QThread::msleep(300);
+            return 0;
+        },
+        [](int) {});
+    ASSERT_TRUE(spin([&] { return !runner.isBusy(); }));
+    ASSERT_GE(progress.count(), 2);
+    EXPECT_EQ(progress.at(0).at(2).toInt(), 500);
+    EXPECT_EQ(progress.last().at(2).toInt(), -1);
+    EXPECT_LT(progress.last().at(3).toDouble(), 0.0);
+}
+
+// A queued job cancelled (or replaced by a newer one with its tag) ends at once, without waiting
+// for the running one, and its work never runs: a burst of requests computes only the last.
+TEST(BackendRunner, QueuedJobsEndAtOnceWhenCancelledOrReplaced)
+{
+    BackendRunner runner;
+    std::atomic<bool> started{false};
+    std::atomic<int> steps{0};
+    const quint64 blocker = runner.start<int>({JobKind::Verify, QStringLiteral("blocker")},
+                                              endless(started, steps), [](int) {});
+    ASSERT_TRUE(spin([&] { return started.load(); }));
+    QSignalSpy ended(&runner, &BackendRunner::jobEnded);
+    std::atomic<int> ran{0};
+    std::vector<int> delivered;
+    auto job = [&](int n) {
+        return runner.start<int>(
+            {JobKind::Details, QString::number(n), BackendRunner::Lane::Long, QStringLiteral("d")},
+            [&ran, n](const JobControl &) -> Result<int> {
+                ++ran;
+                return n;
+            },
+            [&delivered](int v) { delivered.push_back(v); });
+    };
+    job(1);
+    EXPECT_EQ(ended.count(), 0);
+    job(2); // replaces 1, which ends now
+    ASSERT_EQ(ended.count(), 1);
+    EXPECT_EQ(ended.last().at(0).value<JobInfo>().title, QStringLiteral("1"));
+    EXPECT_EQ(ended.last().at(2).toString(), jobCancelledText());
+    const quint64 three = runner.start<int>(
+        {JobKind::Export, QStringLiteral("3")},
+        [&ran](const JobControl &) -> Result<int> {
+            ++ran;
+            return 3;
+        },
+        [&delivered](int v) { delivered.push_back(v); });
+    runner.cancel(three); // queued: it ends here, not after the blocker
+    ASSERT_EQ(ended.count(), 2);
+    EXPECT_EQ(ended.last().at(0).value<JobInfo>().id, three);
+    runner.cancel(blocker);
+    ASSERT_TRUE(spin([&] { return !runner.isBusy(); }));
+    EXPECT_EQ(ran.load(), 1);
+    EXPECT_EQ(delivered, std::vector<int>{2});
+}
+
+// ---------------------------------------------------------------- the session
+
+TEST_F(BackendRunnerTest, OpensAndComputesTensorDetails)
+{
+    CheckpointSession session;
+    const IndexSnapshot index = open(session);
     ASSERT_TRUE(index);
     EXPECT_EQ(index->format, Format::TorchSave);
     ASSERT_NE(index->findTensor("a"), nullptr);
-    EXPECT_GE(progress.count(), 2);
+    EXPECT_EQ(session.path(), s_path);
+    EXPECT_TRUE(session.openingPath().isEmpty());
 
     // The snapshot feeds the tree model directly.
     CheckpointTreeModel model;
@@ -132,12 +337,12 @@ TEST_F(BackendRunnerTest, OpensAndComputesTensorDetails)
     model.setIndex(index);
     ASSERT_TRUE(model.indexForKey(QStringLiteral("a")).isValid());
 
-    QSignalSpy ready(&runner, &BackendRunner::tensorDetailsReady);
-    runner.requestTensorDetails(QStringLiteral("a"));
+    QSignalSpy ready(&session, &CheckpointSession::tensorDetailsReady);
+    session.requestTensorDetails(QStringLiteral("a"));
     ASSERT_TRUE(ready.wait(Timeout));
     ASSERT_EQ(ready.count(), 1);
-    EXPECT_EQ(ready.at(0).at(0).toString(), QStringLiteral("a"));
-    const auto details = ready.at(0).at(1).value<TensorDetails>();
+    const auto details = ready.at(0).at(0).value<TensorDetails>();
+    EXPECT_EQ(details.key, QStringLiteral("a"));
     ASSERT_TRUE(details.ok()) << details.error.toStdString();
     ASSERT_TRUE(details.hasStats) << details.statsError.toStdString();
     EXPECT_EQ(details.stats.count, 6);
@@ -153,9 +358,9 @@ TEST_F(BackendRunnerTest, OpensAndComputesTensorDetails)
     EXPECT_EQ(details.histogramMax, 5.0);
 
     // bfloat16 goes through the same path.
-    runner.requestTensorDetails(QStringLiteral("b"));
+    session.requestTensorDetails(QStringLiteral("b"));
     ASSERT_TRUE(ready.wait(Timeout));
-    const auto b = ready.at(1).at(1).value<TensorDetails>();
+    const auto b = ready.at(1).at(0).value<TensorDetails>();
     ASSERT_TRUE(b.hasStats);
     EXPECT_EQ(b.stats.min, -2.0);
     EXPECT_EQ(b.stats.max, 3.25);
@@ -163,149 +368,89 @@ TEST_F(BackendRunnerTest, OpensAndComputesTensorDetails)
 
 TEST_F(BackendRunnerTest, NewerDetailsRequestWins)
 {
-    BackendRunner runner;
-    ASSERT_TRUE(open(runner));
-    QSignalSpy ready(&runner, &BackendRunner::tensorDetailsReady);
-    QSignalSpy idle(&runner, &BackendRunner::idle);
-    runner.requestTensorDetails(QStringLiteral("a"));
-    runner.requestTensorDetails(QStringLiteral("b"));
-    runner.requestTensorDetails(QStringLiteral("a"));
-    ASSERT_TRUE(idle.wait(Timeout));
-    QCoreApplication::processEvents();
-    // Older requests are replaced in the queue or dropped as stale: only the last one answers.
+    CheckpointSession session;
+    ASSERT_TRUE(open(session));
+    QSignalSpy ready(&session, &CheckpointSession::tensorDetailsReady);
+    session.requestTensorDetails(QStringLiteral("a"));
+    session.requestTensorDetails(QStringLiteral("b"));
+    session.requestTensorDetails(QStringLiteral("a"));
+    ASSERT_TRUE(ready.wait(Timeout));
+    QTest::qWait(100);
+    // Older requests are replaced in the queue or cancelled: only the last one answers.
     ASSERT_EQ(ready.count(), 1);
-    EXPECT_EQ(ready.at(0).at(0).toString(), QStringLiteral("a"));
+    EXPECT_EQ(ready.at(0).at(0).value<TensorDetails>().key, QStringLiteral("a"));
 }
 
 TEST_F(BackendRunnerTest, ReportsMissingTensorsAndDecodesObjects)
 {
-    BackendRunner runner;
-    ASSERT_TRUE(open(runner));
-    QSignalSpy ready(&runner, &BackendRunner::tensorDetailsReady);
-    runner.requestTensorDetails(QStringLiteral("nope"));
+    CheckpointSession session;
+    ASSERT_TRUE(open(session));
+    QSignalSpy ready(&session, &CheckpointSession::tensorDetailsReady);
+    session.requestTensorDetails(QStringLiteral("nope"));
     ASSERT_TRUE(ready.wait(Timeout));
-    EXPECT_FALSE(ready.at(0).at(1).value<TensorDetails>().ok());
+    EXPECT_FALSE(ready.at(0).at(0).value<TensorDetails>().ok());
 
-    QSignalSpy object(&runner, &BackendRunner::objectReady);
-    runner.requestObject(QStringLiteral("step"));
+    QSignalSpy object(&session, &CheckpointSession::objectReady);
+    session.requestObject(QStringLiteral("step"));
     ASSERT_TRUE(object.wait(Timeout));
-    const auto details = object.at(0).at(1).value<ObjectDetails>();
+    const auto details = object.at(0).at(0).value<ObjectDetails>();
     ASSERT_TRUE(details.ok()) << details.error.toStdString();
     EXPECT_EQ(details.text, QStringLiteral("7"));
 }
 
+// A file in the place of `.metadata` that is no pickle says it is not DCP metadata, before what
+// the decoder tripped on.
+TEST(CheckpointSessionTest, ARandomMetadataSaysItIsNotDcp)
+{
+    QTemporaryDir dir;
+    QFile f(dir.filePath(QStringLiteral(".metadata")));
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray("\x03\x9a\x11random bytes, as a copy gone wrong leaves them", 48));
+    f.close();
+    CheckpointSession session;
+    QSignalSpy failed(&session, &CheckpointSession::openFailed);
+    session.open(dir.path());
+    ASSERT_TRUE(failed.wait(Timeout));
+    const QString error = failed.at(0).at(1).toString();
+    EXPECT_TRUE(error.contains(QStringLiteral("not DCP metadata"))) << error.toStdString();
+    EXPECT_TRUE(error.contains(QStringLiteral(".metadata"))) << error.toStdString();
+}
+
 TEST_F(BackendRunnerTest, OpenFailureIsOneLine)
 {
-    BackendRunner runner;
-    QSignalSpy failed(&runner, &BackendRunner::openFailed);
-    runner.openCheckpoint(QDir(s_dir->path()).filePath(QStringLiteral("missing.pt")));
+    CheckpointSession session;
+    QSignalSpy failed(&session, &CheckpointSession::openFailed);
+    const QString missing = QDir(s_dir->path()).filePath(QStringLiteral("missing.pt"));
+    session.open(missing);
     ASSERT_TRUE(failed.wait(Timeout));
-    const QString error = failed.at(0).at(0).toString();
+    EXPECT_EQ(failed.at(0).at(0).toString(), missing);
+    const QString error = failed.at(0).at(1).toString();
     EXPECT_FALSE(error.isEmpty());
     EXPECT_FALSE(error.contains(QLatin1Char('\n')));
+    EXPECT_TRUE(session.openingPath().isEmpty());
 }
 
-TEST_F(BackendRunnerTest, ReopeningDropsResultsOfTheOldGeneration)
-{
-    BackendRunner runner;
-    ASSERT_TRUE(open(runner));
-    QSignalSpy ready(&runner, &BackendRunner::tensorDetailsReady);
-    QSignalSpy opened(&runner, &BackendRunner::checkpointOpened);
-    QSignalSpy idle(&runner, &BackendRunner::idle);
-    const quint64 before = runner.generation();
-    runner.requestTensorDetails(QStringLiteral("a"));
-    runner.openCheckpoint(s_path); // a new generation: the details above are stale
-    EXPECT_EQ(runner.generation(), before + 1);
-    ASSERT_TRUE(opened.wait(Timeout));
-    if (runner.isBusy()) {
-        ASSERT_TRUE(idle.wait(Timeout));
-    }
-    QCoreApplication::processEvents();
-    EXPECT_EQ(ready.count(), 0);
-}
-
-// A minutes-long job on the long lane must not hold up the quick lane: the details of a tensor
-// come back while the job runs, its throttled progress reaches the owner's thread, and a cancel
-// stops it midway.
-TEST_F(BackendRunnerTest, LongJobLaneRunsBesideDetailsAndCancels)
-{
-    BackendRunner runner;
-    ASSERT_TRUE(open(runner));
-    std::atomic<bool> started{false};
-    std::atomic<int> steps{0};
-    QSignalSpy progress(&runner, &BackendRunner::jobProgress);
-    QSignalSpy finished(&runner, &BackendRunner::jobFinished);
-    QSignalSpy cancelled(&runner, &BackendRunner::jobCancelled);
-    QThread *owner = QThread::currentThread();
-    bool offThread = false;
-    QObject::connect(&runner, &BackendRunner::jobProgress, &runner,
-                     [&] { offThread = offThread || QThread::currentThread() != owner; });
-    const quint64 id = runner.startJob(
-        QStringLiteral("endless"), [&](const JobControl &control) -> BackendRunner::JobOutcome {
-            started = true;
-            for (uint64_t i = 0;; ++i) { // until cancelled, as a long verification would
-                if (!control.report({"verify", i % 1000, 1000}))
-                    return {{}, {}, true};
-                ++steps;
-                QThread::msleep(1);
-            }
-        });
-    EXPECT_TRUE(runner.isJobRunning());
-    // Once the job runs on the long lane (it never ends by itself), details must still come.
-    QElapsedTimer waited;
-    waited.start();
-    while (!started.load() && waited.elapsed() < Timeout)
-        QTest::qWait(5);
-    ASSERT_TRUE(started.load());
-
-    QSignalSpy ready(&runner, &BackendRunner::tensorDetailsReady);
-    runner.requestTensorDetails(QStringLiteral("a"));
-    ASSERT_TRUE(ready.wait(Timeout)) << "the details waited for the job";
-    EXPECT_TRUE(runner.isJobRunning());
-    EXPECT_TRUE(ready.at(0).at(1).value<TensorDetails>().ok());
-
-    // Throttled: a report every millisecond reaches the owner at most ten times a second.
-    const int before = progress.count();
-    QElapsedTimer window;
-    window.start();
-    QTest::qWait(600);
-    const int reported = progress.count() - before;
-    EXPECT_GE(reported, 1);
-    EXPECT_LE(reported, window.elapsed() / 100 + 2) << steps.load() << " steps";
-    EXPECT_FALSE(offThread);
-    EXPECT_EQ(progress.at(0).at(0).toULongLong(), id);
-    EXPECT_EQ(progress.last().at(1).toString(), QStringLiteral("verify"));
-
-    runner.cancelJobs();
-    ASSERT_TRUE(cancelled.wait(Timeout));
-    EXPECT_EQ(cancelled.at(0).at(0).toULongLong(), id);
-    EXPECT_EQ(finished.count(), 0);
-    EXPECT_FALSE(runner.isJobRunning());
-}
-
-// The front door's verification through the runner: the demo, planned over two ranks, loads bit
-// for bit; the checkpoint is the one the runner has open.
-TEST(BackendRunnerJobs, VerifiesTheOpenCheckpoint)
+// The front door's verification through the session: the demo, planned over two ranks, loads
+// bit for bit; the checkpoint is the one the session has open.
+TEST(CheckpointSessionTest, VerifiesTheOpenCheckpoint)
 {
     const QString demo = QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR);
     QTemporaryDir dir;
     const QString layoutPath = writeDemoLayout(dir);
     ASSERT_FALSE(layoutPath.isEmpty());
 
-    BackendRunner runner;
-    QSignalSpy opened(&runner, &BackendRunner::checkpointOpened);
-    runner.openCheckpoint(demo);
+    CheckpointSession session;
+    QSignalSpy opened(&session, &CheckpointSession::opened);
+    session.open(demo);
     ASSERT_TRUE(opened.wait(Timeout));
+    session.setLayout(layoutPath);
 
-    QSignalSpy verified(&runner, &BackendRunner::verifyReady);
-    QSignalSpy diffed(&runner, &BackendRunner::diffReady);
+    QSignalSpy verified(&session, &CheckpointSession::verificationChanged);
+    QSignalSpy diffed(&session, &CheckpointSession::diffChanged);
     VerifyRequest request;
-    request.layout = QFile::encodeName(layoutPath).toStdString();
     request.dp = 2;
-    runner.startVerify(request);
-    DiffRequest diffRequest;
-    diffRequest.layout = request.layout;
-    runner.startDiff(diffRequest);
+    session.runVerify(request);
+    session.runDiff();
     ASSERT_TRUE(verified.wait(Timeout));
     const auto report = verified.at(0).at(0).value<VerifySnapshot>();
     ASSERT_TRUE(report);
@@ -315,7 +460,7 @@ TEST(BackendRunnerJobs, VerifiesTheOpenCheckpoint)
     if (diffed.isEmpty()) {
         ASSERT_TRUE(diffed.wait(Timeout));
     }
-    const auto diff = diffed.at(0).at(0).value<DiffSnapshot>();
+    const auto diff = diffed.last().at(0).value<DiffSnapshot>();
     ASSERT_TRUE(diff);
     EXPECT_TRUE(diff->clean());
     EXPECT_EQ(diff->expectedModel, diff->loadableModel);
@@ -344,10 +489,11 @@ TEST(CheckpointSessionTest, StagesAndWhatClearsThem)
     ASSERT_TRUE(diffs.wait(Timeout));
     ASSERT_TRUE(session.diff());
     EXPECT_TRUE(session.diff()->clean());
-    if (ended.isEmpty()) {
+    if (ended.last().at(0).value<JobInfo>().kind != JobKind::Diff) {
         ASSERT_TRUE(ended.wait(Timeout));
     }
-    EXPECT_TRUE(ended.last().at(0).toBool());
+    EXPECT_EQ(ended.last().at(0).value<JobInfo>().kind, JobKind::Diff);
+    EXPECT_TRUE(ended.last().at(1).toBool());
     EXPECT_FALSE(session.isJobRunning());
 
     VerifyRequest request;
@@ -365,11 +511,18 @@ TEST(CheckpointSessionTest, StagesAndWhatClearsThem)
 
     session.runDiff();
     ASSERT_TRUE(diffs.wait(Timeout));
+    // Opening again: what is shown stays until the new one is open, then everything is cleared.
+    const IndexSnapshot before = session.index();
+    opened.clear();
     session.open(demo);
-    EXPECT_FALSE(session.index());
-    EXPECT_FALSE(session.diff());
+    EXPECT_EQ(session.index(), before);
+    EXPECT_TRUE(session.diff());
+    EXPECT_EQ(session.openingPath(), demo);
     ASSERT_TRUE(opened.wait(Timeout));
     EXPECT_TRUE(session.index());
+    EXPECT_NE(session.index(), before);
+    EXPECT_FALSE(session.diff());
+    EXPECT_FALSE(diffs.last().at(0).value<DiffSnapshot>());
 }
 
 // A layout generated from the demo's config.json on the long lane becomes the layout; the same
@@ -411,8 +564,9 @@ TEST(CheckpointSessionTest, LayoutFromAModelConfig)
     ended.clear();
     session.setConfig(bad.fileName());
     ASSERT_TRUE(ended.wait(Timeout));
-    EXPECT_FALSE(ended.last().at(0).toBool());
-    EXPECT_TRUE(ended.last().at(1).toString().contains(bad.fileName()));
+    EXPECT_EQ(ended.last().at(0).value<JobInfo>().kind, JobKind::Layout);
+    EXPECT_FALSE(ended.last().at(1).toBool());
+    EXPECT_TRUE(ended.last().at(2).toString().contains(bad.fileName()));
     EXPECT_EQ(session.layoutPath(), path); // the previous one stays
 }
 
@@ -523,12 +677,13 @@ TEST_F(BackendRunnerTest, ReloadSaysWhatChangedOnDiskAndSurvivesDeletion)
     changed.clear();
     ASSERT_TRUE(QDir(ckpt).removeRecursively());
     ASSERT_TRUE(changed.count() > 0 || changed.wait(Timeout));
+    const IndexSnapshot shown = session.index();
     session.reload();
     ASSERT_TRUE(failed.wait(Timeout));
-    const QString error = failed.at(0).at(0).toString();
+    const QString error = failed.at(0).at(1).toString();
     EXPECT_FALSE(error.contains(QLatin1Char('\n')));
     EXPECT_TRUE(error.contains(QStringLiteral("ckpt"))) << error.toStdString();
-    EXPECT_FALSE(session.index());
+    EXPECT_EQ(session.index(), shown); // what was read stays on screen
 
     // The session goes on: another checkpoint opens.
     opened.clear();
@@ -578,22 +733,21 @@ TEST_F(BackendRunnerTest, ShowsTheKeysFirstThenCompletesTheSameTree)
                        "os.truncate(data, os.path.getsize(data) // 2)\n");
     ASSERT_EQ(runPython(save, ckpt), QString());
 
-    BackendRunner runner;
+    CheckpointSession session;
     CheckpointTreeModel early;
     QAbstractItemModelTester tester(&early, QAbstractItemModelTester::FailureReportingMode::Fatal);
     IndexSnapshot keys;
     bool provisionalWhenShown = false, readableWhenShown = true;
-    QObject::connect(&runner, &BackendRunner::checkpointKeysKnown, &early,
-                     [&](const IndexSnapshot &k) {
-                         keys = k;
-                         early.adopt(runner.takePreparedTree(k));
-                         provisionalWhenShown = early.isProvisional();
-                         const QModelIndex leaf =
-                             early.indexForKey(QStringLiteral("model.decoder.layers.0.mlp.weight"));
-                         readableWhenShown = !leaf.isValid() || early.tensorAt(leaf) != nullptr;
-                     });
-    QSignalSpy opened(&runner, &BackendRunner::checkpointOpened);
-    runner.openCheckpoint(ckpt);
+    QObject::connect(&session, &CheckpointSession::keysKnown, &early, [&](const IndexSnapshot &k) {
+        keys = k;
+        early.adopt(session.takePreparedTree(k));
+        provisionalWhenShown = early.isProvisional();
+        const QModelIndex leaf =
+            early.indexForKey(QStringLiteral("model.decoder.layers.0.mlp.weight"));
+        readableWhenShown = !leaf.isValid() || early.tensorAt(leaf) != nullptr;
+    });
+    QSignalSpy opened(&session, &CheckpointSession::opened);
+    session.open(ckpt);
     ASSERT_TRUE(opened.wait(Timeout));
     ASSERT_TRUE(keys) << "no early tree for a DCP checkpoint with planner data";
     EXPECT_TRUE(provisionalWhenShown);
@@ -602,7 +756,8 @@ TEST_F(BackendRunnerTest, ShowsTheKeysFirstThenCompletesTheSameTree)
     const auto full = opened.at(0).at(0).value<IndexSnapshot>();
     ASSERT_TRUE(full);
     ASSERT_GT(full->problems.size(), 0u) << "the cut data file was not noticed";
-    EXPECT_EQ(runner.keysCompletedBy(full), keys);
+    EXPECT_EQ(session.keysCompletedBy(full), keys);
+    EXPECT_EQ(session.takePreparedTree(full), nullptr) << "a second tree built for nothing";
 
     QSignalSpy resets(&early, &QAbstractItemModel::modelReset);
     QSignalSpy changed(&early, &QAbstractItemModel::dataChanged);

@@ -82,6 +82,10 @@ TEST(Formatting, HumanReadableText)
     EXPECT_EQ(formatReal(NAN), QStringLiteral("nan"));
     EXPECT_EQ(formatReal(-INFINITY), QStringLiteral("-inf"));
     EXPECT_EQ(formatReal(0.5), QStringLiteral("0.5"));
+    // A count takes its noun in the number it has: never "1 layers", "in 1 files".
+    EXPECT_EQ(countOf(1, "file", "files"), QStringLiteral("1 file"));
+    EXPECT_EQ(countOf(0, "file", "files"), QStringLiteral("0 files"));
+    EXPECT_EQ(countOf(12345, "layer", "layers"), QStringLiteral("12,345 layers"));
 }
 
 TEST(PyValueFormat, ShortValuesStayOnOneLineLongOnesAreIndented)

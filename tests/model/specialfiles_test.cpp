@@ -2,7 +2,6 @@
 // The window's reader never blocks on a file that is not regular: a FIFO, a socket, a character
 // device (a symlink to /dev/zero or /dev/urandom) or a block device standing in for a torch.save
 // file, a DCP `.metadata`, a DCP data file or a layout is refused in one line naming it.
-#include "model/backendrunner.h"
 #include "model/checkpointsession.h"
 
 #include <QDir>
@@ -134,6 +133,13 @@ protected:
         QFile layout(m_layout);
         ASSERT_TRUE(layout.open(QIODevice::WriteOnly));
         layout.write(R"({"schema": "shardscope.layout/1", "params": []})");
+        // The layout that expects what the checkpoints hold.
+        m_wLayout = m_dir.filePath(QStringLiteral("w-layout.json"));
+        QFile w(m_wLayout);
+        ASSERT_TRUE(w.open(QIODevice::WriteOnly));
+        w.write(R"({"schema": "shardscope.layout/1", "family": "test", "source": "test",
+                    "params": [{"name": "w", "shape": [3, 4], "dtype": "float32",
+                                "tp_dim": -1}]})");
     }
 
     QString dataFile() const
@@ -144,7 +150,7 @@ protected:
     }
 
     QTemporaryDir m_dir;
-    QString m_layout;
+    QString m_layout, m_wLayout;
 };
 
 } // namespace
@@ -158,13 +164,13 @@ TEST_F(SpecialFilesTest, OpenRefusesTheCheckpointFileUnread)
             SCOPED_TRACE(QFileInfo(file).fileName().toStdString() + " as " + kind);
             if (!replaced(file, kind))
                 continue;
-            BackendRunner runner;
-            QSignalSpy failed(&runner, &BackendRunner::openFailed);
-            runner.openCheckpoint(file == metadata ? QFileInfo(file).absolutePath() : file);
+            CheckpointSession session;
+            QSignalSpy failed(&session, &CheckpointSession::openFailed);
+            session.open(file == metadata ? QFileInfo(file).absolutePath() : file);
             const bool refused = failed.wait(Timeout);
             releaseFifo(file);
             ASSERT_TRUE(refused) << "the open did not end";
-            expectRefusal(failed.at(0).at(0).toString(), file);
+            expectRefusal(failed.at(0).at(1).toString(), file);
         }
 }
 
@@ -178,9 +184,9 @@ TEST_F(SpecialFilesTest, DataFileIsAProblemAndItsTensorsFailUnread)
         SCOPED_TRACE(kind);
         if (!replaced(data, kind))
             continue;
-        BackendRunner runner;
-        QSignalSpy opened(&runner, &BackendRunner::checkpointOpened);
-        runner.openCheckpoint(m_dir.filePath(QStringLiteral("dcp")));
+        CheckpointSession session;
+        QSignalSpy opened(&session, &CheckpointSession::opened);
+        session.open(m_dir.filePath(QStringLiteral("dcp")));
         ASSERT_TRUE(opened.wait(Timeout));
         const IndexSnapshot index = opened.at(0).at(0).value<IndexSnapshot>();
         ASSERT_TRUE(index);
@@ -190,14 +196,27 @@ TEST_F(SpecialFilesTest, DataFileIsAProblemAndItsTensorsFailUnread)
         EXPECT_EQ(problem.effect, Problem::Effect::Unreadable);
         expectRefusal(QString::fromStdString(problem.file + ": " + problem.message), data);
 
-        QSignalSpy ready(&runner, &BackendRunner::tensorDetailsReady);
-        runner.requestTensorDetails(QStringLiteral("w"));
+        QSignalSpy ready(&session, &CheckpointSession::tensorDetailsReady);
+        session.requestTensorDetails(QStringLiteral("w"));
         const bool answered = ready.wait(Timeout);
         releaseFifo(data);
         ASSERT_TRUE(answered) << "the read did not end";
-        const auto details = ready.at(0).at(1).value<TensorDetails>();
+        const auto details = ready.at(0).at(0).value<TensorDetails>();
         EXPECT_FALSE(details.ok());
         expectRefusal(details.error, data);
+
+        // The load diff's fix says to put the data file back: nothing was cut short.
+        QSignalSpy diffs(&session, &CheckpointSession::diffChanged);
+        session.setLayout(m_wLayout);
+        session.runDiff();
+        const bool diffed = diffs.wait(Timeout) && session.diff();
+        releaseFifo(data);
+        ASSERT_TRUE(diffed);
+        ASSERT_EQ(session.diff()->entries.size(), 1u);
+        const DiffEntry &e = session.diff()->entries.front();
+        EXPECT_EQ(e.status, LoadStatus::Unreadable);
+        EXPECT_TRUE(QString::fromStdString(e.fix).contains(QFileInfo(data).fileName())) << e.fix;
+        EXPECT_EQ(e.fix.find("cut short"), std::string::npos) << e.fix;
     }
 }
 
@@ -216,6 +235,7 @@ TEST_F(SpecialFilesTest, LayoutAndConfigAreRefusedUnread)
             QSignalSpy ended(&session, &CheckpointSession::jobEnded);
             session.open(m_dir.filePath(QStringLiteral("model.pt")));
             ASSERT_TRUE(opened.wait(Timeout));
+            ended.clear(); // the open's own
             if (file == config) {
                 session.setConfig(config);
             } else {
@@ -225,7 +245,7 @@ TEST_F(SpecialFilesTest, LayoutAndConfigAreRefusedUnread)
             const bool done = ended.count() > 0 || ended.wait(Timeout);
             releaseFifo(file);
             ASSERT_TRUE(done) << "the job did not end";
-            EXPECT_FALSE(ended.at(0).at(0).toBool());
-            expectRefusal(ended.at(0).at(1).toString(), file);
+            EXPECT_FALSE(ended.at(0).at(1).toBool());
+            expectRefusal(ended.at(0).at(2).toString(), file);
         }
 }

@@ -11,4 +11,8 @@ namespace shardscope::detail {
 inline constexpr std::string_view kAbsentFromShard =
     "listed in the index but absent from its shard";
 
+/** In the note on a file that is a FIFO, socket or device (common/regularfile.cpp); the diff
+ *  then says to put the data file back, not that a save was cut short (diff/evaluate.cpp). */
+inline constexpr std::string_view kNotRegularFile = "not a regular file";
+
 } // namespace shardscope::detail

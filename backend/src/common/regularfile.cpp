@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "common/regularfile.h"
+#include "common/problemtext.h"
 
 #include <cerrno>
 #include <cstring>
@@ -28,7 +29,8 @@ std::string fileKindName(mode_t mode)
 
 Error notRegularFile(const std::string &path, const std::string &kind)
 {
-    return makeError(Error::Code::Io, "is " + kind + ", not a regular file: refused unread")
+    return makeError(Error::Code::Io,
+                     "is " + kind + ", " + std::string(kNotRegularFile) + ": refused unread")
         .inFile(path);
 }
 

@@ -4,6 +4,7 @@
 // provides it.
 #include "diff/differ.h"
 
+#include "common/problemtext.h"
 #include "common/shapes.h"
 #include "diff/causes.h"
 
@@ -449,9 +450,15 @@ void Differ::judge(DiffEntry &e, const Request &q, const std::vector<DiskKey *> 
                        problem->file.substr(slash == std::string::npos ? 0 : slash + 1) +
                        " cannot be read (`shardscope-cli inspect` names each broken item); "
                        "the load raises reading it, whatever the strictness";
-            e.fix = "Restore the checkpoint's data files (a save cut short, or a copy that "
-                    "stopped early; shardscope-cli inspect lists every broken item) or load "
-                    "an earlier checkpoint.";
+            // A FIFO, socket or device where the data file was: nothing was cut short.
+            e.fix = problem->message.find(detail::kNotRegularFile) != std::string::npos
+                        ? "Put the data file the save wrote back in place of " +
+                              problem->file.substr(slash == std::string::npos ? 0 : slash + 1) +
+                              " (a checkpoint's data files are regular files; this one is not) "
+                              "or load an earlier checkpoint."
+                        : "Restore the checkpoint's data files (a save cut short, or a copy "
+                          "that stopped early; shardscope-cli inspect lists every broken item) "
+                          "or load an earlier checkpoint.";
             return;
         }
         if (problem && problem->effect == Problem::Effect::Holes) {

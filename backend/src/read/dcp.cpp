@@ -186,8 +186,15 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
                 limits.prefaultFrom = SIZE_MAX;
         }
         auto arena = parsePickle((*file)->bytes(), 0, limits);
-        if (!arena)
+        if (!arena) {
+            // What the file is not comes first: a .metadata that is no pickle at all (every
+            // protocol torch writes starts with PROTO, 0x80) is no DCP checkpoint's.
+            if ((*file)->bytes()[0] != 0x80)
+                arena.error().message = "not DCP metadata (torch.distributed.checkpoint writes a "
+                                        "pickle, starting with byte 0x80): " +
+                                        arena.error().message;
             return arena.error().inFile(path);
+        }
         Status st = indexMetadata(indexer, index, *arena, streamItems ? &stream : nullptr);
         if (!st)
             return st;

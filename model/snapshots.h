@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: MIT
+// The results the window looks at, each an immutable snapshot shared read-only by every view
+// (and the metatypes that carry them through queued signals). Views include this, never the
+// threads that compute them.
+#pragma once
+
+#include <shardscope/session.h>
+
+#include <QMetaType>
+
+#include <memory>
+
+namespace shardscope::model {
+
+using IndexSnapshot = std::shared_ptr<const shardscope::CheckpointIndex>;
+using DiffSnapshot = std::shared_ptr<const shardscope::DiffResult>;
+using VerifySnapshot = std::shared_ptr<const shardscope::VerifyReport>;
+using CompareSnapshot = std::shared_ptr<const shardscope::CheckpointDiff>;
+using ValuesSnapshot = std::shared_ptr<const shardscope::ValueDiffResult>;
+
+/** Registers the model's value types for queued connections and QSignalSpy. Idempotent. */
+void registerMetaTypes();
+
+} // namespace shardscope::model
+
+Q_DECLARE_METATYPE(shardscope::model::IndexSnapshot)
+Q_DECLARE_METATYPE(shardscope::model::DiffSnapshot)
+Q_DECLARE_METATYPE(shardscope::model::VerifySnapshot)
+Q_DECLARE_METATYPE(shardscope::model::CompareSnapshot)
+Q_DECLARE_METATYPE(shardscope::model::ValuesSnapshot)
