@@ -48,8 +48,8 @@ public:
                        const QWidget *widget) const override
     {
         QProxyStyle::drawPrimitive(element, option, painter, widget);
-        const bool box = element == PE_IndicatorCheckBox ||
-                         element == PE_IndicatorItemViewItemCheck;
+        const bool box =
+            element == PE_IndicatorCheckBox || element == PE_IndicatorItemViewItemCheck;
         if ((!box && element != PE_IndicatorRadioButton) ||
             option->palette.color(QPalette::Window).lightness() >= 128)
             return;

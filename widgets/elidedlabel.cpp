@@ -32,11 +32,10 @@ void ElidedLabel::setText(const QString &text)
 void ElidedLabel::setColor(const QColor &color)
 {
     QPalette p = palette();
-    p.setColor(QPalette::WindowText, color.isValid()
-                                         ? color
-                                         : parentWidget() ? parentWidget()->palette().color(
-                                                                QPalette::WindowText)
-                                                          : QPalette().color(QPalette::WindowText));
+    p.setColor(QPalette::WindowText, color.isValid() ? color
+                                     : parentWidget()
+                                         ? parentWidget()->palette().color(QPalette::WindowText)
+                                         : QPalette().color(QPalette::WindowText));
     setPalette(p);
 }
 
@@ -68,8 +67,7 @@ QSize ElidedLabel::sizeHint() const
 {
     // The advance is rounded; elidedText() measures the glyphs exactly: a pixel to spare.
     const QFontMetrics fm = fontMetrics();
-    return {m_text.isEmpty() ? 0 : fm.horizontalAdvance(m_text) + 2 * kMargin + 2,
-            fm.height() + 2};
+    return {m_text.isEmpty() ? 0 : fm.horizontalAdvance(m_text) + 2 * kMargin + 2, fm.height() + 2};
 }
 
 QSize ElidedLabel::minimumSizeHint() const

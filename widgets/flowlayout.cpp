@@ -95,8 +95,8 @@ int FlowLayout::doLayout(const QRect &rect, bool testOnly) const
     auto flush = [&] {
         if (!testOnly)
             for (auto &[item, r] : line)
-                item->setGeometry(QRect(r.x(), r.y() + (lineHeight - r.height()) / 2, r.width(),
-                                        r.height()));
+                item->setGeometry(
+                    QRect(r.x(), r.y() + (lineHeight - r.height()) / 2, r.width(), r.height()));
         line.clear();
     };
     for (QLayoutItem *item : m_items) {

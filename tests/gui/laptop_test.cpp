@@ -79,13 +79,12 @@ std::vector<std::string> unreachable(QWidget *window, int *checked = nullptr)
         if (!w->isVisible() || w->window() != window || scrolled(w, window))
             continue;
         const auto *label = qobject_cast<const QLabel *>(w);
-        const bool control = qobject_cast<QAbstractButton *>(w) || qobject_cast<QComboBox *>(w) ||
-                             qobject_cast<QAbstractSpinBox *>(w) || qobject_cast<QTabBar *>(w) ||
-                             qobject_cast<widgets::ElidedLabel *>(w) ||
-                             (label && !label->text().isEmpty()) ||
-                             (qobject_cast<QLineEdit *>(w) &&
-                              !qobject_cast<QAbstractSpinBox *>(w->parentWidget()) &&
-                              !qobject_cast<QComboBox *>(w->parentWidget()));
+        const bool control =
+            qobject_cast<QAbstractButton *>(w) || qobject_cast<QComboBox *>(w) ||
+            qobject_cast<QAbstractSpinBox *>(w) || qobject_cast<QTabBar *>(w) ||
+            qobject_cast<widgets::ElidedLabel *>(w) || (label && !label->text().isEmpty()) ||
+            (qobject_cast<QLineEdit *>(w) && !qobject_cast<QAbstractSpinBox *>(w->parentWidget()) &&
+             !qobject_cast<QComboBox *>(w->parentWidget()));
         if (!control)
             continue;
         ++seen;

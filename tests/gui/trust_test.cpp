@@ -148,8 +148,7 @@ TEST(TrustTest, OneVocabularyCountedAsTheCliCounts)
                      QStringLiteral("--layout"), s->layoutPath()};
     for (const std::string &r : diff->options.disabledRules)
         args << QStringLiteral("--disable-rule") << QString::fromStdString(r);
-    args << QStringLiteral("--strictness")
-         << strictnessNames().value(int(diff->options.strictness))
+    args << QStringLiteral("--strictness") << strictnessNames().value(int(diff->options.strictness))
          << QStringLiteral("--no-strict") << QStringLiteral("-o") << json;
     const int rc = runCli(args);
     ASSERT_TRUE(rc == 0 || rc == 1) << rc;
@@ -168,8 +167,8 @@ TEST(TrustTest, OneVocabularyCountedAsTheCliCounts)
     for (QLabel *l : problems->findChildren<QLabel *>())
         if (l->text().startsWith(QStringLiteral("Problems:")))
             title = l->text();
-    EXPECT_TRUE(title.contains(QStringLiteral("%1 in the load").arg(
-        countOf(uint64_t(cliProblems), "entry", "entries"))))
+    EXPECT_TRUE(title.contains(
+        QStringLiteral("%1 in the load").arg(countOf(uint64_t(cliProblems), "entry", "entries"))))
         << title.toStdString();
     // Activating a load problem selects where its data is stored.
     ASSERT_GT(model->rowCount(), 0);
@@ -191,13 +190,16 @@ TEST(TrustTest, OneVocabularyCountedAsTheCliCounts)
             shown << l->text();
     const QString load = group.siblingAtColumn(LoadColumn).data().toString();
     EXPECT_FALSE(load.isEmpty());
-    EXPECT_TRUE(shown.contains(QStringLiteral("Reading problems"))) << shown.join(QLatin1Char('|')).toStdString();
-    EXPECT_TRUE(std::any_of(shown.begin(), shown.end(),
-                            [&](const QString &t) { return t.startsWith(load + QLatin1Char(' ')); }))
+    EXPECT_TRUE(shown.contains(QStringLiteral("Reading problems")))
+        << shown.join(QLatin1Char('|')).toStdString();
+    EXPECT_TRUE(
+        std::any_of(shown.begin(), shown.end(),
+                    [&](const QString &t) { return t.startsWith(load + QLatin1Char(' ')); }))
         << load.toStdString() << " in " << shown.join(QLatin1Char('|')).toStdString();
     EXPECT_EQ(tree->headerData(StatusColumn, Qt::Horizontal).toString(), QStringLiteral("Reading"));
     // The job said what it checked against in words, never by the temporary layout's path.
-    EXPECT_FALSE(message->text().contains(QStringLiteral("layout-"))) << message->text().toStdString();
+    EXPECT_FALSE(message->text().contains(QStringLiteral("layout-")))
+        << message->text().toStdString();
     EXPECT_FALSE(message->text().contains(QDir::tempPath())) << message->text().toStdString();
 }
 
@@ -391,8 +393,8 @@ TEST(TrustTest, FilteredCountsAreNeverElided)
     for (int l = 0; l < 61; ++l)
         for (int e = 0; e < 2000; ++e) {
             TensorEntry t;
-            t.key = "model.layers." + std::to_string(l) + ".experts." + std::to_string(e) +
-                    ".weight";
+            t.key =
+                "model.layers." + std::to_string(l) + ".experts." + std::to_string(e) + ".weight";
             t.dtype = DType::BFloat16;
             t.dtypeName = "bfloat16";
             t.shape = std::vector<int64_t>{4, 4};
@@ -430,7 +432,8 @@ TEST(TrustTest, ANewCheckpointSaysWhatItIsCheckedAgainst)
     openNegativeControl(w);
     auto *banner = w.diffPanel()->findChild<QLabel *>(QStringLiteral("banner"));
     ASSERT_NE(banner, nullptr);
-    EXPECT_TRUE(banner->text().contains(QStringLiteral("Checked against the layout of config.json")))
+    EXPECT_TRUE(
+        banner->text().contains(QStringLiteral("Checked against the layout of config.json")))
         << banner->text().toStdString();
     EXPECT_TRUE(banner->text().contains(QStringLiteral("rules off: mla_down_proj")));
     const QString changed = QStringLiteral(SHARDSCOPE_TEST_CHANGED);
@@ -443,7 +446,7 @@ TEST(TrustTest, ANewCheckpointSaysWhatItIsCheckedAgainst)
     EXPECT_TRUE(banner->text().contains(QStringLiteral("rules off: mla_down_proj")));
     // Reports and repairs go where the user wrote last, else the documents: never into the
     // checkpoint's own folder (for the demo, the application's resources).
-    EXPECT_FALSE(w.outputFolder().startsWith(QFileInfo(QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR))
-                                                 .absolutePath()))
+    EXPECT_FALSE(w.outputFolder().startsWith(
+        QFileInfo(QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR)).absolutePath()))
         << w.outputFolder().toStdString();
 }
