@@ -36,8 +36,8 @@ public:
         details.key = QString::fromStdString(key);
         const TensorEntry *entry = index ? index->findTensor(key) : nullptr;
         if (!entry) {
-            details.error = index ? tr("no tensor named '%1'").arg(details.key)
-                                  : tr("no checkpoint is open");
+            details.error =
+                index ? tr("no tensor named '%1'").arg(details.key) : tr("no checkpoint is open");
             return details;
         }
         control.report({"read", 0, 3});
@@ -72,8 +72,8 @@ public:
         details.key = QString::fromStdString(key);
         const ObjectEntry *entry = index ? index->findObject(key) : nullptr;
         if (!entry) {
-            details.error = index ? tr("no object named '%1'").arg(details.key)
-                                  : tr("no checkpoint is open");
+            details.error =
+                index ? tr("no object named '%1'").arg(details.key) : tr("no checkpoint is open");
         } else if (entry->value) {
             details.summary = QString::fromStdString(entry->value->summary(80));
             details.text = formatPyValue(*entry->value);
@@ -121,14 +121,22 @@ public:
     {
         return runFix(request, control);
     }
-    Result<InspectResult> inspect(const InspectRequest &request,
-                                  const JobControl &control) override
+    Result<InspectResult> inspect(const InspectRequest &request, const JobControl &control) override
     {
         return runInspect(request, control);
     }
 };
 
 } // namespace
+
+Result<IndexSnapshot> CheckpointBackend::openShared(const std::string &path,
+                                                    const OpenOptions &options)
+{
+    Result<CheckpointIndex> index = open(path, options);
+    if (!index)
+        return index.error();
+    return IndexSnapshot(std::make_shared<const CheckpointIndex>(std::move(*index)));
+}
 
 std::shared_ptr<CheckpointBackend> localBackend()
 {

@@ -32,6 +32,8 @@ Cases:
             where the open adds to what the entry holds (a data file cut short: the
             integrity checks' problems; torch_dist's common.pt, with --fixtures) it is encoded
             anew: each time the same output as here
+  window    through sshd, the window's session (CheckpointSession over a RemoteBackend) against
+            the same session here (--window: tests/model/remote_window_tests)
   confined  through sshd, the server under strace: every command above and a torchrun launch
             equal to local, and the server wrote nothing but fix's OUT and the user's cache
             (nothing left in its cwd and HOME) and ran nothing but itself and torchrun
@@ -99,6 +101,7 @@ class Setup:
         self.tmp = tmp
         self.api = a.api
         self.fixtures = getattr(a, "fixtures", None)
+        self.window = getattr(a, "window", None)
         self.env = dict(os.environ)
         self.env["SHARDSCOPE_CACHE_DIR"] = str(tmp / "cache")
         # torchrun where the "remote" server looks for it (its PATH).
@@ -745,14 +748,51 @@ def case_cached(tally: Tally, s: Setup) -> None:
                        [] if rc == 0 else [(out + err).strip()[-1500:]])
 
 
+def case_window(tally: Tally, s: Setup) -> int:
+    """The window's session over a RemoteBackend through sshd (tests/model/remote_window_test)."""
+    if not s.window:
+        print("SKIP: no --window binary")
+        return SKIP
+    sshd = with_sshd(s.tmp)
+    if not sshd:
+        return SKIP
+    try:
+        rc, out, err = run([s.window], env=dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh),
+                                                SHARDSCOPE_TEST_HOST="shardscope-test",
+                                                SHARDSCOPE_TEST_CLI=s.cli), timeout=600)
+        tally.unit("window: the session over sshd (remote_window_tests)",
+                   [] if rc == 0 and "SKIPPED" not in out else [(out + err).strip()[-2500:]])
+        # The window itself (offscreen): `shardscope --ssh HOST PATH` opens the demo there,
+        # selects its first tensor, whose statistics come from the server, and saves itself.
+        gui = Path(s.cli).parents[2] / "app/gui/shardscope"
+        if gui.exists():
+            png = s.tmp / "remote-window.png"
+            rc, out, err = run([gui, "--ssh", "shardscope-test", "--server", s.cli, s.demo,
+                                "--screenshot", png],
+                               env=dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh),
+                                        QT_QPA_PLATFORM="offscreen"), timeout=300)
+            tally.unit("window: shardscope --ssh opens the demo there and shows a tensor",
+                       [] if rc == 0 and png.exists() else [f"exit {rc}: {(out + err)[-800:]}"])
+            rc, out, err = run([gui, "--ssh", "shardscope-test", "--server", s.tmp / "nothing",
+                                s.demo, "--screenshot", png],
+                               env=dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh),
+                                        QT_QPA_PLATFORM="offscreen"), timeout=300)
+            tally.unit("window: a server that cannot start is one line, exit 2",
+                       [] if rc == 2 and "could not start" in err else [f"exit {rc}: {err}"])
+    finally:
+        sshd.stop()
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cli", required=True)
     ap.add_argument("--demo", required=True)
     ap.add_argument("--api", help="the remote_session_tests binary")
+    ap.add_argument("--window", help="the remote_window_tests binary (window)")
     ap.add_argument("--fixtures", help="tools/make_fixtures.py's output (cached: torch_dist)")
     ap.add_argument("case", choices=["loopback", "sshd", "killed", "version", "askpass",
-                                     "torchrun", "cancel", "cached", "confined"])
+                                     "torchrun", "cancel", "cached", "confined", "window"])
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="shardscope-remote-") as tmp:
@@ -760,7 +800,7 @@ def main() -> int:
         code = {"loopback": case_loopback, "sshd": case_sshd, "killed": case_killed,
                 "version": case_version, "askpass": case_askpass, "torchrun": case_torchrun,
                 "cancel": case_cancel, "cached": case_cached,
-                "confined": case_confined}[a.case](tally, s)
+                "confined": case_confined, "window": case_window}[a.case](tally, s)
         if code == SKIP:
             return SKIP
     return tally.finish()
