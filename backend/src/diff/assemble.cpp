@@ -57,7 +57,9 @@ void Differ::collectUnconsumed(DiffResult &r)
 
 void Differ::assembleOutcome(DiffResult &r)
 {
-    detail::LoadContext context{{}, m_fsdpDtensorLoad, {}};
+    detail::LoadContext context{{}, m_fsdpDtensorLoad, {}, {}};
+    if (m_disk.deepspeed)
+        context.stateDictEntry = m_disk.modelWrapper;
     context.raisesFirst = globalShapeMismatch(r);
     std::vector<std::string> &unrequested = context.unrequested;
     std::vector<uint32_t> stored = m_disk.modelKeys;
@@ -70,7 +72,10 @@ void Differ::assembleOutcome(DiffResult &r)
         if (k.requested)
             continue;
         if (!m_legacy) {
-            unrequested.emplace_back(k.key);
+            // DeepSpeed's model states: load_state_dict gets the `module` entry.
+            unrequested.emplace_back(m_disk.deepspeed && k.key.starts_with(m_disk.modelWrapper)
+                                         ? k.key.substr(m_disk.modelWrapper.size())
+                                         : k.key);
             continue;
         }
         // A rank's load_state_dict sees its own file's `model` entry: the files the

@@ -264,6 +264,17 @@ private:
     bool listedButUnreadable(DiffEntry &e, const LayoutParam &p, const Request &q,
                              const std::string &state);
 
+    // Optimizer state saved by position (a raw Optimizer.state_dict() given to dcp.save:
+    // optimizer.state.<i>.exp_avg) for a load that asks by name (get_optimizer_state_dict):
+    // position i is the model's i-th parameter with optimizer state when every shape agrees.
+    bool optimizerIndex(DiffEntry &e, const LayoutParam &p, const Request &q,
+                        const std::string &state);
+    // A PEFT-wrapped model (base_model.model.…, each LoRA module's weight under base_layer.)
+    // against the plain model's checkpoint (pytorch/torchtitan#2945, huggingface/peft#3000).
+    bool peftBaseLayer(DiffEntry &e, const LayoutParam &p, const Request &q,
+                       const std::string &state);
+    void findOptimizerIndices();
+
     // --- evaluating one parameter (evaluate.cpp) ---
     DiffEntry evaluate(const Expanded &x, const std::string &state);
 
@@ -291,6 +302,16 @@ private:
     // or, in torch_dist, a ShardedObject `<sharded key>/shard_<offsets>_<sizes>` on its stacked
     // axes (`shard_0_1` without any).
     DiffEntry evaluateExtraState(const std::string &name);
+
+    // A dense expert weight the checkpoint keeps quantized (gpt-oss's MXFP4 _blocks/_scales):
+    // the cause named, the stored pair explained. False when it is not that.
+    bool quantizedExperts(DiffEntry &e, const LayoutParam &p);
+
+    // A parameter nothing provides, under any name, whose cause its name and the stored keys
+    // show: saved from a PEFT model unmerged, a LoRA adapter of a wrapped model, a setting that
+    // adds it, Megatron's legacy GroupedMLP against SequentialMLP experts, a layer past the
+    // checkpoint's depth. False when none applies (the generic advice stays).
+    bool missingCause(DiffEntry &e, const LayoutParam &p);
 
     // Shape, dtype and coverage of found pieces → status.
     void judge(DiffEntry &e, const Request &q, const std::vector<DiskKey *> &found,
@@ -371,6 +392,13 @@ private:
     /** key_prefix: the prefix on every stored key, or on every name of the model's. */
     std::optional<detail::KeyPrefix> m_keyPrefix;
     std::once_flag m_keyPrefixOnce;
+    /** optimizer_index: parameter name → its position in a raw optimizer state dict. */
+    std::unordered_map<std::string, std::string> m_optimizerIndex;
+    std::string m_optimizerIndexWhy; ///< set when the states are kept by position
+    std::once_flag m_optimizerIndexOnce;
+    /** missingCause: per "…layers." stem, the decoder layers the stored keys number. */
+    std::unordered_map<std::string, int> m_storedLayers;
+    std::once_flag m_storedLayersOnce;
     /** Keys listed by a shard index whose file is missing or unreadable (no tensor). */
     std::unordered_map<std::string, const Problem *> m_keyProblems;
     /** Some key has a layer or expert axis: else findStacked() (regexes) cannot succeed. */

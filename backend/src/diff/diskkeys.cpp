@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "diff/diskkeys.h"
 
+#include "shardscope/pyvalue.h"
+
 #include <cctype>
 
 namespace shardscope::detail {
@@ -53,10 +55,41 @@ void sortKeys(const CheckpointIndex &index, bool stripWrappers, Disk &d, bool li
                 index.format == Format::SafetensorsIndex || index.format == Format::TorchSaveIndex;
     if (index.format == Format::TorchSave) {
         flat = true;
-        for (const DiskKey &k : d.keys)
+        for (const DiskKey &k : d.keys) {
             if (k.key.starts_with("optimizer.") || k.key == "args" || k.key == "iteration" ||
                 k.key == "checkpoint_version" || k.key.starts_with("state_dict."))
                 flat = false;
+            if (k.key == "ds_version")
+                d.deepspeed = true;
+        }
+    }
+    if (d.deepspeed) {
+        // Its `module` entry is what a load gives load_state_dict (torch.load(f)["module"]); the
+        // rest is DeepSpeed's (param_shapes.<group>.<name> holds each parameter's full shape).
+        for (uint32_t i = 0; i < uint32_t(d.keys.size()); ++i) {
+            const std::string_view k = d.keys[i].key;
+            if (k.starts_with("module.")) {
+                d.model.insert(k.substr(7), i);
+                if (d.keys[i].tensor)
+                    d.modelKeys.push_back(i);
+                continue;
+            }
+            const ObjectEntry *o = d.keys[i].object;
+            if (!k.starts_with("param_shapes.") || !o || !o->value ||
+                o->value->kind != PyValue::Kind::Tuple)
+                continue;
+            const size_t dot = k.find('.', 13);
+            std::vector<int64_t> shape;
+            for (const PyValue &v : o->value->items)
+                if (v.kind == PyValue::Kind::Int)
+                    shape.push_back(v.integer);
+            if (dot != std::string_view::npos && shape.size() == o->value->items.size())
+                d.deepspeedShapes.emplace(k.substr(dot + 1), std::move(shape));
+        }
+        d.modelWrapper = "module.";
+        d.megatronWrapped = true; // what is not under `module.` is the training loop's
+        d.optimizerWrapper = "optimizer.state.module.module.module.";
+        return;
     }
     stripWrappers = stripWrappers && !flat;
     // torch_dist keys are Megatron's sharded keys: never under a wrapper.

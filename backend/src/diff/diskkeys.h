@@ -41,6 +41,12 @@ struct Disk
     bool paramGroups = false;   // optimizer.param_groups (torch_dist common state, converter)
     std::string mainParamState; // torch_dist: "param" or "fp32_param" when stored
     bool megatronWrapped = false;
+    /** DeepSpeed's model states file (engine.py's _common_checkpoint_state): the module's state
+     *  dict is its `module` entry, beside ds_config, param_shapes and the training counters. */
+    bool deepspeed = false;
+    /** DeepSpeed's param_shapes (the full shape of each parameter its optimizer partitions), by
+     *  the parameter's name. */
+    std::unordered_map<std::string_view, std::vector<int64_t>> deepspeedShapes;
     /** Keys of the model's state dict (tensors, and DCP objects) by index into `keys`. */
     std::vector<uint32_t> modelKeys;
 

@@ -273,6 +273,20 @@ DiffEntry Differ::evaluateParam(const LayoutParam &p, const std::string &state)
                 "without it (layout --no-mla-query-norm), or initialise it deliberately.";
         return e;
     }
+    if (state.empty() && (quantizedExperts(e, p) || missingCause(e, p)))
+        return e;
+    if (!state.empty()) {
+        findOptimizerIndices();
+        if (!m_optimizerIndexWhy.empty()) { // kept by position, and not found by it
+            e.reason += "; " + m_optimizerIndexWhy;
+            e.fix = "Save the optimizer by name: dcp.save({'optimizer': "
+                    "get_optimizer_state_dict(model, optimizer)}); this checkpoint loads through "
+                    "a raw optimizer.state_dict() of an optimizer built as the saving run built "
+                    "it (its param_groups in the same order), then Optimizer.load_state_dict "
+                    "(KempnerInstitute/KempnerForge#115).";
+            return e;
+        }
+    }
     e.fix = state.empty()
                 ? "Nothing in the checkpoint provides it: compare the model config (layers, "
                   "experts, fusion flags, MTP) with the run that saved the checkpoint."
@@ -280,6 +294,161 @@ DiffEntry Differ::evaluateParam(const LayoutParam &p, const std::string &state)
                       " for it: a partial load keeps the optimizer state at its initial "
                       "value; use --no-load-optim or a checkpoint saved with this parameter.";
     return e;
+}
+
+bool Differ::quantizedExperts(DiffEntry &e, const LayoutParam &p)
+{
+    const std::optional<QuantizedKeys> q = detail::mxfp4KeysOf(p.name);
+    if (!q)
+        return false;
+    DiskKey *blocks = m_disk.findModel(q->blocks), *scales = m_disk.findModel(q->scales);
+    if (!blocks || !scales || !blocks->tensor || !scales->tensor)
+        return false;
+    const std::vector<int64_t> dense =
+        detail::mxfp4DenseShape(blocks->tensor->shape, scales->tensor->shape);
+    if (dense.empty())
+        return false;
+    for (DiskKey *k : {blocks, scales}) {
+        mark(k->used); // explained here, not unconsumed
+        e.unreadKeys.emplace_back(k->key);
+        e.unreadEntries.push_back(entryOf(k));
+    }
+    e.reason = "stored MXFP4-quantized, as gpt-oss ships its experts: " + std::string(blocks->key) +
+               " " + shapeText(blocks->tensor->shape) + " " + blocks->tensor->dtypeName +
+               " (two 4-bit values a byte, 32 a block) and " + std::string(scales->key) + " " +
+               shapeText(scales->tensor->shape) + " " + scales->tensor->dtypeName +
+               " (a power-of-two scale a block), which dequantize to " + shapeText(dense) +
+               (dense == p.shape ? ", the tensor the model asks for as "
+                                 : ", not the model's " + shapeText(p.shape) + " for ") +
+               e.requestKeys.front() +
+               "; a load of the state dict finds no such key (and does not know the blocks "
+               "and scales)";
+    e.fix = "Dequantize the experts: load through transformers with "
+            "quantization_config=Mxfp4Config(dequantize=True) (from_pretrained then turns each "
+            "_blocks/_scales pair into the bf16 tensor), or convert the checkpoint once with "
+            "transformers.integrations.mxfp4.convert_moe_packed_tensors(blocks, scales) per "
+            "pair and save the result under the dense name; a plain load_state_dict cannot "
+            "read MXFP4 (openai/harmony#34, tenstorrent/tt-forge-models#443).";
+    return true;
+}
+
+bool Differ::missingCause(DiffEntry &e, const LayoutParam &p)
+{
+    // Saved from a PEFT model without merging (huggingface/peft#2647): the plain model's weight
+    // is the LoRA module's base_layer, beside its adapter.
+    if (const std::string base = detail::peftBaseLayerName(p.name); !base.empty())
+        for (const std::string &prefix : {std::string("base_model.model."), std::string()})
+            if (DiskKey *k = m_disk.findModel(prefix + base); k && k->tensor) {
+                const std::string module = prefix + p.name.substr(0, p.name.rfind('.'));
+                std::vector<DiskKey *> adapter;
+                for (const char *part : {".lora_A.default.weight", ".lora_B.default.weight",
+                                         ".lora_A.weight", ".lora_B.weight"})
+                    if (DiskKey *a = m_disk.findModel(module + part); a && a->tensor)
+                        adapter.push_back(a);
+                std::string shapes;
+                for (DiskKey *a : adapter)
+                    shapes += (shapes.empty() ? "" : ", ") + std::string(a->key) + " " +
+                              shapeText(a->tensor->shape);
+                for (DiskKey *x : adapter) {
+                    mark(x->used);
+                    e.unreadKeys.emplace_back(x->key);
+                    e.unreadEntries.push_back(entryOf(x));
+                }
+                mark(k->used);
+                e.unreadKeys.emplace_back(k->key);
+                e.unreadEntries.push_back(entryOf(k));
+                e.reason = "stored as " + std::string(k->key) +
+                           ", the base weight of a PEFT LoRA module" +
+                           (adapter.empty() ? std::string()
+                                            : ", beside its unmerged adapter (" + shapes + ")") +
+                           ": the checkpoint is the PEFT-wrapped model's state dict; the load "
+                           "asks for " +
+                           e.requestKeys.front();
+                e.fix = "Merge the adapters into the weights before saving: "
+                        "model.merge_and_unload(), then save_pretrained or state_dict() "
+                        "(huggingface/peft#2647); or load this state dict into the PEFT-wrapped "
+                        "model (get_peft_model with the training's LoraConfig). Renaming " +
+                        std::string(k->key) +
+                        " alone would load the weight from before fine-tuning: the tuned one is "
+                        "W + lora_B·lora_A·(lora_alpha / r).";
+                return true;
+            }
+    // A PEFT-wrapped model against a checkpoint of the base model (pytorch/torchtitan#2945):
+    // its adapters are new.
+    if (detail::loraAdapterName(p.name)) {
+        e.reason += ": a LoRA adapter weight, which get_peft_model adds to the base model; a "
+                    "base checkpoint never holds it";
+        e.fix = "Expected for a base checkpoint: load it before wrapping (from_pretrained, then "
+                "get_peft_model, which initialises lora_B to zeros so the wrapped model starts "
+                "as the base), or into the wrapped model with peft's set_base_model_state_dict "
+                "(huggingface/peft#3000) or load_state_dict(strict=False).";
+        return true;
+    }
+    if (std::string fix = detail::addedBySettingFix(p.name); !fix.empty()) {
+        e.fix = std::move(fix);
+        return true;
+    }
+    // Megatron's legacy GroupedMLP (--moe-grouped-gemm without TE's TEGroupedMLP) holds every
+    // expert in weight1 / weight2; the checkpoint has SequentialMLP's local_experts
+    // (NVIDIA/Megatron-LM#924).
+    for (const char *w : {".mlp.experts.weight1", ".mlp.experts.weight2"})
+        if (p.name.ends_with(w)) {
+            const std::string stem = p.name.substr(0, p.name.size() - 7); // "….mlp.experts."
+            const std::string local =
+                stem + "local_experts.0.linear_fc" + (w[19] == '1' ? "1" : "2") + ".weight";
+            if (DiskKey *k = m_disk.findModel(local); k && k->tensor) {
+                // Each local expert's key is explained here, not left unconsumed.
+                const std::string fc = std::string("linear_fc") + (w[19] == '1' ? "1" : "2");
+                for (int x = 0;; ++x) {
+                    DiskKey *ek = m_disk.findModel(stem + "local_experts." + std::to_string(x) +
+                                                   "." + fc + ".weight");
+                    if (!ek || !ek->tensor)
+                        break;
+                    mark(ek->used);
+                    e.unreadKeys.emplace_back(ek->key);
+                    e.unreadEntries.push_back(entryOf(ek));
+                }
+                e.reason += "; the checkpoint holds the experts apart, SequentialMLP's " + local +
+                            " " + shapeText(k->tensor->shape) +
+                            " and the other local_experts, where the model's legacy GroupedMLP "
+                            "keeps them all in one transposed tensor";
+                e.fix = "Build the model the way the checkpoint was saved: without "
+                        "--moe-grouped-gemm (SequentialMLP), or with Transformer Engine's "
+                        "TEGroupedMLP (--moe-grouped-gemm with --transformer-impl "
+                        "transformer_engine, without --moe-use-legacy-grouped-gemm where that "
+                        "flag exists), whose linear_fc1.weight<e> megatron-core maps to "
+                        "local_experts (NVIDIA/Megatron-LM#924).";
+                return true;
+            }
+        }
+    // A decoder layer past the checkpoint's depth: the model is built deeper.
+    std::string_view stem;
+    if (const int layer = detail::layerOf(p.name, stem); layer >= 0 && !m_legacy && !m_torchDist) {
+        std::call_once(m_storedLayersOnce, [&] {
+            for (uint32_t i : m_disk.modelKeys) {
+                std::string_view name = m_disk.keys[i].key, s;
+                if (name.starts_with(m_disk.modelWrapper))
+                    name.remove_prefix(m_disk.modelWrapper.size());
+                if (const int n = detail::layerOf(name, s); n >= 0) {
+                    int &count = m_storedLayers[std::string(s)];
+                    count = std::max(count, n + 1);
+                }
+            }
+        });
+        const auto it = m_storedLayers.find(std::string(stem));
+        if (it != m_storedLayers.end() && layer >= it->second) {
+            const std::string n = std::to_string(it->second);
+            e.reason += "; the checkpoint has " + n + " layers (" + std::string(stem) + "0-" +
+                        std::to_string(it->second - 1) + ") and the model asks for layer " +
+                        std::to_string(layer);
+            e.fix = "The model is built deeper than the saving run: build it with " + n +
+                    " layers (Megatron: --num-layers " + n + "; Hugging Face: num_hidden_layers " +
+                    n + "), or initialise the layers past " + std::to_string(it->second - 1) +
+                    " deliberately (a partial load leaves them at their initial values).";
+            return true;
+        }
+    }
+    return false;
 }
 
 std::vector<std::string> Differ::teModules() const
@@ -293,10 +462,18 @@ std::vector<std::string> Differ::teModules() const
     static const std::regex sequential(
         R"(^(.*\.mlp\.experts\.local_experts\.\d+\.linear_fc[12])\.weight$)");
     static const std::regex grouped(R"(^(.*\.mlp\.experts\.linear_fc[12])\.weight(\d+)$)");
+    // The output layer and MTP's eh_proj are Megatron linears too (ColumnParallelLinear or TE's):
+    // their state dicts keep an extra state, which GPTModel's sharded_state_dict leaves out.
+    static const std::regex head(R"(^(.*\b(output_layer|eh_proj))\.weight$)");
     std::vector<std::string> out;
     std::unordered_set<std::string> seen;
     std::smatch m;
     for (const Expanded &x : m_params) {
+        if (!m_torchDist && std::regex_match(x.param.name, m, head)) {
+            if (seen.insert(m[1].str() + "._extra_state").second)
+                out.push_back(m[1].str() + "._extra_state");
+            continue;
+        }
         if (m_torchDist && x.param.name.find(".mlp.experts.") != std::string::npos) {
             std::string name;
             if (std::regex_match(x.param.name, m, sequential))
@@ -437,6 +614,12 @@ void Differ::judge(DiffEntry &e, const Request &q, const std::vector<DiskKey *> 
                        "; the load raises on the size mismatch, whatever its strictness";
             e.fix = detail::shapeMismatchFix(q.pieces[i].name, stored, q.pieces[i].shape, m_tpDim,
                                              m_tpLocalSize);
+            // A ZeRO-3 placeholder in DeepSpeed's own model states: param_shapes says what it
+            // stands for.
+            if (const auto it = m_disk.deepspeedShapes.find(std::string_view(q.pieces[i].name));
+                it != m_disk.deepspeedShapes.end() && stored.size() == 1 && stored[0] == 0)
+                e.reason += "; DeepSpeed's param_shapes records it as " + shapeText(it->second) +
+                            ", partitioned over the *_optim_states.pt files (ZeRO-3)";
             return;
         }
         const Problem *problem = found[i]->problem;

@@ -342,7 +342,8 @@ struct StateDictErrors
     std::vector<std::string> missing, unexpected, sizeMismatch;
 };
 
-StateDictErrors stateDictErrors(const Findings &f, const std::vector<std::string> &unrequested)
+StateDictErrors stateDictErrors(const Findings &f, const std::vector<std::string> &unrequested,
+                                const std::string &entry = {})
 {
     StateDictErrors e;
     for (const Failure &x : f.failures) {
@@ -350,7 +351,9 @@ StateDictErrors stateDictErrors(const Findings &f, const std::vector<std::string
             continue; // load_state_dict is the model's; the optimizer loads on its own
         // Legacy keys are <rank dir>/model.<name>: the state dict is the file's `model`.
         const size_t in = x.key.find("/model.");
-        const std::string key = in == std::string::npos ? x.key : x.key.substr(in + 7);
+        std::string key = in == std::string::npos ? x.key : x.key.substr(in + 7);
+        if (!entry.empty() && key.starts_with(entry))
+            key.erase(0, entry.size());
         if (x.mismatch) {
             const auto [stored, want] = mismatchShapes(*x.entry);
             e.sizeMismatch.push_back(
@@ -380,10 +383,10 @@ std::string stateDictError(const std::string &model, const StateDictErrors &e, b
 
 // A torch.save or safetensors state dict given to model.load_state_dict(sd, strict).
 LoadOutcome loadStateDict(const Findings &f, const DiffOptions &options,
-                          const std::vector<std::string> &unrequested)
+                          const std::vector<std::string> &unrequested, const std::string &entry)
 {
     LoadOutcome o;
-    const StateDictErrors e = stateDictErrors(f, unrequested);
+    const StateDictErrors e = stateDictErrors(f, unrequested, entry);
     const bool strict = options.strictLoad;
     if (!e.sizeMismatch.empty() || (strict && (!e.missing.empty() || !e.unexpected.empty()))) {
         o.action = LoadOutcome::Action::Raises;
@@ -476,7 +479,7 @@ LoadOutcome plannedOutcome(const DiffResult &r, const CheckpointIndex &index,
     case Format::Safetensors:
     case Format::SafetensorsIndex:
     case Format::TorchSaveIndex:
-        o = loadStateDict(f, options, unrequested);
+        o = loadStateDict(f, options, unrequested, context.stateDictEntry);
         break;
     }
     o.loadedWrong = f.loadedWrong;

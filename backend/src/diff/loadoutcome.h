@@ -21,6 +21,9 @@ struct LoadContext
     bool fsdpDtensorLoad = false; ///< fsdpDtensorLoad(index)
     /** What the load raises before any strictness applies (torch_dist's global shape check). */
     std::string raisesFirst;
+    /** The entry of a torch.save whose value load_state_dict gets ("module." in DeepSpeed's
+     *  model states): the request keys carry it, torch's words do not. */
+    std::string stateDictEntry;
 };
 
 /**

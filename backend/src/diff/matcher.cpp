@@ -10,6 +10,7 @@
 #include "shardscope/escape.h"
 
 #include <algorithm>
+#include <map>
 #include <regex>
 
 namespace shardscope::detail {
@@ -228,6 +229,8 @@ bool Differ::matchOtherNames(DiffEntry &e, const LayoutParam &p, const Request &
         {"saved_prefix", true, &Differ::savedPrefix},
         {"key_prefix", false, &Differ::keyPrefix},
         {"tied_output", true, &Differ::tiedOutput},
+        {"optimizer_index", false, &Differ::optimizerIndex},
+        {"peft_base_layer", false, &Differ::peftBaseLayer},
         {nullptr, true, &Differ::listedButUnreadable},
     };
     for (const OtherNameRule &r : kOtherNameRules)
@@ -647,6 +650,103 @@ bool Differ::fusedOnDisk(DiffEntry &e, const LayoutParam &p, const Request &q,
         }
     }
     return false;
+}
+
+void Differ::findOptimizerIndices()
+{
+    std::call_once(m_optimizerIndexOnce, [&] {
+        // Only DCP asks for optimizer state by name (get_optimizer_state_dict); a torch.save'd
+        // optimizer.state_dict() is loaded by Optimizer.load_state_dict, by position, as saved.
+        if (m_index.format != Format::Dcp)
+            return;
+        // optimizer.state.<position>.<state>: a raw Optimizer.state_dict() handed to dcp.save.
+        std::map<int64_t, std::vector<int64_t>> shapes; // position → a tensor state's shape
+        for (const DiskKey &k : m_disk.keys) {
+            if (!k.key.starts_with("optimizer.state."))
+                continue;
+            const std::string_view rest = k.key.substr(16);
+            const size_t dot = rest.find('.');
+            if (dot == 0 || dot == std::string_view::npos ||
+                !std::all_of(rest.begin(), rest.begin() + std::ptrdiff_t(dot),
+                             [](char c) { return c >= '0' && c <= '9'; }) ||
+                dot > 9)
+                return; // a name, not a position: not a raw state dict
+            auto &shape = shapes[std::stoll(std::string(rest.substr(0, dot)))];
+            if (k.tensor && rest.substr(dot + 1) != "step")
+                shape = k.tensor->shape.toVector();
+        }
+        if (shapes.empty())
+            return;
+        // Optimizer.state_dict() numbers the parameters in param_groups order; an optimizer
+        // built over model.parameters() (one group) numbers them in the model's order, which
+        // is the layout's. Taken only when every position's state has its parameter's shape.
+        std::vector<const LayoutParam *> order;
+        for (const Expanded &x : m_params)
+            if (x.param.hasOptimizerState && !x.param.name.ends_with("._extra_state"))
+                order.push_back(&x.param);
+        const int64_t last = shapes.rbegin()->first;
+        m_optimizerIndexWhy = "the checkpoint keeps optimizer state by position "
+                              "(optimizer.state." +
+                              std::to_string(shapes.begin()->first) +
+                              ".exp_avg …: a raw optimizer.state_dict() given to dcp.save), "
+                              "while the load asks by parameter name (get_optimizer_state_dict)";
+        if (last + 1 != int64_t(order.size())) {
+            m_optimizerIndexWhy += "; it numbers " + std::to_string(last + 1) +
+                                   " parameters and the model has " + std::to_string(order.size()) +
+                                   " with optimizer state, so the positions cannot be named "
+                                   "from the model's order";
+            return;
+        }
+        for (const auto &[pos, shape] : shapes)
+            if (!shape.empty() && shape != order[size_t(pos)]->shape) {
+                m_optimizerIndexWhy += "; position " + std::to_string(pos) + " holds " +
+                                       shapeText(shape) + " where the model's parameter " +
+                                       std::to_string(pos) + " (" + order[size_t(pos)]->name +
+                                       ") is " + shapeText(order[size_t(pos)]->shape) +
+                                       ": the optimizer's param_groups do not follow the "
+                                       "model's order";
+                return;
+            }
+        for (size_t i = 0; i < order.size(); ++i)
+            m_optimizerIndex.emplace(order[i]->name, std::to_string(i));
+    });
+}
+
+bool Differ::optimizerIndex(DiffEntry &e, const LayoutParam &p, const Request &q,
+                            const std::string &state)
+{
+    if (state.empty())
+        return false;
+    findOptimizerIndices();
+    const auto it = m_optimizerIndex.find(p.name);
+    if (it == m_optimizerIndex.end() || q.pieces.size() != 1)
+        return false;
+    return underOtherNames(
+        e, q, state, "optimizer_index", [&](const std::string &) { return it->second; },
+        "kept by position: a raw optimizer.state_dict() given to dcp.save; position " + it->second +
+            " is " + p.name +
+            " in param_groups order, the model's parameter order; get_optimizer_state_dict asks "
+            "by name",
+        "Save the optimizer by name: dcp.save({'optimizer': get_optimizer_state_dict(model, "
+        "optimizer)}) (torch.distributed.checkpoint.state_dict), or load this checkpoint "
+        "through a state dict of the same raw form (optimizer.state_dict()) and "
+        "Optimizer.load_state_dict; shardscope-cli fix writes a copy under the parameters' "
+        "names, param_groups' params included (KempnerInstitute/KempnerForge#115).");
+}
+
+bool Differ::peftBaseLayer(DiffEntry &e, const LayoutParam &p, const Request &q,
+                           const std::string &state)
+{
+    if (p.name.find(".base_layer.") == std::string::npos &&
+        !p.name.starts_with("base_model.model."))
+        return false;
+    return underOtherNames(
+        e, q, state, "peft_base_layer", detail::peftPlainName,
+        "the model is wrapped by PEFT (get_peft_model: base_model.model. before every name, "
+        "each LoRA module's own weight under base_layer.), the checkpoint is the base model's",
+        "Load the checkpoint before wrapping (from_pretrained, then get_peft_model), or into "
+        "the wrapped model with peft's set_base_model_state_dict (huggingface/peft#3000, "
+        "pytorch/torchtitan#2945); shardscope-cli fix writes a copy under the wrapped names.");
 }
 
 } // namespace shardscope::detail

@@ -58,6 +58,15 @@ const std::vector<RuleInfo> &allRules()
          "an output layer saved tied to the embedding (stored once) for a model that unties them "
          "(tie_word_embeddings: false, --untie-embeddings-and-output-weights)",
          false},
+        {"optimizer_index",
+         "DCP optimizer state saved by position (a raw optimizer.state_dict(): "
+         "optimizer.state.<i>.exp_avg) for a load by name (get_optimizer_state_dict), position "
+         "i the model's i-th parameter",
+         false},
+        {"peft_base_layer",
+         "a PEFT-wrapped model's names (base_model.model. and each LoRA module's base_layer.) "
+         "for a checkpoint of the base model",
+         false},
         {"fused_on_disk",
          "tensors stored fused (saved without a split handler) cut into the parameters a model "
          "keeps apart, or taken whole by a fused parameter",

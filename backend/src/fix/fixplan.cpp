@@ -3,6 +3,7 @@
 
 #include "common/flatmap.h"
 #include "diff/namedcauses.h"
+#include "fix/tensorarchive.h"
 
 #include <algorithm>
 #include <map>
@@ -77,6 +78,7 @@ public:
         for (const DiffEntry &e : m_asked.entries)
             if (!e.realLoadFills)
                 repair(e);
+        nameOptimizerGroups();
         leaveOutUnused();
         assemble();
         return std::move(m_plan);
@@ -209,6 +211,60 @@ private:
             return;
         }
         count("group", to + "* <- " + from + "*");
+    }
+
+    // Optimizer state saved by position and repaired under the parameters' names (rule
+    // optimizer_index): set_optimizer_state_dict matches each param group to its parameters by
+    // the names in the group's `params`, and with positions there it drops every group's lr,
+    // betas and weight decay without a word. One group holds every position in order: its list
+    // is written anew with the names; several groups' lists would have to be read to split the
+    // names among them.
+    void nameOptimizerGroups()
+    {
+        std::map<int64_t, std::string> byPosition;
+        const auto &found = m_found[size_t(Section::Optimizer)];
+        for (const DiffEntry &e : m_asked.entries) {
+            if (e.realLoadFills || e.section != Section::Optimizer)
+                continue;
+            const auto it = found.find(e.name);
+            if (it == found.end() || it->second->sources.size() != 1 ||
+                std::find(it->second->rules.begin(), it->second->rules.end(), "optimizer_index") ==
+                    it->second->rules.end())
+                continue;
+            const std::string &key = it->second->sources.front().key; // optimizer.state.<i>.…
+            const size_t dot = key.find('.', 16);
+            if (!key.starts_with("optimizer.state.") || dot == std::string::npos)
+                continue;
+            byPosition.emplace(std::stoll(key.substr(16, dot - 16)), e.param);
+        }
+        if (byPosition.empty())
+            return;
+        std::vector<size_t> groups;
+        for (size_t i = 0; i < m_source.objects.size(); ++i)
+            if (m_source.objects[i].key.starts_with("optimizer.param_groups.") &&
+                m_source.objects[i].key.ends_with(".params") && m_source.objects[i].location)
+                groups.push_back(i);
+        if (groups.size() != 1 || int64_t(byPosition.size()) != byPosition.rbegin()->first + 1) {
+            m_plan.blockers.push_back(
+                "optimizer.param_groups: " + std::to_string(groups.size()) +
+                " param groups keep their parameters by position; the load matches each group "
+                "to its parameters by name, and which positions each group holds is in its "
+                "params list, which a repair by references does not read: rename the groups' "
+                "params by hand (or save with get_optimizer_state_dict)");
+            return;
+        }
+        std::vector<std::string> names;
+        for (const auto &[position, name] : byPosition)
+            names.push_back(name);
+        const ObjectEntry &o = m_source.objects[groups.front()];
+        ObjectEntry copy;
+        copy.key = o.key;
+        copy.path = o.path;
+        copy.location = Location{}; // placed in the new data file (placeRewrites)
+        m_consumedObjects.insert(o.key);
+        m_newObjects.push_back(std::move(copy));
+        m_plan.objectWrites.push_back({m_newObjects.size() - 1, stringListArchive(names)});
+        count("group", o.key.str() + " <- the parameters' names, in position order");
     }
 
     void repair(const DiffEntry &e)
@@ -912,6 +968,7 @@ CheckpointIndex applyFix(CheckpointIndex source, FixPlan &plan)
     eraseAt(out.tensors, plan.dropped);
     eraseAt(out.objects, plan.droppedObjects);
     plan.firstNew = out.tensors.size();
+    plan.firstNewObject = out.objects.size();
     for (TensorEntry &t : plan.tensors)
         out.tensors.push_back(std::move(t));
     for (ObjectEntry &o : plan.objects)

@@ -36,6 +36,13 @@ struct Rewrite
     std::vector<RewritePiece> pieces;
 };
 
+/** A new object whose bytes the repair writes (a torch.save archive, as DCP stores bytes). */
+struct ObjectWrite
+{
+    size_t object = 0; ///< index into FixPlan::objects (then from FixPlan::firstNewObject on)
+    std::string bytes;
+};
+
 struct FixPlan
 {
     std::vector<size_t> dropped;        ///< the source's tensors left out, ascending
@@ -49,7 +56,9 @@ struct FixPlan
     std::vector<std::string> blockers;
     std::vector<FixUnused> unused; ///< stored tensors no parameter uses: left out or kept
     std::vector<Rewrite> rewrites;
-    size_t firstNew = 0; ///< where applyFix() put the new keys in the repaired index
+    std::vector<ObjectWrite> objectWrites;
+    size_t firstNew = 0;       ///< where applyFix() put the new keys in the repaired index
+    size_t firstNewObject = 0; ///< and the new objects
     uint64_t bytesReferenced = 0, bytesRewritten = 0;
     bool empty() const { return changes.empty(); }
 };

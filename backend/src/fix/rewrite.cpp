@@ -162,6 +162,11 @@ std::string placeRewrites(CheckpointIndex &fixed, const FixPlan &plan)
         loc.length = tensorArchive(t.dtype, t.shape, 0).size(dataBytes(t));
         offset += loc.length;
     }
+    for (const ObjectWrite &w : plan.objectWrites) {
+        ObjectEntry &o = fixed.objects[plan.firstNewObject + w.object];
+        o.location = Location{file, 0, Encoding::TorchSaveArchive, offset, w.bytes.size()};
+        offset += w.bytes.size();
+    }
     fixed.fileSizes.push_back(offset);
     if (!fixed.fileKinds.empty())
         fixed.fileKinds.emplace_back();
@@ -209,6 +214,9 @@ Status writeRewrites(const CheckpointIndex &fixed, const FixPlan &plan, int fd,
         if (!st)
             return st;
     }
+    for (const ObjectWrite &w : plan.objectWrites)
+        if (Status st = writeAll(fd, w.bytes, path); !st)
+            return st;
     return Ok{};
 }
 

@@ -315,4 +315,33 @@ TensorArchive tensorArchive(DType dtype, std::span<const int64_t> shape, uint32_
     return a;
 }
 
+std::string stringListArchive(const std::vector<std::string> &items)
+{
+    const auto crcOf = [](std::string_view s) {
+        return crc32(std::as_bytes(std::span(s.data(), s.size())));
+    };
+    TorchPickle p;
+    p.op(']'); // EMPTY_LIST
+    if (!items.empty()) {
+        p.op('('); // MARK
+        for (const std::string &s : items)
+            p.str(s);
+        p.op('e'); // APPENDS
+    }
+    const std::string pickle = p.finish();
+    const std::string byteorder = "little", version = "3\n";
+    std::vector<ZipRecord> records = {{"archive/data.pkl", crcOf(pickle), pickle.size()},
+                                      {"archive/byteorder", crcOf(byteorder), byteorder.size()},
+                                      {"archive/version", crcOf(version), version.size()}};
+    const std::string_view contents[] = {pickle, byteorder, version};
+    std::string out;
+    for (size_t i = 0; i < records.size(); ++i) {
+        records[i].offset = out.size();
+        out += zipLocalHeader(records[i], out.size());
+        out += contents[i];
+    }
+    out += zipDirectory(records, out.size());
+    return out;
+}
+
 } // namespace shardscope::detail

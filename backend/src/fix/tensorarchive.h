@@ -67,6 +67,10 @@ struct TensorArchive
 /** `crc`: the CRC-32 of the data (0 to size it only). Under 4 GiB of data: no ZIP64 records. */
 TensorArchive tensorArchive(DType dtype, std::span<const int64_t> shape, uint32_t crc);
 
+/** A list of strings as torch.save writes it (the archive without storages): what DCP stores
+ *  for a bytes item such as an optimizer group's `params` names. */
+std::string stringListArchive(const std::vector<std::string> &items);
+
 /** The ZIP CRC-32 (IEEE 802.3), continued from `crc`. */
 uint32_t crc32(std::span<const std::byte> data, uint32_t crc = 0);
 

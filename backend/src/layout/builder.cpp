@@ -200,9 +200,13 @@ private:
                  true);
         } else {
             norm(layerPath + ".input_layernorm.weight", m.hidden);
+            // The TE spec builds the down projections as TELinear(parallel_mode='duplicated'),
+            // whole on every TP rank; the local spec as ColumnParallelLinear, split by rows
+            // (multi_latent_attention.py gathers their outputs itself).
+            const int downTpDim = te ? -1 : 0;
             if (m.qLora > 0)
-                add(att + ".linear_q_down_proj.weight", {m.qLora, m.hidden});
-            add(att + ".linear_kv_down_proj.weight", {m.kvLora + m.qkRope, m.hidden});
+                add(att + ".linear_q_down_proj.weight", {m.qLora, m.hidden}, downTpDim);
+            add(att + ".linear_kv_down_proj.weight", {m.kvLora + m.qkRope, m.hidden}, downTpDim);
         }
         if (m.qLora > 0) {
             if (m.qkNorm)

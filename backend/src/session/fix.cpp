@@ -340,7 +340,7 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
             result.filesWritten = written->filesWritten;
             return Ok{};
         };
-    } else if (!plan.rewrites.empty()) {
+    } else if (!plan.rewrites.empty() || !plan.objectWrites.empty()) {
         result.bytesWritten = plan.bytesRewritten;
         options.dataFile = detail::placeRewrites(fixed, plan);
         options.writeData = [&](int fd, const std::string &path) {
