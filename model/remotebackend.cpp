@@ -119,8 +119,8 @@ TensorDetails RemoteBackend::tensorDetails(const IndexSnapshot &index, const std
     details.key = QString::fromStdString(key);
     const TensorEntry *entry = index ? index->findTensor(key) : nullptr;
     if (!entry) {
-        details.error = index ? tr("no tensor named '%1'").arg(details.key)
-                              : tr("no checkpoint is open");
+        details.error =
+            index ? tr("no tensor named '%1'").arg(details.key) : tr("no checkpoint is open");
         return details;
     }
     control.report({"read", 0, 1});
@@ -183,8 +183,7 @@ Result<DiffResult> RemoteBackend::diff(const DiffRequest &request, const JobCont
     return session()->runDiff(r, control);
 }
 
-Result<VerifyReport> RemoteBackend::verify(const VerifyRequest &request,
-                                           const JobControl &control)
+Result<VerifyReport> RemoteBackend::verify(const VerifyRequest &request, const JobControl &control)
 {
     RemoteLaunch launch;
     {
@@ -212,8 +211,7 @@ Result<ValueDiffResult> RemoteBackend::values(const ValueDiffRequest &request,
     return session()->runValueDiff(r, control);
 }
 
-Result<ReportOutput> RemoteBackend::report(const ReportRequest &request,
-                                           const JobControl &control)
+Result<ReportOutput> RemoteBackend::report(const ReportRequest &request, const JobControl &control)
 {
     ReportRequest r = request;
     if (r.diff)

@@ -39,16 +39,15 @@ std::optional<std::string> askInWindow(QWidget *parent, const QString &host,
             const QString text = QString::fromStdString(prompt).trimmed();
             // A new host key: ssh asks yes/no and wants the word.
             if (text.contains(QStringLiteral("(yes/no"))) {
-                const auto b = QMessageBox::question(parent, QObject::tr("Connect to %1").arg(host),
-                                                     text, QMessageBox::Yes | QMessageBox::No,
-                                                     QMessageBox::No);
+                const auto b =
+                    QMessageBox::question(parent, QObject::tr("Connect to %1").arg(host), text,
+                                          QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
                 answer = std::string(b == QMessageBox::Yes ? "yes" : "no");
                 return;
             }
             bool ok = false;
             const QString typed = QInputDialog::getText(
-                parent, QObject::tr("Connect to %1").arg(host), text, QLineEdit::Password, {},
-                &ok);
+                parent, QObject::tr("Connect to %1").arg(host), text, QLineEdit::Password, {}, &ok);
             if (ok)
                 answer = typed.toStdString();
         },
@@ -109,8 +108,8 @@ QStringList sshConfigHosts()
         const auto m = hostLine.match(in.readLine());
         if (!m.hasMatch())
             continue;
-        for (const QString &h : m.captured(1).split(QRegularExpression(QStringLiteral("\\s+")),
-                                                    Qt::SkipEmptyParts))
+        for (const QString &h :
+             m.captured(1).split(QRegularExpression(QStringLiteral("\\s+")), Qt::SkipEmptyParts))
             if (!h.contains(QLatin1Char('*')) && !h.contains(QLatin1Char('?')) &&
                 !h.startsWith(QLatin1Char('!')) && !hosts.contains(h))
                 hosts << h;

@@ -58,9 +58,8 @@ std::map<QString, QByteArray> tree(const QString &root)
 
 QString normalised(std::string text)
 {
-    return QString::fromStdString(text).replace(QRegularExpression(QStringLiteral(
-                                                    "(\"seconds\": )[0-9.e+-]+")),
-                                                QStringLiteral("\\1S"));
+    return QString::fromStdString(text).replace(
+        QRegularExpression(QStringLiteral("(\"seconds\": )[0-9.e+-]+")), QStringLiteral("\\1S"));
 }
 
 class RemoteWindow : public ::testing::Test
