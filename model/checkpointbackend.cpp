@@ -130,7 +130,7 @@ public:
 } // namespace
 
 Result<IndexSnapshot> CheckpointBackend::openShared(const std::string &path,
-                                                    const OpenOptions &options)
+                                                    const OpenOptions &options, const JobControl &)
 {
     Result<CheckpointIndex> index = open(path, options);
     if (!index)

@@ -35,7 +35,8 @@ public:
     virtual Result<CheckpointIndex> open(const std::string &path, const OpenOptions &options) = 0;
     /** open() as the snapshot the window keeps: a remote backend's later requests name the
      *  server's open index by this very pointer (the default wraps open()). */
-    virtual Result<IndexSnapshot> openShared(const std::string &path, const OpenOptions &options);
+    virtual Result<IndexSnapshot> openShared(const std::string &path, const OpenOptions &options,
+                                             const JobControl &control);
     /** False once a remote backend's connection is gone: its calls fail saying so, and what
      *  the window holds stays. */
     virtual bool connected() const { return true; }

@@ -290,7 +290,7 @@ void CheckpointSession::open(const QString &path)
                 });
             };
             control.report({"open", 0, 0});
-            Result<IndexSnapshot> index = backend->openShared(file, options);
+            Result<IndexSnapshot> index = backend->openShared(file, options, control);
             if (!index)
                 return index.error();
             if (control.cancel.cancelled())
@@ -369,7 +369,7 @@ void CheckpointSession::openCompare(const QString &path)
         {JobKind::OpenCompare, tr("Open %1 to compare").arg(fileName(path)), Lane::Quick, {}},
         [backend, file = native(path)](const JobControl &control) -> Result<IndexSnapshot> {
             control.report({"open", 0, 0});
-            return backend->openShared(file, {});
+            return backend->openShared(file, {}, control);
         },
         [this, path](IndexSnapshot index) {
             m_compareOpeningPath.clear();

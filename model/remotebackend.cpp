@@ -88,12 +88,13 @@ OpenedIndex RemoteBackend::openedAt(const std::string &path) const
     return it == m_opened.end() ? nullptr : it->second.lock();
 }
 
-Result<IndexSnapshot> RemoteBackend::openShared(const std::string &path, const OpenOptions &)
+Result<IndexSnapshot> RemoteBackend::openShared(const std::string &path, const OpenOptions &,
+                                                const JobControl &control)
 {
     // The server opens it as the CLI there would (its persistent index, the integrity checks);
     // the keys come with the whole index, which is when the tree is shown.
     auto s = session();
-    auto index = s->open(path);
+    auto index = s->open(path, control);
     if (!index)
         return index.error();
     std::lock_guard lock(m_mutex);
@@ -104,7 +105,7 @@ Result<IndexSnapshot> RemoteBackend::openShared(const std::string &path, const O
 
 Result<CheckpointIndex> RemoteBackend::open(const std::string &path, const OpenOptions &options)
 {
-    auto index = openShared(path, options);
+    auto index = openShared(path, options, {});
     if (!index)
         return index.error();
     return CheckpointIndex(**index);

@@ -37,7 +37,10 @@ public:
     Status reconnect() override;
 
     Result<CheckpointIndex> open(const std::string &path, const OpenOptions &options) override;
-    Result<IndexSnapshot> openShared(const std::string &path, const OpenOptions &options) override;
+    /** `control`: the server's progress ("open", then "receive" while the index travels), and
+     *  a cancel that stops the open there. */
+    Result<IndexSnapshot> openShared(const std::string &path, const OpenOptions &options,
+                                     const JobControl &control) override;
     TensorDetails tensorDetails(const IndexSnapshot &index, const std::string &key,
                                 const JobControl &control) override;
     ObjectDetails objectDetails(const IndexSnapshot &index, const std::string &key) override;

@@ -41,6 +41,7 @@ void MainWindow::createActions()
     connect(openFile, &QAction::triggered, this, &MainWindow::openFileDialog);
     QAction *openRemote = file->addAction(tr("Open Re&mote…"));
     openRemote->setToolTip(tr("A checkpoint on another host, through ssh"));
+    openRemote->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_H)); // a host
     connect(openRemote, &QAction::triggered, this, [this] { openRemoteDialog(this); });
     QAction *reloadAction = file->addAction(tr("&Reload"));
     reloadAction->setShortcut(QKeySequence::Refresh);
