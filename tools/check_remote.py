@@ -753,7 +753,8 @@ def case_window(tally: Tally, s: Setup) -> int:
     if not s.window:
         print("SKIP: no --window binary")
         return SKIP
-    sshd = with_sshd(s.tmp)
+    # torchrun on the server's PATH (a launched verify cancelled from the window)
+    sshd = with_sshd(s.tmp, path=str(Path(sys.executable).parent) + ":/usr/local/bin:/usr/bin:/bin")
     if not sshd:
         return SKIP
     try:

@@ -18,15 +18,20 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
+#include <fcntl.h>
+#include <filesystem>
 #include <map>
+#include <thread>
+#include <unistd.h>
 
 using namespace shardscope;
 using namespace shardscope::model;
 
 namespace {
 
-constexpr int Timeout = 120'000;
+constexpr int Timeout = 60'000;
 const QString Demo = QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR);
 
 std::string native(const QString &path)
@@ -112,6 +117,57 @@ bool waitFor(CheckpointSession &session, Signal signal, QString *failure = nullp
         done.wait(50);
     }
     return !done.isEmpty();
+}
+
+// The ranks of a verify job a server launched (`shardscope-cli verify … --json --quiet`),
+// found by their command lines.
+// The whole of a small /proc file ("" when the process went meanwhile: read(2), which
+// says so, where a stream would throw).
+std::string procFile(const std::string &path)
+{
+    std::string out;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+        out.append(buf, size_t(n));
+    ::close(fd);
+    return out;
+}
+
+// The ranks of a verify job a server launched (`shardscope-cli verify … --json --quiet`),
+// found by their command lines.
+std::vector<pid_t> launchedRanks()
+{
+    std::vector<pid_t> out;
+    std::error_code ec;
+    for (const auto &e : std::filesystem::directory_iterator("/proc", ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos)
+            continue;
+        const std::string cmd = procFile("/proc/" + name + "/cmdline");
+        std::vector<std::string> argv;
+        for (size_t at = 0; at < cmd.size();) {
+            const size_t end = cmd.find('\0', at);
+            argv.push_back(cmd.substr(at, end - at));
+            at = end == std::string::npos ? cmd.size() : end + 1;
+        }
+        auto has = [&](const char *a) {
+            return std::find(argv.begin(), argv.end(), a) != argv.end();
+        };
+        if (!argv.empty() && argv[0].ends_with("shardscope-cli") && has("verify") &&
+            has("--quiet") && has("--json") && !has("--ssh"))
+            out.push_back(pid_t(std::stoi(name)));
+    }
+    return out;
+}
+
+bool running(pid_t pid)
+{
+    const std::string line = procFile("/proc/" + std::to_string(pid) + "/stat");
+    const size_t close = line.rfind(')');
+    return close != std::string::npos && line.size() > close + 2 && line[close + 2] != 'Z';
 }
 
 struct Results
@@ -261,6 +317,60 @@ TEST_F(RemoteWindow, AServerKilledMidJobLeavesTheWindowsStateAndReconnects)
     ASSERT_TRUE(waitFor(s, &CheckpointSession::verificationChanged, &failure))
         << failure.toStdString();
     EXPECT_TRUE(s.verification()->result.clean());
+}
+
+TEST_F(RemoteWindow, AHungLaunchedJobIsCancelledAndTheConnectionStays)
+{
+    auto backend = connectRemote();
+    ASSERT_TRUE(backend);
+    if (!backend->session()->server().torchrun)
+        GTEST_SKIP() << "no torchrun on the server's PATH";
+    CheckpointSession s(backend);
+    QString failure;
+    s.open(Demo);
+    ASSERT_TRUE(waitFor(s, &CheckpointSession::opened, &failure)) << failure.toStdString();
+    s.setLayout(layout);
+    RemoteLaunch launch;
+    launch.launcher = RemoteLaunch::Launcher::Torchrun;
+    launch.ranks = 2;
+    backend->setLaunch(launch);
+    QSignalSpy ended(&s, &CheckpointSession::jobEnded);
+    s.runVerify({});
+    std::vector<pid_t> ranks;
+    QElapsedTimer timer;
+    timer.start();
+    while (ranks.size() < 2 && ended.isEmpty() && timer.elapsed() < Timeout) {
+        ranks = launchedRanks();
+        QTest::qWait(10);
+    }
+    ASSERT_EQ(ranks.size(), 2u) << "the job's two ranks did not start";
+    for (pid_t r : ranks) // hung: they never answer again
+        ::kill(r, SIGSTOP);
+    QTest::qWait(300);
+    timer.restart();
+    s.cancel();
+    while (ended.isEmpty() && timer.elapsed() < Timeout)
+        ended.wait(50);
+    if (ended.isEmpty()) // the ranks ended here, so that the test fails rather than hangs
+        for (pid_t r : ranks)
+            ::kill(r, SIGKILL);
+    ASSERT_FALSE(ended.isEmpty()) << "the cancel did not end the job";
+    EXPECT_FALSE(ended.first().at(1).toBool());
+    EXPECT_EQ(ended.first().at(2).toString(), jobCancelledText());
+    // The job is stopped there (SIGTERM, SIGCONT, SIGKILL), not left behind.
+    timer.restart();
+    while (std::any_of(ranks.begin(), ranks.end(), running) && timer.elapsed() < 30'000)
+        QTest::qWait(50);
+    for (pid_t r : ranks)
+        if (running(r)) {
+            ADD_FAILURE() << "rank " << r << " still runs";
+            ::kill(r, SIGKILL);
+        }
+    // The connection stays, and the next job runs.
+    EXPECT_TRUE(s.connected());
+    backend->setLaunch({});
+    s.runDiff();
+    EXPECT_TRUE(waitFor(s, &CheckpointSession::diffChanged, &failure)) << failure.toStdString();
 }
 
 } // namespace
