@@ -19,6 +19,7 @@
 #include <QThread>
 #include <QToolButton>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -116,16 +117,66 @@ int main(int argc, char **argv)
     const auto before = s->diff();
     t.restart();
     rule->setChecked(false);
-    if (!waitFor([&] { return s->diff() && s->diff() != before && !s->isJobRunning(); }))
+    if (!waitFor([&] { return s->diff() && s->diff() != before; }))
         return 1;
     settleAndPaint(w);
     const double toggle = t.nsecsElapsed() / 1e9;
+    // The same job goes on to fold the problems for the Problems list, then ends.
+    if (!waitFor([&] { return !s->isJobRunning(); }))
+        return 1;
+    const double toggleSettled = t.nsecsElapsed() / 1e9;
+
+    // A structural compare of the checkpoint with a second opening of itself: whole, then
+    // cancelled halfway (at most 3 s) with the status bar's Cancel button, timed from the click
+    // to the job's end.
+    bool compareEnded = false;
+    QString compareMessage;
+    QObject::connect(s, &CheckpointSession::jobEnded,
+                     [&](const shardscope::model::JobInfo &job, bool, const QString &message) {
+                         if (job.kind == shardscope::model::JobKind::Compare) {
+                             compareEnded = true;
+                             compareMessage = message;
+                         }
+                     });
+    auto compareRunning = [&] {
+        for (const auto &job : s->jobs())
+            if (job.kind == shardscope::model::JobKind::Compare)
+                return true;
+        return false;
+    };
+    w.setComparePath(dir);
+    if (!waitFor(compareRunning))
+        return 1;
+    t.restart();
+    if (!waitFor([&] { return compareEnded; }))
+        return 1;
+    const double compare = t.nsecsElapsed() / 1e9;
+    compareEnded = false;
+    w.setComparePath(dir);
+    if (!waitFor(compareRunning))
+        return 1;
+    t.restart();
+    const int cancelAt = int(std::min(3.0, compare / 2) * 1000);
+    waitFor([] { return false; }, cancelAt);
+    if (compareEnded)
+        return 1;
+    t.restart();
+    w.findChild<QToolButton *>(QStringLiteral("cancelJob"))->click();
+    if (!waitFor([&] { return compareEnded; }))
+        return 1;
+    const double cancelled = t.nsecsElapsed() / 1e9;
+    std::fprintf(stderr, "compare %.3f, cancelled at %.3f: %s after %.3f\n", compare,
+                 cancelAt / 1000.0, qPrintable(compareMessage), cancelled);
 
     std::fprintf(stderr, "done\n");
     std::printf("{\"open_to_paint\": %.3f, \"open_to_complete\": %.3f, \"filter_worst\": %.3f, "
                 "\"filter\": {%s}, \"diff_view\": %.3f, \"rule_toggle\": %.3f, "
-                "\"leaves_kept_at_init\": %zu}\n",
+                "\"rule_toggle_problems_folded\": %.3f, \"leaves_kept_at_init\": %zu, "
+                "\"compare\": %.3f, \"compare_cancel\": {\"at\": %.3f, \"ended_after\": %.3f, "
+                "\"message\": \"%s\"}}\n",
                 open, opened, worstFilter, qPrintable(typed.join(QStringLiteral(", "))), diff,
-                toggle, w.treeModel()->markedLeaves(shardscope::model::LoadMark::KeptAtInit));
+                toggle, toggleSettled,
+                w.treeModel()->markedLeaves(shardscope::model::LoadMark::KeptAtInit), compare,
+                cancelAt / 1000.0, cancelled, qPrintable(compareMessage));
     return 0;
 }

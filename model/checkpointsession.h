@@ -82,6 +82,9 @@ public:
     /** What the load does with each stored key, from diff() and verification() (computed with
      *  them off the GUI thread; here when a caller set neither). Null without a diff. */
     std::shared_ptr<const LoadMarkSet> loadMarks() const;
+    /** The diff's problem entries folded as the report folds them, off the GUI thread by the
+     *  diff's job after diffChanged (loadProblemsChanged); null until then, and without a diff. */
+    FoldedProblemsSnapshot loadProblems() const { return m_loadProblems; }
     /**
      * The tree of `index` (keysKnown or opened), built off the GUI thread, for
      * CheckpointTreeModel::adopt(); once (null after, or for another snapshot).
@@ -166,6 +169,8 @@ Q_SIGNALS:
     void compareOpenFailed(const QString &path, const QString &error);
     void layoutChanged(const QString &path);
     void diffChanged(shardscope::model::DiffSnapshot diff);
+    /** diff()'s problems folded (loadProblems()). */
+    void loadProblemsChanged(shardscope::model::FoldedProblemsSnapshot folded);
     void verificationChanged(shardscope::model::VerifySnapshot report);
     void comparisonChanged(shardscope::model::CompareSnapshot diff);
     void valuesChanged(shardscope::model::ValuesSnapshot values);
@@ -217,6 +222,7 @@ private:
     ValuesSnapshot m_values;
     /** The marks computed with the last diff, and with the last verification. */
     std::shared_ptr<const LoadMarkSet> m_diffMarks, m_verifyMarks;
+    FoldedProblemsSnapshot m_loadProblems; ///< of m_diff
     /** The tree built with an index (keys or opened), until taken. */
     std::pair<IndexSnapshot, std::shared_ptr<CheckpointTreeModel::Prepared>> m_preparedTree;
     /** (early index, opened index) when the second completes the first's tree. */

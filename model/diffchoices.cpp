@@ -5,6 +5,8 @@
 
 #include <QCoreApplication>
 
+#include <algorithm>
+
 namespace shardscope::model {
 
 namespace {
@@ -37,6 +39,19 @@ QString loadActionName(LoadOutcome::Action action)
     return text(actionName(action));
 }
 
+bool isLoadProblem(const DiffEntry &e)
+{
+    // report/model.cpp's isProblem(): splits and renames the real load performs are the rules
+    // working, everything else it does not fill as stored is a problem.
+    return !e.realLoadFills || (e.status != LoadStatus::Ok && e.status != LoadStatus::Split &&
+                                e.status != LoadStatus::Rename);
+}
+
+size_t loadProblemCount(const DiffResult &diff)
+{
+    return size_t(std::count_if(diff.entries.begin(), diff.entries.end(), isLoadProblem));
+}
+
 QString loadSummary(const DiffResult &diff)
 {
     const size_t kept = diff.outcome.keptAtInit.size();
@@ -46,6 +61,8 @@ QString loadSummary(const DiffResult &diff)
     if (kept)
         s += QCoreApplication::translate("shardscope", ", %1 silently kept at initial values")
                  .arg(formatCount(kept));
+    if (const size_t problems = loadProblemCount(diff))
+        s += QStringLiteral(", ") + countOf(problems, "problem", "problems");
     return s;
 }
 

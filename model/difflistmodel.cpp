@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "difflistmodel.h"
 
+#include "diffchoices.h"
 #include "formatting.h"
 
 #include <algorithm>
@@ -120,10 +121,8 @@ QVariant DiffListModel::cellData(const QModelIndex &index, int role) const
         return text(statusName(e.status));
     case FillsRole:
         return e.realLoadFills && !e.wrongSource;
-    case ProblemRole:
-        return !e.realLoadFills || e.wrongSource ||
-               (e.status != LoadStatus::Ok && e.status != LoadStatus::Split &&
-                e.status != LoadStatus::Rename && e.status != LoadStatus::Cast);
+    case ProblemRole: // as the report counts them (a cast included), and a wrong source
+        return isLoadProblem(e) || e.wrongSource;
     case FixRole:
         return QString::fromStdString(e.fix);
     case SourcesRole:

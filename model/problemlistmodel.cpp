@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "problemlistmodel.h"
 
+#include "diffchoices.h"
 #include "formatting.h"
 #include "roles.h"
 
@@ -21,14 +22,6 @@ QString effectText(Problem::Effect e)
         return QString();
     }
     return {};
-}
-
-// The report's rule (report/model.cpp): splits and renames the real load performs are the rules
-// working; everything else it does not fill as stored is a problem, a cast included.
-bool isLoadProblem(const DiffEntry &e)
-{
-    return !e.realLoadFills || (e.status != LoadStatus::Ok && e.status != LoadStatus::Split &&
-                                e.status != LoadStatus::Rename);
 }
 
 QString storedAs(const DiffEntry &e)
@@ -63,15 +56,40 @@ void ProblemListModel::setKeyFilter(const QString &text)
 {
     if (!m_matcher.setText(text))
         return;
+    if (m_deferred && m_diff) { // tens of thousands to fold again: once it is looked at
+        m_stale = true;
+        return;
+    }
     beginResetModel();
     regroup();
     endResetModel();
 }
 
-void ProblemListModel::setDiff(DiffSnapshot diff)
+void ProblemListModel::setFolded(FoldedProblemsSnapshot folded)
+{
+    if (!m_diff)
+        return;
+    beginResetModel();
+    m_folded = std::move(folded);
+    regroup();
+    endResetModel();
+}
+
+void ProblemListModel::setDeferred(bool deferred)
+{
+    m_deferred = deferred;
+    if (!deferred && std::exchange(m_stale, false)) {
+        beginResetModel();
+        regroup();
+        endResetModel();
+    }
+}
+
+void ProblemListModel::setDiff(DiffSnapshot diff, FoldedProblemsSnapshot folded)
 {
     beginResetModel();
     m_diff = std::move(diff);
+    m_folded = m_diff ? std::move(folded) : nullptr;
     m_keptAtInit.clear();
     if (m_diff)
         for (const std::string &k : m_diff->outcome.keptAtInit)
@@ -99,12 +117,16 @@ void ProblemListModel::regroup()
     m_groups = groupProblems(m_shown);
     m_loadShown.clear();
     m_loadGroups.clear();
-    if (!m_diff)
+    if (!m_diff || !m_folded)
         return;
-    for (size_t i = 0; i < m_diff->entries.size(); ++i) {
+    if (m_matcher.isEmpty()) { // folded already, off the GUI thread
+        m_loadShown = m_folded->entries;
+        m_loadGroups = m_folded->groups;
+        return;
+    }
+    for (size_t i : m_folded->entries) {
         const DiffEntry &e = m_diff->entries[i];
-        if (isLoadProblem(e) &&
-            (m_matcher.matches(QString::fromStdString(e.name)) || m_matcher.matches(storedAs(e))))
+        if (m_matcher.matches(QString::fromStdString(e.name)) || m_matcher.matches(storedAs(e)))
             m_loadShown.push_back(i);
     }
     m_loadGroups = foldDiffEntries(*m_diff, m_loadShown);

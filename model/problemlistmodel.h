@@ -41,11 +41,19 @@ public:
     ~ProblemListModel() override;
 
     void setIndex(std::shared_ptr<const CheckpointIndex> index);
-    /** The load's problems (null: no diff). */
-    void setDiff(DiffSnapshot diff);
+    /** The load's problems (null: no diff) as `folded` folds them (foldLoadProblems(); null
+     *  until they are folded: none listed yet, isFolding()). */
+    void setDiff(DiffSnapshot diff, FoldedProblemsSnapshot folded);
+    /** The diff's problems, folded (for the diff setDiff() was given). */
+    void setFolded(FoldedProblemsSnapshot folded);
+    /** A diff whose problems are being folded. */
+    bool isFolding() const { return m_diff && !m_folded; }
+    /** While deferred (its view is not shown), a key filter's change folds nothing; the rows
+     *  follow once it is not. */
+    void setDeferred(bool deferred);
     void clear()
     {
-        setDiff(nullptr);
+        setDiff(nullptr, nullptr);
         setIndex(nullptr);
     }
     /** The reading problem of a top-level row that holds one (a group of one); null else. */
@@ -81,9 +89,11 @@ private:
     KeyMatcher m_matcher;
     std::vector<Problem> m_shown; ///< the reading problems the filter matches
     std::vector<ProblemGroup> m_groups;
+    FoldedProblemsSnapshot m_folded;            ///< every problem of m_diff
     std::vector<size_t> m_loadShown;            ///< the load's problem entries the filter matches
     std::vector<DiffEntryGroup> m_loadGroups;   ///< top-level rows before m_groups'
     std::vector<std::string_view> m_keptAtInit; ///< sorted
+    bool m_deferred = false, m_stale = false;
 };
 
 } // namespace shardscope::model

@@ -22,12 +22,19 @@ QString tr(const char *text)
 
 } // namespace
 
-QString describeReload(const CheckpointIndex &before, const CheckpointIndex &after)
+QString describeReload(const CheckpointIndex &before, const CheckpointIndex &after,
+                       const std::function<bool(uint64_t done, uint64_t total)> &progress)
 {
     DiffOptions plain; // names as stored: a rename is a removal and an addition
     for (const RuleInfo &r : allRules())
         plain.disabledRules.push_back(r.name);
-    const CheckpointDiff diff = diffCheckpoints(before, after, plain);
+    bool stopped = false;
+    const CheckpointDiff diff = diffCheckpoints(before, after, plain, [&](uint64_t d, uint64_t t) {
+        stopped = stopped || (progress && !progress(d, t));
+        return !stopped;
+    });
+    if (stopped)
+        return {};
     size_t added = 0, removed = 0, reshaped = 0, retyped = 0;
     for (const KeyChange &c : diff.changes) {
         added += c.kind == KeyChange::Kind::Added;

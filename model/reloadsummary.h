@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <functional>
+
 #include <QString>
 
 namespace shardscope {
@@ -15,6 +17,7 @@ namespace shardscope::model {
  * size, and the saved facts that differ (iteration, DCP save id). "nothing changed" otherwise.
  * Runs on the runner's thread: a DeepSeek-V3-scale index takes a second.
  */
-QString describeReload(const CheckpointIndex &before, const CheckpointIndex &after);
+QString describeReload(const CheckpointIndex &before, const CheckpointIndex &after,
+                       const std::function<bool(uint64_t done, uint64_t total)> &progress = {});
 
 } // namespace shardscope::model

@@ -1,11 +1,22 @@
 // SPDX-License-Identifier: MIT
 #include "snapshots.h"
 
+#include "diffchoices.h"
 #include "job.h"
 #include "layerstats.h"
 #include "tensordetails.h"
 
 namespace shardscope::model {
+
+FoldedProblemsSnapshot foldLoadProblems(const DiffResult &diff)
+{
+    auto out = std::make_shared<FoldedLoadProblems>();
+    for (size_t i = 0; i < diff.entries.size(); ++i)
+        if (isLoadProblem(diff.entries[i]))
+            out->entries.push_back(i);
+    out->groups = foldDiffEntries(diff, out->entries);
+    return out;
+}
 
 void registerMetaTypes()
 {
@@ -22,6 +33,7 @@ void registerMetaTypes()
     qRegisterMetaType<CompareSnapshot>("shardscope::model::CompareSnapshot");
     qRegisterMetaType<ValuesSnapshot>("shardscope::model::ValuesSnapshot");
     qRegisterMetaType<LayerStatsSnapshot>("shardscope::model::LayerStatsSnapshot");
+    qRegisterMetaType<FoldedProblemsSnapshot>("shardscope::model::FoldedProblemsSnapshot");
     qRegisterMetaType<JobInfo>("shardscope::model::JobInfo");
 }
 

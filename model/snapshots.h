@@ -4,11 +4,13 @@
 // threads that compute them.
 #pragma once
 
+#include <shardscope/report.h>
 #include <shardscope/session.h>
 
 #include <QMetaType>
 
 #include <memory>
+#include <vector>
 
 namespace shardscope::model {
 
@@ -17,6 +19,16 @@ using DiffSnapshot = std::shared_ptr<const shardscope::DiffResult>;
 using VerifySnapshot = std::shared_ptr<const shardscope::VerifyReport>;
 using CompareSnapshot = std::shared_ptr<const shardscope::CheckpointDiff>;
 using ValuesSnapshot = std::shared_ptr<const shardscope::ValueDiffResult>;
+
+/** A diff's problem entries (diffchoices.h's isLoadProblem()), folded as the report folds them:
+ *  tens of thousands at DeepSeek-V3 scale with a rule off, folded off the GUI thread. */
+struct FoldedLoadProblems
+{
+    std::vector<size_t> entries; ///< into DiffResult::entries
+    std::vector<DiffEntryGroup> groups;
+};
+using FoldedProblemsSnapshot = std::shared_ptr<const FoldedLoadProblems>;
+FoldedProblemsSnapshot foldLoadProblems(const DiffResult &diff);
 
 /** Registers the model's value types for queued connections and QSignalSpy. Idempotent. */
 void registerMetaTypes();
@@ -28,3 +40,4 @@ Q_DECLARE_METATYPE(shardscope::model::DiffSnapshot)
 Q_DECLARE_METATYPE(shardscope::model::VerifySnapshot)
 Q_DECLARE_METATYPE(shardscope::model::CompareSnapshot)
 Q_DECLARE_METATYPE(shardscope::model::ValuesSnapshot)
+Q_DECLARE_METATYPE(shardscope::model::FoldedProblemsSnapshot)

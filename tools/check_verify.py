@@ -19,6 +19,10 @@ shards all-gathered over c10d's Gloo on loopback), and the report must say so.
 With --truncate a copy of the checkpoint has its biggest data file cut short: the parameters
 whose stored keys lost bytes (torch's own storage_data says which) must be reported unreadable,
 torch's load of such a key must raise, and every other parameter must still be bit-identical.
+With --damage zero|overwrite|text the file keeps its size but not its bytes (a range across a
+third of it zeroed, an item's first bytes overwritten, the file replaced by a small text file):
+the stored keys whose bytes changed are each loaded alone by torch's dcp.load, and the
+parameters stored in exactly those that raise must be reported unreadable, per parameter.
 
 --tp, --pp, --ep and --etp plan Megatron's other parallel dims: N = tp × dp × pp ranks, each
 reading its TP-local slice (a fused parameter's rows of each section, a row-parallel one's
@@ -58,6 +62,53 @@ def cut_short(ckpt: Path, tmp: Path) -> tuple[str, set[str]]:
     return str(copy), {fqn for off, fqn in items if off >= cut}
 
 
+def damage(ckpt: Path, tmp: Path, how: str) -> tuple[str, set[str]]:
+    """A copy of `ckpt` whose biggest data file is damaged `how`; returns the copy and the stored
+    model keys torch's dcp.load raises on, each tried alone (keys whose bytes the damage left
+    alone read as before)."""
+    import shutil
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
+    copy = tmp / "damaged"
+    shutil.copytree(ckpt, copy)
+    _, real = oracle.resolve(copy)
+    md = oracle.dcp_metadata(real)
+    items = sorted((i.relative_path, i.offset, i.length, k.fqn) for k, i in md.storage_data.items())
+    rel = max({it[0] for it in items}, key=lambda r: (real / r).stat().st_size)
+    size = (real / rel).stat().st_size
+    mine = [it for it in items if it[0] == rel]
+    if how == "zero":
+        lo, hi = size // 3 + 5, 2 * size // 3 - 7
+    elif how == "overwrite":
+        _, lo, n, _ = next(it for it in mine[len(mine) // 2:] if it[3].startswith("model."))
+        hi = lo + min(64, n)
+    else:
+        lo, hi = 0, size
+    with open(real / rel, "r+b") as f:
+        if how == "text":
+            f.truncate(0)
+            f.write(b"moved to cold storage, see the ticket\n")
+        else:
+            f.seek(lo)
+            f.write(bytes(hi - lo) if how == "zero" else (b"overwritten!" * 6)[:hi - lo])
+    touched = {k for _, off, n, k in mine if off < hi and off + n > lo and k.startswith("model.")}
+    lost = set()
+    for k in sorted(touched):
+        v = md.state_dict_metadata[k]
+        try:
+            dcp.load({k: torch.empty(tuple(v.size), dtype=v.properties.dtype)},
+                     storage_reader=FileSystemReader(str(real)),
+                     planner=DefaultLoadPlanner(flatten_state_dict=False, allow_partial_load=True),
+                     no_dist=True)
+        except BaseException as ex:  # noqa: BLE001 - CheckpointException
+            if isinstance(ex, (KeyboardInterrupt, SystemExit)):
+                raise
+            lost.add(k)
+    if not lost:
+        raise SystemExit(f"--damage {how}: torch reads every key of {rel}: nothing to test")
+    return str(copy), lost
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -68,6 +119,8 @@ def main() -> int:
     ap.add_argument("--launch", action="store_true", help="run as --dp processes under torchrun")
     ap.add_argument("--max-memory", type=int, default=0, help="a budget that makes some stream")
     ap.add_argument("--truncate", action="store_true", help="cut a data file short first")
+    ap.add_argument("--damage", choices=("zero", "overwrite", "text"),
+                    help="damage a data file's bytes first, keeping its size (text: not)")
     for dim in ("tp", "pp", "ep", "etp"):
         ap.add_argument("--" + dim, type=int, default=1)
     ap.add_argument("--pp-first-layers", type=int, default=0)
@@ -83,6 +136,10 @@ def main() -> int:
     lost: set[str] = set()
     if a.truncate:
         a.checkpoint, lost = cut_short(Path(a.checkpoint), tmp)
+    elif a.damage:
+        import logging
+        logging.disable(logging.CRITICAL)  # dcp.load logs each failed read's traceback
+        a.checkpoint, lost = damage(Path(a.checkpoint), tmp, a.damage)
     cmd = [a.cli, "verify", a.checkpoint, "--layout", str(lay_path), "--dp", str(a.dp), "--json",
            "--hash", "--tp", str(a.tp), "--pp", str(a.pp), "--ep", str(a.ep), "--etp", str(a.etp),
            "--pp-first-layers", str(a.pp_first_layers), "--pp-last-layers", str(a.pp_last_layers)]
@@ -232,10 +289,11 @@ def main() -> int:
     if got["processes"] != want_procs or got["backend"] != want_backend:
         failures.append(f"{got['processes']} processes over {got['backend']}, want "
                         f"{want_procs} over {want_backend}")
-    if a.truncate and (not unreadable or got["unreadable"] != len(unreadable)):
+    if (a.truncate or a.damage) and (not unreadable or got["unreadable"] != len(unreadable)):
         failures.append(f"{got['unreadable']} reported unreadable, torch's metadata says "
                         f"{len(unreadable)}")
-    if (p.returncode == 0) != (not a.negative and not a.truncate and not elsewhere and not missing):
+    if (p.returncode == 0) != (not a.negative and not a.truncate and not a.damage and not elsewhere
+                               and not missing):
         failures.append(f"exit {p.returncode}")
     for f in failures:
         print("FAIL", f)
@@ -243,7 +301,8 @@ def main() -> int:
           f"pp {a.pp}, ep {a.ep}, etp {a.etp})"
           f"{' in ' + str(world) + ' processes' if a.launch else ''}"
           f"{' (MLA rule disabled: ' + str(len(mla)) + ' kept at init)' if a.negative else ''}"
-          f"{' (cut short: ' + str(len(unreadable)) + ' unreadable)' if a.truncate else ''}: "
+          f"{' (cut short: ' + str(len(unreadable)) + ' unreadable)' if a.truncate else ''}"
+          f"{' (damaged, ' + a.damage + ': ' + str(len(unreadable)) + ' unreadable)' if a.damage else ''}: "
           f"{'ok' if not failures else str(len(failures)) + ' failures'}")
     return 1 if failures else 0
 

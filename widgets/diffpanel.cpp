@@ -55,12 +55,13 @@ protected:
         const bool kept = index.data(DiffListModel::KeptAtInitRole).toBool();
         const bool problem = index.data(DiffListModel::ProblemRole).toBool();
         const QString status = index.data(DiffListModel::DiffStatusRole).toString();
+        // A cast is a problem the report counts, loaded with a change: amber, not red.
         if (kept)
             applyAttention(option, Attention::Worst);
-        else if (problem)
-            applyAttention(option, Attention::Bad);
         else if (status == QStringLiteral("unconsumed") || status == QStringLiteral("cast"))
             applyAttention(option, Attention::Warning);
+        else if (problem)
+            applyAttention(option, Attention::Bad);
         else
             applyAttention(option, Attention::Fine);
     }

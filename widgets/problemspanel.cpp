@@ -66,6 +66,22 @@ void ProblemsPanel::setModel(model::ProblemListModel *model)
     updateTitle();
 }
 
+// The list follows the tree's filter only while it is in sight: refolding tens of thousands of
+// the load's problems on every keystroke would hold up the tree's filter.
+void ProblemsPanel::showEvent(QShowEvent *event)
+{
+    QWidget::showEvent(event);
+    if (m_model)
+        m_model->setDeferred(false);
+}
+
+void ProblemsPanel::hideEvent(QHideEvent *event)
+{
+    QWidget::hideEvent(event);
+    if (m_model)
+        m_model->setDeferred(true);
+}
+
 void ProblemsPanel::updateTitle()
 {
     // The load's problems and the reading's, named apart and counted as the report counts them.
@@ -78,6 +94,8 @@ void ProblemsPanel::updateTitle()
     QString title;
     if (!m_model || !m_model->hasDiff())
         title = tr("Problems: %1 (no layout yet: the load is not known)").arg(readingText);
+    else if (m_model->isFolding())
+        title = tr("Problems: the load's being counted, %1").arg(readingText);
     else if (load == 0)
         title = tr("Problems: none in the load, %1").arg(readingText);
     else

@@ -13,7 +13,8 @@ class ProblemListModel;
 
 namespace shardscope::widgets {
 
-/** The problems found while opening, as a sortable list; activating one names its key. */
+/** Every problem, the load's and the reading's, as a sortable list (ProblemListModel);
+ *  activating one names the key the tree shows for it. */
 class ProblemsPanel : public QWidget
 {
     Q_OBJECT
@@ -28,6 +29,10 @@ public:
 Q_SIGNALS:
     /** A problem was activated (double-click, Enter); `key` may be empty. */
     void problemActivated(const QString &key);
+
+protected:
+    void showEvent(QShowEvent *event) override;
+    void hideEvent(QHideEvent *event) override;
 
 private:
     void updateTitle();

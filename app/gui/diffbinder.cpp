@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "panelbinders.h"
+#include "steptimer.h"
 #include "windowservices.h"
 
 #include "model/checkpointsession.h"
@@ -27,7 +28,9 @@ void bindDiffPanel(DiffPanel *panel, CheckpointSession *session, WindowServices 
                      [panel, session] { panel->setAgainst(session->layoutName()); });
     QObject::connect(session, &CheckpointSession::diffChanged, panel,
                      [panel, &window](const model::DiffSnapshot &diff) {
+                         StepTimer timer("diff binder");
                          panel->setDiff(diff);
+                         timer.step("diff panel");
                          if (diff && !diff->clean()) // something to read: its tab, with room
                              window.showPanel(QStringLiteral("diff"));
                      });

@@ -77,7 +77,16 @@ MainWindow::MainWindow(std::shared_ptr<CheckpointBackend> backend, QWidget *pare
     m_filterBar = new FilterBar(left);
     m_tree = new CheckpointTreeView(left);
     m_tree->setModel(m_proxy);
+    // The Load column marks stored keys: what the load lacks altogether is said above it, so
+    // that a load that raises never sits beside an all-green column without a word.
+    m_unstoredNote = new QLabel(left);
+    m_unstoredNote->setObjectName(QStringLiteral("unstoredProblems"));
+    m_unstoredNote->setWordWrap(true);
+    m_unstoredNote->hide();
+    connect(m_unstoredNote, &QLabel::linkActivated, this,
+            [this] { showPanel(QStringLiteral("diff")); });
     leftLayout->addWidget(m_filterBar);
+    leftLayout->addWidget(m_unstoredNote);
     leftLayout->addWidget(m_tree, 1);
 
     m_details = new TensorDetailsPanel(this);
@@ -211,6 +220,8 @@ MainWindow::MainWindow(std::shared_ptr<CheckpointBackend> backend, QWidget *pare
         runDiffWhenReady();
     });
     connect(m_session, &CheckpointSession::diffChanged, this, &MainWindow::onDiffChanged);
+    connect(m_session, &CheckpointSession::loadProblemsChanged, m_problemModel,
+            &ProblemListModel::setFolded);
     connect(m_filterBar, &FilterBar::textChanged, m_diffPanel, &DiffPanel::setFilterText);
     connect(m_session, &CheckpointSession::reloaded, this,
             [this](const QString &summary) { say(summary, 30000); });
@@ -408,12 +419,27 @@ void MainWindow::updateShardMap()
 
 void MainWindow::onDiffChanged(const DiffSnapshot &diff)
 {
+    StepTimer timer("diff changed");
     updateLoadMarks();
-    m_problemModel->setDiff(diff);
+    timer.step("load marks");
+    m_problemModel->setDiff(diff, m_session->loadProblems());
+    timer.step("problem list");
     if (!diff) {
         m_diffLabel->hide();
+        m_unstoredNote->hide();
         return;
     }
+    size_t unstored = 0;
+    for (const DiffEntry &e : diff->entries)
+        unstored += isLoadProblem(e) && e.sources.empty() && e.unreadKeys.empty();
+    m_unstoredNote->setVisible(unstored > 0);
+    if (unstored)
+        m_unstoredNote->setText(
+            tr("<span style=\"color:%1\">⚠ %2 of the load's problems: entries no stored key "
+               "holds, so the Load column has nothing to mark for them.</span> <a "
+               "href=\"diff\">The load diff lists them</a>.")
+                .arg(widgets::attentionColor(widgets::Attention::Bad, palette()).name(),
+                     formatCount(unstored)));
     // The load's outcome leads the status bar, in the diff panel's words and colour.
     m_diffLabel->setText(loadSummary(*diff));
     m_diffLabel->setToolTip(diff->outcome.message.empty()

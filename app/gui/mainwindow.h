@@ -210,6 +210,7 @@ private:
     model::JobInfo m_shownJob; ///< the job the status bar follows (id 0: none)
 
     widgets::ElidedLabel *m_diffLabel = nullptr;
+    QLabel *m_unstoredNote = nullptr; ///< above the tree: load problems no stored key holds
     QMenu *m_recentMenu = nullptr;
     bool m_diffWanted = false;    ///< a layout is set: diff each checkpoint opened
     bool m_roomOnShow = false;    ///< makeRoomForPanel() asked before the window was shown

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <unistd.h>
 
 using namespace shardscope;
@@ -122,6 +123,90 @@ TEST(FrontDoor, DiffCancelledMidwayStops)
         ASSERT_FALSE(diff) << "byToken " << byToken;
         EXPECT_EQ(diff.error().code, Error::Code::Cancelled);
         EXPECT_EQ(diffReports, 1) << "nothing reported after the stop";
+    }
+}
+
+namespace {
+
+// Two indexes of `n` keys each, the second's spelt without the first's wrapper prefixes (as the
+// rename rule's regexes spell them: the rule's meaning, not its implementation).
+std::pair<OpenedIndex, OpenedIndex> wrappedAndUnwrapped(size_t n)
+{
+    static const std::regex model(R"(^model\d*\.(module\.)*)");
+    static const std::regex optim(R"(^optimizer\.state\.(module\.)+)");
+    const std::vector<std::string> tricky = {"model.module.decoder.w",
+                                             "model0.module.module.decoder.x",
+                                             "model12.decoder.y",
+                                             "modelx.decoder.z",
+                                             "model.optimizer.state.module.v",
+                                             "optimizer.state.module.u",
+                                             "optimizer.state.t",
+                                             "model",
+                                             "model7",
+                                             "decoder.module.s"};
+    CheckpointIndex a, b;
+    for (size_t i = 0; i < n; ++i) {
+        const std::string key = tricky[i % tricky.size()] + "." + std::to_string(i);
+        std::string plain = std::regex_replace(key, model, "");
+        plain = std::regex_replace(plain, optim, "optimizer.state.");
+        TensorEntry t;
+        t.dtype = DType::Float32;
+        t.dtypeName = "torch.float32";
+        t.shape = {4};
+        t.key = key;
+        a.tensors.push_back(t);
+        t.key = plain;
+        b.tensors.push_back(std::move(t));
+    }
+    return {std::make_shared<const CheckpointIndex>(std::move(a)),
+            std::make_shared<const CheckpointIndex>(std::move(b))};
+}
+
+} // namespace
+
+// A structural compare at scale reports its progress and stops when cancelled (issue 39: a
+// DeepSeek-V3-scale compare cancelled at 3 s ended at 11.6 s), and names every wrapped key
+// renamed, none added or removed.
+TEST(FrontDoor, CheckpointDiffReportsProgressAndStopsWhenCancelled)
+{
+    auto [a, b] = wrappedAndUnwrapped(50'000);
+    CheckpointDiffRequest request{"a", "b", {}, a, b};
+    Recorder rec;
+    JobControl control;
+    control.progress = [&](const JobProgress &p) { return rec.record(p); };
+    auto whole = runCheckpointDiff(request, control);
+    ASSERT_TRUE(whole) << whole.error().toString();
+    rec.expectEndsAtTotal("diff");
+    EXPECT_GT(rec.reports["diff"].size(), 10u) << "too few reports to cancel in time";
+    size_t renamed = 0;
+    for (const KeyChange &c : whole->changes) {
+        EXPECT_EQ(c.kind, KeyChange::Kind::Renamed) << c.key;
+        renamed += c.kind == KeyChange::Kind::Renamed && c.rule == "wrapper_prefix";
+    }
+    EXPECT_EQ(renamed + whole->same, a->tensors.size());
+
+    for (bool byToken : {false, true}) {
+        JobControl cancelling;
+        int afterStop = 0;
+        bool stop = false;
+        cancelling.progress = [&](const JobProgress &p) {
+            if (stop) {
+                ++afterStop;
+                return false;
+            }
+            if (p.stage != "diff" || p.done == 0)
+                return true;
+            stop = true;
+            if (byToken) {
+                cancelling.cancel.cancel();
+                return true;
+            }
+            return false;
+        };
+        auto diff = runCheckpointDiff(request, cancelling);
+        ASSERT_FALSE(diff) << "byToken " << byToken;
+        EXPECT_EQ(diff.error().code, Error::Code::Cancelled);
+        EXPECT_EQ(afterStop, 0) << "nothing reported after the stop";
     }
 }
 

@@ -6,6 +6,7 @@
 #include "mainwindow.h"
 #include "testwait.h"
 
+#include "model/checkpointbackend.h"
 #include "model/checkpointsession.h"
 #include "widgets/elidedlabel.h"
 
@@ -13,20 +14,24 @@
 #include <QAbstractScrollArea>
 #include <QAbstractSpinBox>
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QGuiApplication>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
+#include <QProgressBar>
 #include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabBar>
 #include <QTabWidget>
 #include <QTest>
+#include <QToolButton>
 
 #include <gtest/gtest.h>
 
 #include <ostream>
+#include <thread>
 
 using namespace shardscope;
 using namespace shardscope::model;
@@ -203,4 +208,116 @@ TEST(LaptopWindowTest, RestoredWithinTheScreen)
         << w.frameGeometry().width() << "x" << w.frameGeometry().height() << " on a screen of "
         << room.width() << "x" << room.height();
     QSettings().remove(QStringLiteral("window/geometry"));
+}
+
+namespace {
+
+// The local backend, but a structural compare that goes on until it is cancelled, reporting its
+// progress as the front door does: the window's side of a cancel, timed. (How often the
+// backend itself looks at the token, at DeepSeek-V3 scale: FrontDoor.CheckpointDiff… and
+// bench/gui_bench.sh.)
+class EndlessCompare : public CheckpointBackend
+{
+public:
+    Result<CheckpointIndex> open(const std::string &path, const OpenOptions &options) override
+    {
+        return m_local->open(path, options);
+    }
+    TensorDetails tensorDetails(const IndexSnapshot &index, const std::string &key,
+                                const JobControl &control) override
+    {
+        return m_local->tensorDetails(index, key, control);
+    }
+    ObjectDetails objectDetails(const IndexSnapshot &index, const std::string &key) override
+    {
+        return m_local->objectDetails(index, key);
+    }
+    Result<Layout> readLayout(const std::string &path) override
+    {
+        return m_local->readLayout(path);
+    }
+    Result<Layout> layoutFromConfig(const std::string &config,
+                                    const LayoutOptions &options) override
+    {
+        return m_local->layoutFromConfig(config, options);
+    }
+    Result<DiffResult> diff(const DiffRequest &request, const JobControl &control) override
+    {
+        return m_local->diff(request, control);
+    }
+    Result<VerifyReport> verify(const VerifyRequest &request, const JobControl &control) override
+    {
+        return m_local->verify(request, control);
+    }
+    Result<CheckpointDiff> compare(const CheckpointDiffRequest &,
+                                   const JobControl &control) override
+    {
+        for (uint64_t done = 0;; ++done) {
+            if (!control.report({"diff", done, 1'000'000}))
+                return makeError(Error::Code::Cancelled, "cancelled");
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+    }
+    Result<ValueDiffResult> values(const ValueDiffRequest &request,
+                                   const JobControl &control) override
+    {
+        return m_local->values(request, control);
+    }
+    Result<ReportOutput> report(const ReportRequest &request, const JobControl &control) override
+    {
+        return m_local->report(request, control);
+    }
+    Result<FixResult> fix(const FixRequest &request, const JobControl &control) override
+    {
+        return m_local->fix(request, control);
+    }
+    Result<InspectResult> inspect(const InspectRequest &request, const JobControl &control) override
+    {
+        return m_local->inspect(request, control);
+    }
+
+private:
+    std::shared_ptr<CheckpointBackend> m_local = localBackend();
+};
+
+} // namespace
+
+// A running job shows its progress with the time left, and the status bar's Cancel ends it
+// within half a second, said in the status bar.
+TEST(LaptopWindowTest, CancelEndsAJobWithinHalfASecond)
+{
+    MainWindow w(std::make_shared<EndlessCompare>());
+    w.resize(1366, 768);
+    w.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+    const QString demo = QStringLiteral(SHARDSCOPE_TEST_DEMO_DIR);
+    CheckpointSession *s = w.session();
+    w.openPath(demo);
+    ASSERT_TRUE(waitFor([&] { return s->index() != nullptr && !s->isJobRunning(); }));
+    bool ended = false;
+    QString message;
+    QObject::connect(s, &CheckpointSession::jobEnded, &w,
+                     [&](const JobInfo &job, bool, const QString &text) {
+                         if (job.kind == JobKind::Compare) {
+                             ended = true;
+                             message = text;
+                         }
+                     });
+    w.setComparePath(demo);
+    auto *bar = w.statusBar()->findChild<QProgressBar *>();
+    ASSERT_NE(bar, nullptr);
+    ASSERT_TRUE(waitFor(
+        [&] { return bar->isVisible() && bar->text().contains(QStringLiteral("left")); }, 20'000))
+        << "the bar: " << bar->text().toStdString();
+    auto *cancel = w.findChild<QToolButton *>(QStringLiteral("cancelJob"));
+    ASSERT_NE(cancel, nullptr);
+    ASSERT_TRUE(cancel->isVisible());
+    ASSERT_FALSE(ended);
+    QElapsedTimer clock;
+    clock.start();
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    ASSERT_TRUE(waitFor([&] { return ended; }, 5000));
+    EXPECT_LT(clock.elapsed(), 500);
+    EXPECT_EQ(message, jobCancelledText());
+    EXPECT_FALSE(bar->isVisible()) << "a bar left behind";
 }

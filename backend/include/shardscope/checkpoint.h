@@ -198,6 +198,9 @@ struct OpenOptions
     /** Threads for the metadata: 0 every core, 1 none beside the caller. The index is the same
      *  for any count. */
     int threads = 0;
+    /** With checkIntegrity: check the structure of every stored item (checkItems), not a sample
+     *  of a big checkpoint's. For jobs that read every item anyway (verify). */
+    bool checkEveryItem = false;
 };
 
 /** Detects the format of `path` (file or directory) and reads its metadata. */
@@ -209,6 +212,20 @@ void waitForIndexWrites();
 
 /** Every stored item checked against the files on disk: missing file, file too short. */
 std::vector<Problem> checkIntegrity(const CheckpointIndex &index);
+
+/**
+ * Stored items whose bytes are not what the metadata says they are (a DCP item that is no
+ * torch.save archive of its chunk, an object that is no torch.save stream, a transformed item
+ * that does not begin its transform's frame): one `unreadable` problem per key, naming the data
+ * file and the offset, as torch's load raises on them. A key index.problems already calls
+ * unreadable (a file missing or cut short) keeps that one. Two reads of a few KiB per item, on
+ * a few threads; the problems in the index's order whatever the thread count. `every` false:
+ * all of a checkpoint's items up to 20,480, past that each data file's first and last item and
+ * the first item of 1 key in (keys / 1,024), then every item of a file where one of those is
+ * broken. `summary`, when given, says what was checked.
+ */
+std::vector<Problem> checkItems(const CheckpointIndex &index, bool every = false,
+                                std::string *summary = nullptr);
 
 /** Decodes a non-tensor entry through the safe pickle decoder. */
 Result<PyValue> readObject(const CheckpointIndex &index, const ObjectEntry &entry);

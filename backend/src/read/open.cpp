@@ -257,13 +257,27 @@ Result<CheckpointIndex> openCheckpoint(const std::string &path, const OpenOption
     statFiles(index);
     noteRepair(index);
     if (options.checkIntegrity) {
-        auto more = checkIntegrity(index);
+        std::vector<FileEnds> ends;
+        auto more = detail::checkIntegrity(index, &ends);
         index.problems.insert(index.problems.end(), more.begin(), more.end());
+        // Then what the bytes are: a file zeroed or replaced keeps its size.
+        std::string checked;
+        auto damaged = detail::checkItems(index, options.checkEveryItem, &checked, &ends);
+        if (checked != "every item (0)")
+            index.info["item_check"] = checked;
+        index.problems.insert(index.problems.end(), std::make_move_iterator(damaged.begin()),
+                              std::make_move_iterator(damaged.end()));
     }
     return index;
 }
 
 std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
+{
+    return detail::checkIntegrity(index, nullptr);
+}
+
+std::vector<Problem> detail::checkIntegrity(const CheckpointIndex &index,
+                                            std::vector<FileEnds> *ends)
 {
     auto fileSize = [&](uint32_t f) {
         return f < index.fileSizes.size() ? index.fileSizes[f] : UINT64_MAX;
@@ -295,10 +309,18 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
         }
         return true;
     };
-    auto checkTensor = [&](const TensorEntry &t, std::vector<Problem> &out) {
-        // Chunks must lie inside the tensor and cover it exactly (by volume).
+    // The item check's (itemcheck.cpp) candidates, met on the way: what it samples by.
+    auto note = [&](std::vector<FileEnds> *into, uint32_t entry, uint32_t chunk,
+                    const Location &l) {
+        if (into && l.encoding == Encoding::TorchSaveArchive)
+            (*into)[l.file].take(entry, chunk, l.offset);
+    };
+    auto checkTensor = [&](uint32_t e, std::vector<Problem> &out, std::vector<FileEnds> *into) {
+        const TensorEntry &t = index.tensors[e];
+        // Chunks must lie inside the tensor and cover it exactly (by volume). An empty chunk's
+        // item torch never reads.
         unsigned __int128 covered = 0;
-        bool inside = true;
+        bool inside = true, broken = false;
         for (size_t c = 0; c < t.chunks.size(); ++c) {
             unsigned __int128 vol = 1;
             for (size_t d = 0; d < t.ndim(); ++d) {
@@ -309,6 +331,14 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
                 vol *= uint64_t(std::max<int64_t>(s, 0));
             }
             covered += vol;
+            const Location &l = t.chunks[c];
+            if (vol == 0 || l.file == kUnassigned)
+                continue;
+            const uint64_t size = fileSize(l.file);
+            if (size != UINT64_MAX && l.offset <= size && l.length <= size - l.offset)
+                note(into, e, uint32_t(c), l);
+            else if (!broken)
+                broken = !check(t.key, l, out); // one line per broken key
         }
         if (!inside)
             out.push_back({t.key.str(),
@@ -323,29 +353,35 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index)
                            "chunks cover " + std::to_string(uint64_t(covered)) + " of " +
                                std::to_string(t.numel()) + " elements",
                            Problem::Effect::Holes});
-        for (const Location &l : t.chunks)
-            if (!check(t.key, l, out))
-                break; // one line per broken key
     };
     // Two halves of the tensors on two threads (1.75 M chunks: a tenth of a second on one),
     // their problems joined in entry order: the same list either way.
     const size_t half = index.chunkCount() > (1u << 18) ? index.tensors.size() / 2 : 0;
     std::vector<Problem> out, second;
+    std::vector<FileEnds> secondEnds;
+    if (ends) {
+        ends->assign(index.files.size(), {});
+        secondEnds.resize(half ? index.files.size() : 0);
+    }
     std::thread other;
     if (half)
         other = std::thread([&] {
             for (size_t i = half; i < index.tensors.size(); ++i)
-                checkTensor(index.tensors[i], second);
+                checkTensor(uint32_t(i), second, ends ? &secondEnds : nullptr);
         });
     for (size_t i = 0; i < (half ? half : index.tensors.size()); ++i)
-        checkTensor(index.tensors[i], out);
+        checkTensor(uint32_t(i), out, ends);
     if (other.joinable())
         other.join();
     out.insert(out.end(), std::make_move_iterator(second.begin()),
                std::make_move_iterator(second.end()));
-    for (const ObjectEntry &o : index.objects)
-        if (o.location)
-            check(o.key, *o.location, out);
+    for (size_t f = 0; f < secondEnds.size(); ++f)
+        (*ends)[f].merge(secondEnds[f]);
+    const uint32_t tensors = uint32_t(index.tensors.size());
+    for (uint32_t o = 0; o < index.objects.size(); ++o)
+        if (const auto &l = index.objects[o].location; l && check(index.objects[o].key, *l, out))
+            if (l->file != kUnassigned)
+                note(ends, tensors + o, 0, *l);
     return out;
 }
 

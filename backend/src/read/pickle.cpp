@@ -244,6 +244,8 @@ inline bool PickleMachine::step(uint8_t op)
         NodeId args = kNil, cls = kNil;
         if (!pop(args) || !pop(cls))
             return false;
+        if (isDictClass(cls))
+            return push(newContainer(NodeKind::Dict, m_stack.size()));
         if (args == kEmptyTuple && m_limits.compactRecords)
             noteRecordCandidate(cls);
         return push(newObject(cls, args));

@@ -426,6 +426,20 @@ private:
 
     bool addTo(NodeId target, size_t from, bool pairs);
     bool doReduce(NodeId callable, NodeId args);
+    bool dictFrom(NodeId src, bool pairs, NodeId &result);
+    // collections.OrderedDict and Counter: NEWOBJ makes an empty dict of them (their __new__
+    // takes no items), which SETITEMS then fills.
+    bool isDictClass(NodeId cls)
+    {
+        if (cls == m_notDictClass || A.kind(cls) != NodeKind::Global)
+            return false;
+        const std::string_view name = A.globalName(cls);
+        if (A.globalModule(cls) == "collections" && (name == "OrderedDict" || name == "Counter"))
+            return true;
+        m_notDictClass = cls;
+        return false;
+    }
+    NodeId m_notDictClass = kNil;
     bool makeGlobal(NodeId module, NodeId name);
     bool bytesFromLatin1(NodeId text, NodeId &out);
     [[gnu::always_inline]] inline bool step(uint8_t op);

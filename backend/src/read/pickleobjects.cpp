@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Python's and torch's objects rebuilt without running anything: globals (refusing those that
-// exist only to run code), the few REDUCE calls a checkpoint needs (OrderedDict, torch.Size,
-// set, _codecs.encode, bytes), and DCP's per-chunk dataclasses folded into compact records.
+// exist only to run code), the few REDUCE calls a checkpoint needs (OrderedDict, Counter,
+// torch.Size, set, _codecs.encode, bytes), and DCP's per-chunk dataclasses folded into compact
+// records.
 #include "read/picklemachine.h"
 
 namespace shardscope::detail::pickleimpl {
@@ -73,8 +74,16 @@ bool PickleMachine::doReduce(NodeId callable, NodeId args)
         const NodeKind ak = A.kind(args);
         const uint64_t nargs = ak == NodeKind::Tuple ? A.size(args) : UINT64_MAX;
         const bool builtins = mod == "builtins" || mod == "__builtin__";
-        if (mod == "collections" && name == "OrderedDict" && nargs == 0)
-            return push(newContainer(NodeKind::Dict, m_stack.size()));
+        if (mod == "collections" && (name == "OrderedDict" || name == "Counter")) {
+            if (nargs == 0)
+                return push(newContainer(NodeKind::Dict, m_stack.size()));
+            // Python 2's OrderedDict.__reduce__ wrote a call on [key, value] pairs; Counter
+            // pickles as a call on a dict. Anything else stays a call (and is named a problem
+            // where it holds tensors).
+            NodeId d = kNil;
+            if (nargs == 1 && dictFrom(A.item(args, 0), name == "OrderedDict", d))
+                return push(d);
+        }
         if (mod == "torch" && name == "Size" && nargs == 1) {
             NodeId dims = A.item(args, 0);
             const NodeKind dk = A.kind(dims);
@@ -105,6 +114,37 @@ bool PickleMachine::doReduce(NodeId callable, NodeId args)
             return push(inlineStr(kTagBytes, 0, 0));
     }
     return push(newObject(callable, args));
+}
+
+// dict(src) as OrderedDict and Counter build it: from a dict's pairs, or (OrderedDict only, as
+// dict.update takes an iterable) from a list or tuple of two-item lists or tuples. False, and
+// nothing made, for any other source.
+bool PickleMachine::dictFrom(NodeId src, bool pairs, NodeId &result)
+{
+    const NodeKind k = A.kind(src);
+    const size_t from = m_stack.size();
+    if (k == NodeKind::Dict) {
+        A.forEachItem(src, [&](NodeId v) { m_stack.push_back(v); });
+    } else if (pairs && (k == NodeKind::List || k == NodeKind::Tuple)) {
+        bool ok = true;
+        A.forEachItem(src, [&](NodeId pair) {
+            const NodeKind pk = A.kind(pair);
+            if (!ok || (pk != NodeKind::List && pk != NodeKind::Tuple) || A.size(pair) != 2) {
+                ok = false;
+                return;
+            }
+            m_stack.push_back(A.item(pair, 0));
+            m_stack.push_back(A.item(pair, 1));
+        });
+        if (!ok) {
+            m_stack.resize(from);
+            return false;
+        }
+    } else {
+        return false;
+    }
+    result = newContainer(NodeKind::Dict, from);
+    return true;
 }
 
 // torch.Size(dims) is the most common call in DCP metadata, and its one-item args tuple is
@@ -225,7 +265,7 @@ void PickleMachine::foldRecord(NodeId target, NodeId state)
     for (NodeId c : A.m_recordClass)
         if (dropped(c))
             return;
-    for (NodeId *cache : {&m_sizeClass, &m_notSizeClass, &m_otherClassSeen})
+    for (NodeId *cache : {&m_sizeClass, &m_notSizeClass, &m_otherClassSeen, &m_notDictClass})
         if (dropped(*cache))
             *cache = kNil;
     for (auto &seen : m_fieldKeySeen)

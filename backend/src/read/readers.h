@@ -34,6 +34,49 @@ Status readSafetensors(const std::string &dataDir, const std::string &relativePa
                        CheckpointIndex &index);
 Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index);
 
+/** A chunk of no elements: torch's load never reads its item (its box meets nothing). */
+inline bool isEmptyChunk(const TensorEntry &t, size_t chunk)
+{
+    for (int64_t s : t.chunkSizes(chunk))
+        if (s == 0)
+            return true;
+    return false;
+}
+
+/**
+ * A data file's first and last stored item by offset, among those the item check can read
+ * (a torch.save archive or object bytes, inside the file, of a chunk with elements), and how
+ * many there are. Entries number tensors, then objects (CheckpointIndex::itemKey).
+ */
+struct FileEnds
+{
+    uint64_t firstOffset = UINT64_MAX, lastOffset = 0, items = 0;
+    uint32_t firstEntry = 0, firstChunk = 0, lastEntry = 0, lastChunk = 0;
+    void take(uint32_t entry, uint32_t chunk, uint64_t offset)
+    {
+        if (items == 0 || offset < firstOffset)
+            firstOffset = offset, firstEntry = entry, firstChunk = chunk;
+        if (items == 0 || offset > lastOffset)
+            lastOffset = offset, lastEntry = entry, lastChunk = chunk;
+        ++items;
+    }
+    void merge(const FileEnds &o)
+    {
+        if (!o.items)
+            return;
+        const uint64_t n = items + o.items;
+        take(o.firstEntry, o.firstChunk, o.firstOffset);
+        take(o.lastEntry, o.lastChunk, o.lastOffset);
+        items = n;
+    }
+};
+
+/** checkIntegrity(), and each data file's ends (per index.files) as its pass finds them. */
+std::vector<Problem> checkIntegrity(const CheckpointIndex &index, std::vector<FileEnds> *ends);
+/** checkItems(), sampling a big checkpoint with the ends checkIntegrity() found. */
+std::vector<Problem> checkItems(const CheckpointIndex &index, bool every, std::string *summary,
+                                const std::vector<FileEnds> *ends);
+
 /** Records file sizes (UINT64_MAX when missing) for every interned file. */
 void statFiles(CheckpointIndex &index);
 /** A DCP checkpoint's flavour from its keys: fsdp_dtensor (model.module. and optimizer keys) or

@@ -187,11 +187,12 @@ Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index)
     // A shard that is missing or cannot be read breaks only the keys the index puts in it, as a
     // missing DCP data file does: each is named unreadable, with the file and why.
     std::vector<std::string> broken;
-    auto breakShard = [&](const std::string &s, const std::string &why) {
+    auto breakShard = [&](const std::string &s, const std::string &why,
+                          std::optional<uint64_t> at = std::nullopt) {
         broken.push_back(s);
         for (const auto &[k, f] : expected)
             if (f == s) {
-                Problem p{k, (fs::path(index.dataDir) / s).string(), {}, why};
+                Problem p{k, (fs::path(index.dataDir) / s).string(), at, why};
                 p.effect = Problem::Effect::Unreadable;
                 index.problems.push_back(std::move(p));
             }
@@ -214,8 +215,7 @@ Status readSafetensorsIndex(const std::string &jsonPath, CheckpointIndex &index)
             index.tensors.resize(tensorsBefore);
             index.problems.resize(problemsBefore);
             Error e = st.error();
-            breakShard(s, "shard file cannot be read: " + e.message +
-                              (e.offset ? " (offset " + std::to_string(*e.offset) + ")" : ""));
+            breakShard(s, "shard file cannot be read: " + e.message, e.offset);
         }
     }
     // A set, not findTensor() per key: DeepSeek-V3's index lists 90,000 keys.

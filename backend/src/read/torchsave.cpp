@@ -1,13 +1,32 @@
 // SPDX-License-Identifier: MIT
 #include "read/torchsave.h"
 
-#include <unordered_map>
-
+#include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 namespace shardscope::detail {
 
 namespace {
+
+// Flattened by position: lists and tuples, and sets (torch's weights-only load builds them
+// from a list through builtins.set), in the order the file stores their items.
+bool isSequence(NodeKind k)
+{
+    return k == NodeKind::List || k == NodeKind::Tuple || k == NodeKind::Set ||
+           k == NodeKind::FrozenSet;
+}
+
+// A class or call that makes a tensor (or a storage, or a Parameter), in any form torch's
+// weights-only load accepts: the ones read are unwrapped before this is asked.
+bool isTensorMaker(std::string_view module, std::string_view name)
+{
+    return (module == "torch._utils" && name.starts_with("_rebuild_")) ||
+           (module == "torch._tensor" && name.starts_with("_rebuild_")) ||
+           (module == "torch.nn.parameter" && name == "Parameter") ||
+           ((module == "torch" || module == "torch.cuda") &&
+            (name.ends_with("Tensor") || name.ends_with("Storage")));
+}
 
 bool isRebuild(std::string_view module, std::string_view name)
 {
@@ -58,21 +77,97 @@ std::optional<StorageRecord> TorchSavePayload::storageRecord(const std::string &
 
 Result<TorchSavePayload> TorchSavePayload::openZip(std::span<const uint8_t> archive, uint64_t base)
 {
+    SpanSource source(archive);
+    return openZip(source, base);
+}
+
+Result<TorchSavePayload> TorchSavePayload::openZip(ByteSource &archive, uint64_t base)
+{
     auto zip = ZipArchive::parse(archive, base);
     if (!zip)
         return zip.error();
     const ZipArchive::Record *pkl = zip->find("data.pkl");
     if (!pkl)
         return makeError(Error::Code::Format, "torch.save archive without data.pkl").atOffset(base);
+    auto unreadable = [&](const ZipArchive::Record &r) {
+        return makeError(Error::Code::Io, "record '" + r.name + "' could not be read")
+            .atOffset(base + r.offset);
+    };
     if (const ZipArchive::Record *bo = zip->find("byteorder")) {
-        std::string_view order(reinterpret_cast<const char *>(archive.data() + bo->offset),
-                               size_t(bo->size));
+        const uint8_t *b = archive.at(bo->offset, bo->size);
+        if (!b)
+            return unreadable(*bo);
+        std::string_view order(reinterpret_cast<const char *>(b), size_t(bo->size));
         if (order != "little")
             return makeError(Error::Code::Unsupported,
                              "torch.save archive with byte order '" + std::string(order) + "'")
                 .atOffset(base + bo->offset);
     }
-    auto arena = parsePickle(archive.subspan(pkl->offset, pkl->size), base + pkl->offset);
+    // Records torch's reader parses before any tensor: a file format version (".data/version",
+    // else "version": a decimal of at least 1) and the storage alignment (Python's int()).
+    auto text = [&](const ZipArchive::Record &r) -> std::optional<std::string_view> {
+        const uint8_t *b = r.size <= 64 ? archive.at(r.offset, r.size) : nullptr;
+        if (!b)
+            return std::nullopt;
+        return std::string_view(reinterpret_cast<const char *>(b), size_t(r.size));
+    };
+    auto isSpace = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+    const ZipArchive::Record *version = zip->find(".data/version");
+    if (!version)
+        version = zip->find("version");
+    if (!version)
+        return makeError(Error::Code::Format,
+                         "torch.save archive without a 'version' record (torch's reader raises)")
+            .atOffset(base);
+    {
+        // caffe2::stoull: leading blanks, then digits; what follows them is ignored.
+        auto t = text(*version);
+        size_t i = 0, digits = 0;
+        uint64_t value = 0;
+        while (t && i < t->size() && isSpace((*t)[i]))
+            ++i;
+        while (t && i < t->size() && (*t)[i] >= '0' && (*t)[i] <= '9' && digits < 18) {
+            value = value * 10 + uint64_t((*t)[i++] - '0');
+            ++digits;
+        }
+        if (!digits || value < 1)
+            return makeError(Error::Code::Format, "torch.save archive's record '" + version->name +
+                                                      "' holds no file format version (torch's "
+                                                      "reader raises)")
+                .atOffset(base + version->offset);
+    }
+    if (const ZipArchive::Record *align = zip->find(".storage_alignment")) {
+        // int(bytes): blanks around an optionally signed run of digits ('_' between them).
+        auto t = text(*align);
+        std::string_view v = t.value_or(std::string_view());
+        while (!v.empty() && isSpace(v.front()))
+            v.remove_prefix(1);
+        while (!v.empty() && isSpace(v.back()))
+            v.remove_suffix(1);
+        if (!v.empty() && (v.front() == '+' || v.front() == '-'))
+            v.remove_prefix(1);
+        bool ok = !v.empty() && v.front() != '_' && v.back() != '_';
+        for (size_t i = 0; ok && i < v.size(); ++i)
+            ok = (v[i] >= '0' && v[i] <= '9') || (v[i] == '_' && v[i - 1] != '_');
+        if (!ok)
+            return makeError(Error::Code::Format,
+                             "torch.save archive's record '.storage_alignment' holds no number "
+                             "(torch's load raises)")
+                .atOffset(base + align->offset);
+    }
+    // torch.load reports the archive's serialization id as a Python string.
+    if (const ZipArchive::Record *id = zip->find(".data/serialization_id")) {
+        const uint8_t *b = id->size <= 4096 ? archive.at(id->offset, id->size) : nullptr;
+        if (!b || !isUtf8({reinterpret_cast<const char *>(b), size_t(id->size)}))
+            return makeError(Error::Code::Format,
+                             "torch.save archive's serialization id is not UTF-8 (torch's load "
+                             "raises)")
+                .atOffset(base + id->offset);
+    }
+    const uint8_t *pklBytes = archive.at(pkl->offset, pkl->size);
+    if (!pklBytes)
+        return unreadable(*pkl);
+    auto arena = parsePickle({pklBytes, size_t(pkl->size)}, base + pkl->offset);
     if (!arena)
         return arena.error();
     TorchSavePayload p;
@@ -88,8 +183,13 @@ NodeId TorchSavePayload::unwrapTensor(NodeId n, int depth) const
     if (n == kNil || depth > 8 || a.kind(n) != NodeKind::Object)
         return kNil;
     NodeId c = a.objClass(n);
-    if (c == kNil || a.kind(c) != NodeKind::Global ||
-        !isRebuild(a.globalModule(c), a.globalName(c)))
+    if (c == kNil || a.kind(c) != NodeKind::Global)
+        return kNil;
+    // torch.nn.Parameter(data, requires_grad), by NEWOBJ or REDUCE: the weights-only load
+    // takes both.
+    if (a.globalModule(c) == "torch.nn.parameter" && a.globalName(c) == "Parameter")
+        return unwrapTensor(a.item(a.objArgs(n), 0), depth + 1);
+    if (!isRebuild(a.globalModule(c), a.globalName(c)))
         return kNil;
     std::string_view name = a.globalName(c);
     NodeId args = a.objArgs(n);
@@ -275,7 +375,7 @@ bool TorchSavePayload::holdsTensorOrDict(NodeId n, int depth) const
         return memo == 3;
     bool found = isTensor(n) || m_arena.kind(n) == NodeKind::Dict;
     const NodeKind k = m_arena.kind(n);
-    if (!found && (k == NodeKind::List || k == NodeKind::Tuple)) {
+    if (!found && isSequence(k)) {
         memo = 1; // a cycle back to here counts as "no"
         m_arena.forEachItem(n, [&](NodeId c) {
             if (!found)
@@ -284,6 +384,93 @@ bool TorchSavePayload::holdsTensorOrDict(NodeId n, int depth) const
     }
     m_holds[m_arena.nodeIndex(n)] = found ? 3 : 2;
     return found;
+}
+
+std::optional<NodeId> TorchSavePayload::firstRefusedGlobal() const
+{
+    const PickleArena &a = m_arena;
+    // torch/_weights_only_unpickler.py's _get_allowed_globals() (torch 2.11), by kind: new
+    // dtypes and storage or tensor classes come with new torch versions, so those go by shape.
+    auto allowed = [](std::string_view module, std::string_view name) {
+        if (module == "collections")
+            return name == "OrderedDict" || name == "Counter";
+        if (module == "torch._utils")
+            return name.starts_with("_rebuild_");
+        if (module == "torch._tensor")
+            return name == "_rebuild_from_type_v2";
+        if (module == "torch.nn.parameter")
+            return name == "Parameter";
+        if (module == "torch.serialization")
+            return name == "_get_layout";
+        if (module == "_codecs")
+            return name == "encode";
+        if (module == "builtins" || module == "__builtin__")
+            return name == "bytearray" || name == "set" || name == "complex";
+        if (module == "torch.storage")
+            return name == "TypedStorage" || name == "UntypedStorage";
+        if (module == "torch" || module == "torch.cuda")
+            return name == "Size" || name == "Tensor" || name == "device" ||
+                   name.ends_with("Storage") || name.ends_with("Tensor") ||
+                   name.starts_with("per_tensor_") || name.starts_with("per_channel_") ||
+                   dtypeFromName(name).has_value() ||
+                   ((name.starts_with("int") || name.starts_with("uint")) && name.size() <= 5);
+        return false;
+    };
+    for (uint64_t i = 0; i < a.nodeCount(); ++i) {
+        const NodeId n = NodeId(i << 3);
+        if (a.kind(n) == NodeKind::Global && !allowed(a.globalModule(n), a.globalName(n)))
+            return n;
+    }
+    return std::nullopt;
+}
+
+std::optional<HiddenTensor> TorchSavePayload::hiddenTensor(NodeId leaf) const
+{
+    const PickleArena &a = m_arena;
+    std::vector<NodeId> todo{leaf};
+    std::vector<uint8_t> seen(a.nodeCount(), 0);
+    auto maker = [&](NodeId n) -> std::string {
+        const NodeId c = a.objClass(n);
+        if (c == kNil || a.kind(c) != NodeKind::Global ||
+            !isTensorMaker(a.globalModule(c), a.globalName(c)))
+            return {};
+        return std::string(a.globalModule(c)) + "." + std::string(a.globalName(c));
+    };
+    while (!todo.empty()) {
+        const NodeId n = todo.back();
+        todo.pop_back();
+        if (!a.isNode(n) || seen[a.nodeIndex(n)])
+            continue;
+        seen[a.nodeIndex(n)] = 1;
+        switch (a.kind(n)) {
+        case NodeKind::PersId:
+            return HiddenTensor{n, "a storage (persistent id)"};
+        case NodeKind::Object: {
+            if (isTensor(n))
+                return HiddenTensor{n, "a tensor"};
+            if (std::string m = maker(n); !m.empty())
+                return HiddenTensor{n, "a tensor made by " + m};
+            // Pushed in reverse, so that the first found is the first in the object.
+            for (NodeId c : {a.objExtra(n), a.objState(n), a.objArgs(n), a.objClass(n)})
+                if (c != kNil)
+                    todo.push_back(c);
+            break;
+        }
+        case NodeKind::Tuple:
+        case NodeKind::List:
+        case NodeKind::Dict:
+        case NodeKind::Set:
+        case NodeKind::FrozenSet: {
+            const size_t at = todo.size();
+            a.forEachItem(n, [&](NodeId c) { todo.push_back(c); });
+            std::reverse(todo.begin() + std::ptrdiff_t(at), todo.end());
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return std::nullopt;
 }
 
 void TorchSavePayload::flatten(
@@ -331,7 +518,7 @@ void TorchSavePayload::flattenImpl(
         }
         return;
     }
-    if ((k == NodeKind::List || k == NodeKind::Tuple) && a.size(n) > 0 && holdsTensorOrDict(n, 0)) {
+    if (isSequence(k) && a.size(n) > 0 && holdsTensorOrDict(n, 0)) {
         visited[a.nodeIndex(n)] = 1;
         int64_t i = 0;
         a.forEachItem(n, [&](NodeId value) {

@@ -33,6 +33,13 @@ struct StorageRecord
     uint64_t size = 0;
 };
 
+/** Tensor data inside a value that is not flattened (see TorchSavePayload::hiddenTensor). */
+struct HiddenTensor
+{
+    NodeId at = kNil; ///< the storage reference or tensor call found first
+    std::string what;
+};
+
 /**
  * One torch.save file: its storage records and its decoded object pickle. Either the zip archive
  * of torch >= 1.6 (data.pkl, data/<key>) or the legacy stream of older torch (and of
@@ -44,6 +51,9 @@ class TorchSavePayload
 public:
     /** Any of the three formats (zip, legacy stream, tar of torch < 0.4), by its first bytes. */
     static Result<TorchSavePayload> open(std::span<const uint8_t> file, uint64_t base = 0);
+    /** A zip archive (torch >= 1.6) over a source that need not hold all of it: only its
+     *  records' structure and data.pkl are read. The source must outlive the payload. */
+    static Result<TorchSavePayload> openZip(ByteSource &archive, uint64_t base = 0);
 
     bool isLegacy() const { return m_legacy; }
     const PickleArena &arena() const { return m_arena; }
@@ -54,6 +64,16 @@ public:
     Result<TensorSpec> tensorSpec(NodeId n) const;
     /** An inert value with tensors shown as PyValue::Kind::Tensor. */
     PyValue toValue(NodeId n, int maxDepth = 64) const;
+
+    /** The first global torch's weights-only load refuses (DCP reads a tensor item so). */
+    std::optional<NodeId> firstRefusedGlobal() const;
+
+    /**
+     * The first tensor, storage or tensor-making call inside a leaf of flatten() that is not
+     * itself a tensor read here (a call or class instance the decoder keeps as it is, a tensor
+     * of a form not read): its tensors would otherwise go unlisted.
+     */
+    std::optional<HiddenTensor> hiddenTensor(NodeId leaf) const;
 
     /**
      * Walks nested dicts (and lists or tuples that hold tensors or dicts) as torch's flattening

@@ -20,6 +20,31 @@ std::string joinPath(const std::vector<std::string> &path)
     return k;
 }
 
+// "a collections.Counter(…) call", "a set": what a value kept as it is was built as.
+std::string valueKind(const TorchSavePayload &payload, NodeId n)
+{
+    const PickleArena &a = payload.arena();
+    switch (a.kind(n)) {
+    case NodeKind::Object: {
+        const std::string cls = a.className(n);
+        return cls.empty() ? std::string("a call") : "a " + cls + "(…) call";
+    }
+    case NodeKind::PersId:
+        return "a storage";
+    case NodeKind::Tuple:
+        return "a tuple";
+    case NodeKind::List:
+        return "a list";
+    case NodeKind::Dict:
+        return "a dict";
+    case NodeKind::Set:
+    case NodeKind::FrozenSet:
+        return "a set";
+    default:
+        return "a plain value";
+    }
+}
+
 } // namespace
 
 Status readTorchSave(const std::string &dataDir, const std::string &relativePath,
@@ -64,6 +89,26 @@ Status readTorchSave(const std::string &dataDir, const std::string &relativePath
             t.chunks.push_back(loc);
             index.tensors.push_back(std::move(t));
         } else {
+            // Never "healthy, 0 tensors" over data that is there: tensors inside a value kept
+            // as it is, or a top level that is no container, are named.
+            const PickleArena &a = payload->arena();
+            const std::string what = p.empty() ? "the top-level object" : "this value";
+            if (auto hidden = payload->hiddenTensor(n))
+                index.problems.push_back(
+                    {key, path, a.offsetOf(hidden->at),
+                     hidden->at == n
+                         ? what + " is " + hidden->what +
+                               ", a form ShardScope does not read: torch.load returns a tensor "
+                               "here that is not listed"
+                         : what + " (" + valueKind(*payload, n) + ") holds " + hidden->what +
+                               " inside a form ShardScope does not interpret: torch.load "
+                               "returns tensors here that are not listed",
+                     Problem::Effect::Note});
+            else if (p.empty() && a.kind(n) == NodeKind::Object)
+                index.problems.push_back({key, path, a.offsetOf(n),
+                                          "the top-level object is " + valueKind(*payload, n) +
+                                              ", which ShardScope does not interpret",
+                                          Problem::Effect::Note});
             ObjectEntry o;
             o.path = KeyPath::fromParts(key, p);
             o.key = std::move(key);

@@ -12,11 +12,28 @@ bool JobControl::report(const JobProgress &p) const
     return !progress || progress(p);
 }
 
-Result<OpenedIndex> detail::openOrReuse(const OpenedIndex &opened, const std::string &path)
+Result<OpenedIndex> detail::openOrReuse(const OpenedIndex &opened, const std::string &path,
+                                        bool everyItem)
 {
-    if (opened)
-        return opened;
-    auto index = openCheckpoint(path);
+    if (opened) {
+        // An index the open checked a sample of (a big checkpoint): the rest now, and a copy
+        // with what it finds.
+        const auto checked = opened->info.find("item_check");
+        if (!everyItem || checked == opened->info.end() ||
+            checked->second.starts_with("every item"))
+            return opened;
+        std::string summary;
+        auto damaged = checkItems(*opened, true, &summary);
+        if (damaged.empty())
+            return opened;
+        auto copy = std::make_shared<CheckpointIndex>(*opened);
+        copy->info["item_check"] = summary;
+        copy->problems.insert(copy->problems.end(), damaged.begin(), damaged.end());
+        return OpenedIndex(std::move(copy));
+    }
+    OpenOptions options;
+    options.checkEveryItem = everyItem;
+    auto index = openCheckpoint(path, options);
     if (!index)
         return index.error();
     return OpenedIndex(std::make_shared<const CheckpointIndex>(std::move(index).value()));

@@ -169,9 +169,15 @@ Result<CheckpointDiff> runCheckpointDiff(const CheckpointDiffRequest &request,
     auto second = openOrReuse(request.secondOpened, request.second);
     if (!second)
         return second.error();
-    if (!control.report({"diff", 0, 0}))
+    bool stopped = false;
+    auto diff =
+        diffCheckpoints(**first, **second, request.options, [&](uint64_t done, uint64_t total) {
+            stopped = stopped || !control.report({"diff", done, total});
+            return !stopped;
+        });
+    if (stopped)
         return cancelled();
-    return diffCheckpoints(**first, **second, request.options);
+    return diff;
 }
 
 Result<ReportOutput> runReport(const ReportRequest &request, const JobControl &control)

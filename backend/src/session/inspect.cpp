@@ -58,7 +58,8 @@ Result<InspectResult> runInspect(const InspectRequest &request, const JobControl
 {
     if (!control.report({"open", 0, 0}))
         return makeError(Error::Code::Cancelled, "cancelled");
-    auto opened = detail::openOrReuse(request.opened, request.path);
+    // Every item checked when every tensor is read anyway (an index the caller opened too).
+    auto opened = detail::openOrReuse(request.opened, request.path, request.hash || request.stats);
     if (!opened)
         return opened.error();
     InspectResult r;

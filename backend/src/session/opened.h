@@ -5,8 +5,13 @@
 
 namespace shardscope::detail {
 
-/** The index a request carries (the GUI keeps its checkpoints open), else `path` opened. */
-Result<OpenedIndex> openOrReuse(const OpenedIndex &opened, const std::string &path);
+/**
+ * The index a request carries (the GUI keeps its checkpoints open), else `path` opened.
+ * `everyItem`: for a job that reads every stored item, with each one's structure checked
+ * (OpenOptions::checkEveryItem), also where the carried index checked a sample.
+ */
+Result<OpenedIndex> openOrReuse(const OpenedIndex &opened, const std::string &path,
+                                bool everyItem = false);
 
 /** The layout a request carries (the GUI keeps it across rule toggles), else `path` read. */
 Result<std::shared_ptr<const Layout>> layoutOrRead(const std::shared_ptr<const Layout> &opened,

@@ -52,7 +52,8 @@ Result<VerifyReport> runVerify(const VerifyRequest &request, const JobControl &c
     report.layout = request.layout;
     if (!control.report({"open", 0, 0}))
         return makeError(Error::Code::Cancelled, "cancelled");
-    auto opened = detail::openOrReuse(request.opened, request.checkpoint);
+    // The load reads every item: each one's structure checked, at any scale.
+    auto opened = detail::openOrReuse(request.opened, request.checkpoint, true);
     if (!opened)
         return opened.error();
     const OpenedIndex checkpoint = std::move(*opened);
