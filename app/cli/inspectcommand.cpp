@@ -89,6 +89,9 @@ int runInspect(const InspectOptions &o)
                   << index.objects.size() << " objects\n";
         if (index.dataDir != index.inputPath && index.dataDir != ".")
             std::cout << "  data: " << visibleName(index.dataDir) << "\n";
+        if (index.info.count("dcp.storage_reader"))
+            std::cout << "  safetensors shards read as torch's HuggingFaceStorageReader reads "
+                         "them (DCP_SHARDING_INFO)\n";
         if (auto it = index.info.find("repaired_from"); it != index.info.end())
             std::cout << "  repaired from " << visibleName(it->second)
                       << " by shardscope-cli fix\n";

@@ -31,6 +31,8 @@ enum class DType : uint8_t {
     UInt16,
     UInt8,
     Bool,
+    /** Two float4 e2m1 values packed in a byte (torch.float4_e2m1fn_x2): one element a byte. */
+    Float4E2M1FNx2,
 };
 
 /** torch's name ("bfloat16"); "unknown" for Unknown. */

@@ -516,6 +516,19 @@ LoadOutcome loadOutcome(const DiffResult &r, const CheckpointIndex &index,
     }
     if (o.action == LoadOutcome::Action::Raises)
         return o; // raised before reading anything
+    // FileSystemWriter's SAFETENSORS format (read/dcpsafetensors.cpp): torch's FileSystemReader
+    // hands the first tensor item it reads to torch.load, which raises on a safetensors block.
+    if (index.info.count("dcp.serialization_format"))
+        for (const DiffEntry &e : r.entries)
+            if (!e.sources.empty() && e.status != LoadStatus::Unreadable) {
+                o = {};
+                o.action = LoadOutcome::Action::Raises;
+                o.message = "CheckpointException: FileSystemReader hands each item to "
+                            "torch.load, which raises on a safetensors block "
+                            "(serialization_format=SAFETENSORS); no torch reader loads it";
+                o.namedKeys = {e.sources.front().key};
+                return o;
+            }
     size_t holes = 0;
     for (const DiffEntry &e : r.entries)
         if (e.status == LoadStatus::Partial && e.section != Section::Other) {

@@ -71,6 +71,7 @@ Status openDcpLike(const fs::path &dir, CheckpointIndex &index, const OpenOption
     }
     if (index.format == Format::MegatronTorchDist)
         noteContentMetadata(index);
+    resolveSafetensorsItems(index);
     refineDcpFormat(index);
     return Ok{};
 }
@@ -154,6 +155,11 @@ Status openDirectory(const fs::path &dir, CheckpointIndex &index, const OpenOpti
                 .string(),
             index);
     }
+    // Without an index, what torch's HuggingFaceStorageReader reads: every file, each tensor a
+    // chunk where its DCP_SHARDING_INFO puts it (HuggingFaceStorageWriter's distributed save).
+    if (safetensorFiles.size() > 1 ||
+        (safetensorFiles.size() == 1 && hasDcpShardingInfo((dir / safetensorFiles[0]).string())))
+        return readHfStorage(dir.string(), safetensorFiles, index);
     if (safetensorFiles.size() == 1) {
         index.format = Format::Safetensors;
         index.dataDir = dir.string();
@@ -187,6 +193,8 @@ Status openFile(const fs::path &file, CheckpointIndex &index, const OpenOptions 
         return readTorchSave(index.dataDir, name, "", index);
     }
     if (looksLikeSafetensors((*mf)->bytes()) || name.ends_with(".safetensors")) {
+        if (hasDcpShardingInfo(file.string())) // one shard of a HuggingFaceStorageWriter save
+            return readHfStorage(index.dataDir, {name}, index);
         index.format = Format::Safetensors;
         return readSafetensors(index.dataDir, name, index);
     }

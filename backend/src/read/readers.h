@@ -77,6 +77,22 @@ std::vector<Problem> checkIntegrity(const CheckpointIndex &index, std::vector<Fi
 std::vector<Problem> checkItems(const CheckpointIndex &index, bool every, std::string *summary,
                                 const std::vector<FileEnds> *ends);
 
+/** The key of a safetensors block's __metadata__ where torch's DCP writers keep each tensor's
+ *  offsets in the global tensor (torch.distributed.checkpoint._hf_utils). */
+inline constexpr const char *kDcpShardingInfo = "DCP_SHARDING_INFO";
+/**
+ * A DCP saved with FileSystemWriter(serialization_format=SAFETENSORS): each data file's tensors
+ * are one safetensors block, and the metadata gives every tensor the block's offset. Points each
+ * such chunk at its bytes in the block (RawStorage, row-major); a plain DCP is left untouched.
+ */
+void resolveSafetensorsItems(CheckpointIndex &index);
+/** A safetensors file whose __metadata__ has DCP_SHARDING_INFO (a HuggingFaceStorageWriter
+ *  shard). */
+bool hasDcpShardingInfo(const std::string &path);
+/** `names` (safetensors files in `dir`) read as torch's HuggingFaceStorageReader reads them. */
+Status readHfStorage(const std::string &dir, std::vector<std::string> names,
+                     CheckpointIndex &index);
+
 /** Records file sizes (UINT64_MAX when missing) for every interned file. */
 void statFiles(CheckpointIndex &index);
 /** A DCP checkpoint's flavour from its keys: fsdp_dtensor (model.module. and optimizer keys) or

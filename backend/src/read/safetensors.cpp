@@ -126,6 +126,13 @@ Status readSafetensors(const std::string &dataDir, const std::string &relativePa
                      " bytes but data_offsets span " + std::to_string(en - b)});
             continue;
         }
+        // "F4" counts float4 values; torch's float4_e2m1fn_x2 packs two in a byte, and
+        // safetensors' safe_open hands it back with the last dimension halved.
+        if (st == "F4" && !t.shape.empty() && t.shape.back() % 2 == 0) {
+            t.dtype = DType::Float4E2M1FNx2;
+            t.dtypeName = std::string(dtypeName(t.dtype));
+            t.shape.edit().back() /= 2;
+        }
         t.strides.assign(t.shape.size(), 1);
         for (size_t i = t.shape.size(); i-- > 1;)
             t.strides[i - 1] = t.strides[i] * std::max<int64_t>(t.shape[i], 1);

@@ -76,6 +76,14 @@ Result<std::vector<detail::LegacyArchive>> readLegacyArchives(const CheckpointIn
 // tensors only, and objects beside them (Megatron's args, an iteration) would be lost.
 std::string unwritable(const CheckpointIndex &index)
 {
+    if (index.info.count("dcp.serialization_format"))
+        return "its tensors are safetensors blocks (FileSystemWriter(serialization_format="
+               "SAFETENSORS)), which torch's FileSystemReader cannot load: a new .metadata over "
+               "them would not load either";
+    if (index.info.count("dcp.storage_reader"))
+        return "it is HuggingFaceStorageWriter's safetensors shards, which torch's "
+               "HuggingFaceStorageReader reads by their own headers, never through a .metadata: "
+               "a repair by references has nowhere to put its new keys";
     if (index.format == Format::TorchSave)
         for (const ObjectEntry &o : index.objects)
             return "it holds objects beside its tensors (" + o.key +
@@ -260,6 +268,11 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     auto before = diff(source, asked, "diff");
     if (!before)
         return before.error();
+    // No torch reader loads these tensors, so no .metadata over them can load: said first.
+    if (source.info.count("dcp.serialization_format"))
+        return makeError(Error::Code::Unsupported,
+                         "fix cannot write this checkpoint: " + unwritable(source))
+            .inFile(request.checkpoint);
     // Tensors no parameter uses that the load does not read (DCP) leave nothing to repair.
     const auto unused = detail::unusedTensors(source, *before);
     const bool onlyKept =

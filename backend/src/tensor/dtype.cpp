@@ -41,6 +41,9 @@ constexpr std::array kInfos = {
     DTypeInfo{DType::UInt16, "uint16", 2, nullptr, "U16"},
     DTypeInfo{DType::UInt8, "uint8", 1, "ByteStorage", "U8"},
     DTypeInfo{DType::Bool, "bool", 1, "BoolStorage", "BOOL"},
+    // safetensors writes it as "F4" with twice the last dimension (readSafetensors), so the
+    // plain string mapping has no name for it.
+    DTypeInfo{DType::Float4E2M1FNx2, "float4_e2m1fn_x2", 1, nullptr, nullptr},
 };
 
 // Python-side aliases that torch accepts as attribute names.
@@ -132,6 +135,7 @@ bool isFloatingPoint(DType t)
     case DType::Float8E4M3FNUZ:
     case DType::Float8E5M2FNUZ:
     case DType::Float8E8M0FNU:
+    case DType::Float4E2M1FNx2:
         return true;
     default:
         return false;

@@ -48,6 +48,8 @@ std::optional<c10::ScalarType> scalarType(DType t)
         return at::kByte;
     case DType::Bool:
         return at::kBool;
+    case DType::Float4E2M1FNx2:
+        return at::kFloat4_e2m1fn_x2;
     case DType::Unknown:
         break;
     }

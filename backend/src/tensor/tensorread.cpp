@@ -77,6 +77,15 @@ Result<ChunkView> loadChunk(const CheckpointIndex &index, const TensorEntry &t, 
     v.item = std::move(*item);
     std::vector<int64_t> sizes(t.chunkSizes(c).begin(), t.chunkSizes(c).end());
     if (loc.encoding == Encoding::RawStorage) {
+        // A tensor's one storage keeps its own strides (torch.save, safetensors); a chunk of a
+        // DCP kept in safetensors is its elements in row-major order (read/dcpsafetensors.cpp).
+        if (t.strides.size() != sizes.size()) {
+            std::vector<int64_t> strides(sizes.size(), 1);
+            for (size_t i = sizes.size(); i-- > 1;)
+                strides[i - 1] = strides[i] * std::max<int64_t>(sizes[i], 1);
+            v.tensor = viewBytes(v.item.bytes.data(), sizes, strides, es);
+            return v;
+        }
         const uint8_t *p = v.item.bytes.data() + uint64_t(t.storageOffset) * uint64_t(es);
         v.tensor = viewBytes(p, sizes, t.strides, es);
         return v;
@@ -395,6 +404,8 @@ Result<TensorStats> computeStats(const TensorData &data)
     auto st = scalarType(data.dtype);
     if (!st)
         return makeError(Error::Code::Unsupported, "no statistics for this dtype");
+    if (data.dtype == DType::Float4E2M1FNx2) // torch converts it to nothing, so no moments either
+        return makeError(Error::Code::Unsupported, "no statistics for float4_e2m1fn_x2");
     TensorStats s;
     try {
         at::Tensor t = at::from_blob(const_cast<std::byte *>(data.bytes.data()), {data.numel()},
