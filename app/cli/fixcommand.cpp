@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "fixcommand.h"
+#include "frontdoor.h"
 #include "inspectcommand.h"
 
 #include <shardscope/escape.h>
@@ -175,6 +176,12 @@ int runFix(const FixCommandOptions &o)
                      "(a torch to write metadata for)\n";
         return ExitUnreadable;
     }
+    auto sent = sentLayout(o.layout); // --ssh: a layout file here travels along
+    if (!sent) {
+        std::cerr << "shardscope-cli: " << sent.error().toString() << "\n";
+        return ExitUnreadable;
+    }
+    request.openedLayout = *sent;
     // SHARDSCOPE_TIMING: each stage's start on stderr (where the seconds of a big fix go).
     JobControl control;
     if (std::getenv("SHARDSCOPE_TIMING")) {
@@ -190,7 +197,7 @@ int runFix(const FixCommandOptions &o)
             return true;
         };
     }
-    auto fixed = shardscope::runFix(request, control);
+    auto fixed = jobs::fix(request, control);
     if (!fixed) {
         std::cerr << "shardscope-cli: " << fixed.error().toString() << "\n";
         return ExitUnreadable;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "inspectcommand.h"
 
+#include "frontdoor.h"
 #include "keytree.h"
 
 #include <shardscope/escape.h>
@@ -65,7 +66,7 @@ void printProblems(const std::vector<Problem> &problems, bool all)
 
 int runInspect(const InspectOptions &o)
 {
-    auto inspected = shardscope::runInspect(o.request);
+    auto inspected = jobs::inspect(o.request);
     if (!inspected) {
         std::cerr << "shardscope-cli: " << inspected.error().toString() << "\n";
         return ExitUnreadable;

@@ -61,6 +61,15 @@ uint64_t indexChecksum(std::span<const uint8_t> bytes);
  *  only compared, and the body is checked before it is used. */
 Result<IndexCacheKey> decodeIndexKey(std::span<const uint8_t> bytes, const std::string &path);
 
+/** How many of each the entry holds: a caller that shows an index read from it can tell whether
+ *  the open added anything after (common.pt's keys, integrity problems). */
+struct IndexEntryCounts
+{
+    uint64_t files = 0, transformChains = 0, problems = 0, tensors = 0, objects = 0;
+    bool operator==(const IndexEntryCounts &) const = default;
+};
+Result<IndexEntryCounts> indexEntryCounts(std::span<const uint8_t> bytes, const std::string &path);
+
 /**
  * The body into `index` (files, transform chains, tensors, objects, problems and info
  * entries; the info it had before stays), on `threads` threads (0: every core); the same index for
