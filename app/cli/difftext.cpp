@@ -87,9 +87,10 @@ void printRepair(std::ostream &out, const RepairPreview &r)
     out << "  " << visibleText(r.command) << "\n      "
         << (r.blockers.empty()
                 ? "writes a checkpoint this load accepts (" + kinds + "): " +
-                      (copies ? "the rewritten keys copied into one new data "
-                                "file, everything else referenced"
-                              : "no tensor data copied")
+                      (!r.dataWritten.empty() ? r.dataWritten
+                       : copies               ? "the rewritten keys copied into one new data "
+                                                "file, everything else referenced"
+                                              : "no tensor data copied")
                 : "repairs what it can (" + (kinds.empty() ? std::string("nothing") : kinds) +
                       "); nothing is written without --partial while these "
                       "remain:")

@@ -183,6 +183,10 @@ struct RepairPreview
     /** What it cannot repair, one line each ("PARAM: why"): nothing is written then without
      *  --partial. */
     std::vector<std::string> blockers;
+    /** What it writes of tensor data where that is not references (torch.save, safetensors and
+     *  legacy Megatron outputs write their files anew); empty: new metadata over the stored data
+     *  (and any "rewrite" keys copied into one new data file). */
+    std::string dataWritten;
 };
 
 struct DiffResult

@@ -108,7 +108,7 @@ SS_WIRE(DiffEntry, section, name, param, state, shape, dtype, status, realLoadFi
 SS_WIRE(UnconsumedKey, key, shape, dtype, tensor, note, entry, redundant)
 SS_WIRE(LoadOutcome, action, message, namedKeys, keptAtInit, optimizerKeptAtInit, loadedWrong,
         warnings)
-SS_WIRE(RepairPreview, command, unsupported, changes, blockers)
+SS_WIRE(RepairPreview, command, unsupported, changes, blockers, dataWritten)
 SS_WIRE(DiffResult, checkpoint, against, format, torchReadable, options, entries, unconsumed,
         outcome, expectedModel, loadableModel, expectedOptimizer, loadableOptimizer, lossyCasts,
         repair)

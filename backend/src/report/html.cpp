@@ -218,15 +218,18 @@ std::string hRepair(const DiffResult &diff)
         kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + htmlEscape(kind);
         copies = copies || kind == "rewrite";
     }
-    h += r.blockers.empty()
-             ? "<p>This writes a checkpoint the load above accepts, beside the original: new "
-               "metadata over hard-linked data, " +
-                   std::string(copies ? "the rewritten keys copied into one new data file"
-                                      : "no tensor data copied") +
-                   " (" + kinds + "):</p>\n"
-             : "<p>This repairs what it can (" + (kinds.empty() ? "nothing" : kinds) +
-                   "); it writes nothing while any parameter below cannot be repaired, and with "
-                   "<code>--partial</code> what it can:</p>\n";
+    h +=
+        r.blockers.empty()
+            ? "<p>This writes a checkpoint the load above accepts, beside the original: " +
+                  (r.dataWritten.empty()
+                       ? "new metadata over hard-linked data, " +
+                             std::string(copies ? "the rewritten keys copied into one new data file"
+                                                : "no tensor data copied")
+                       : htmlEscape(r.dataWritten)) +
+                  " (" + kinds + "):</p>\n"
+            : "<p>This repairs what it can (" + (kinds.empty() ? "nothing" : kinds) +
+                  "); it writes nothing while any parameter below cannot be repaired, and with "
+                  "<code>--partial</code> what it can:</p>\n";
     h += hPre(r.command) + "\n";
     if (!r.blockers.empty()) {
         h += "<p>It cannot repair " + plural(r.blockers.size(), "entry", "entries") +

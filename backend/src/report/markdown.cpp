@@ -66,10 +66,13 @@ std::string mdRepair(const DiffResult &diff)
         copies = copies || kind == "rewrite";
     }
     md += r.blockers.empty()
-              ? "This writes a checkpoint the load above accepts, beside the original: new "
-                "metadata over hard-linked data, " +
-                    std::string(copies ? "the rewritten keys copied into one new data file"
-                                       : "no tensor data copied") +
+              ? (r.dataWritten.empty()
+                     ? "This writes a checkpoint the load above accepts, beside the original: "
+                       "new metadata over hard-linked data, " +
+                           std::string(copies ? "the rewritten keys copied into one new data file"
+                                              : "no tensor data copied")
+                     : "This writes a checkpoint the load above accepts, beside the original: " +
+                           mdEscape(r.dataWritten)) +
                     " (" + kinds + "):\n\n"
               : "This repairs what it can (" + (kinds.empty() ? "nothing" : kinds) +
                     "); it writes nothing while any parameter below cannot be repaired, and with "

@@ -287,6 +287,11 @@ void previewRepair(const CheckpointIndex &index, const Layout &layout, DiffResul
     const FixPlan plan = planFix(index, diff, *found);
     for (const FixChangeCount &c : plan.changes)
         r.changes.emplace_back(c.kind, c.count);
+    if (detail::stateDictFormat(index.format))
+        r.dataWritten = "its files written anew, their tensor data copied";
+    else if (index.format == Format::MegatronLegacy)
+        r.dataWritten = "the rank files whose model changes written anew (their tensor data "
+                        "copied), the others hard-linked";
     r.blockers.insert(r.blockers.end(), plan.blockers.begin(), plan.blockers.end());
     if (r.changes.empty() && r.blockers.empty()) {
         // Nothing a fix would write (a command that offers "()" repairs nothing): the load
