@@ -195,9 +195,11 @@ Result<Message> RemoteSession::Impl::call(const std::string &op, const json &arg
 {
     uint32_t id;
     {
-        std::lock_guard lock(mutex);
-        if (lost)
-            return Error(*lost);
+        std::unique_lock lock(mutex);
+        if (lost) { // lost before this request: said as a loss during it, as below
+            lock.unlock();
+            return lostError(what.c_str());
+        }
         id = nextId++;
         pending[id];
     }
