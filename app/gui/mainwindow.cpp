@@ -607,8 +607,10 @@ void MainWindow::onKeysKnown(const IndexSnapshot &keys)
     m_problemModel->setIndex(nullptr);
     m_filterBar->setDTypes(m_treeModel->dtypeNames());
     m_tree->expandToDepth(0);
-    say(tr("%1 keys read; reading where their data is stored…")
-            .arg(formatCount(keys->tensors.size() + keys->objects.size())));
+    const QString count = formatCount(keys->tensors.size() + keys->objects.size());
+    say(m_treeModel->isTopOnly()
+            ? tr("%1 keys read; building their tree…").arg(count)
+            : tr("%1 keys read; reading where their data is stored…").arg(count));
 }
 
 void MainWindow::onCheckpointOpened(const IndexSnapshot &index)
