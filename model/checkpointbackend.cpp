@@ -129,6 +129,15 @@ public:
 
 } // namespace
 
+Result<IndexSnapshot> CheckpointBackend::openShared(const std::string &path,
+                                                    const OpenOptions &options, const JobControl &)
+{
+    Result<CheckpointIndex> index = open(path, options);
+    if (!index)
+        return index.error();
+    return IndexSnapshot(std::make_shared<const CheckpointIndex>(std::move(*index)));
+}
+
 std::shared_ptr<CheckpointBackend> localBackend()
 {
     return std::make_shared<LocalBackend>();

@@ -33,6 +33,15 @@ public:
     virtual QString location() const { return {}; }
 
     virtual Result<CheckpointIndex> open(const std::string &path, const OpenOptions &options) = 0;
+    /** open() as the snapshot the window keeps: a remote backend's later requests name the
+     *  server's open index by this very pointer (the default wraps open()). */
+    virtual Result<IndexSnapshot> openShared(const std::string &path, const OpenOptions &options,
+                                             const JobControl &control);
+    /** False once a remote backend's connection is gone: its calls fail saying so, and what
+     *  the window holds stays. */
+    virtual bool connected() const { return true; }
+    /** A new connection in place of a lost one (the checkpoints are opened anew after it). */
+    virtual Status reconnect() { return Ok{}; }
     /** A tensor of `index`: its health (the kernels `inspect --stats` and `verify` use), SHA-256
      *  and histogram; why not, in the details' error, when it cannot be read. */
     virtual TensorDetails tensorDetails(const IndexSnapshot &index, const std::string &key,

@@ -159,6 +159,29 @@ QString CheckpointSession::location() const
     return m_backend->location();
 }
 
+bool CheckpointSession::connected() const
+{
+    return m_backend->connected();
+}
+
+void CheckpointSession::reconnect()
+{
+    supersede(JobKind::Open);
+    auto backend = m_backend;
+    m_runner->start<bool>(
+        {JobKind::Open, tr("Reconnect to %1").arg(location()), Lane::Quick, {}},
+        [backend](const JobControl &control) -> Result<bool> {
+            control.report({"connect", 0, 0});
+            if (auto s = backend->reconnect(); !s)
+                return s.error();
+            return true;
+        },
+        [this](bool) {
+            Q_EMIT reconnected();
+            reload(); // what is shown stays until the checkpoint is open again
+        });
+}
+
 bool CheckpointSession::isJobRunning() const
 {
     return m_runner->hasJob([](const JobInfo &j) { return j.shown(); });
@@ -276,14 +299,14 @@ void CheckpointSession::open(const QString &path)
                 });
             };
             control.report({"open", 0, 0});
-            Result<CheckpointIndex> index = backend->open(file, options);
+            Result<IndexSnapshot> index = backend->openShared(file, options, control);
             if (!index)
                 return index.error();
             if (control.cancel.cancelled())
                 return cancelledError();
             const qint64 openMs = timer.elapsed();
             Opened out;
-            out.index = std::make_shared<const CheckpointIndex>(std::move(*index));
+            out.index = std::move(*index);
             // The tree shown early stands when the finished index has the same entries; else
             // the tree the views show is built here (seconds at DeepSeek-V3 scale).
             qint64 topMs = -1;
@@ -375,10 +398,7 @@ void CheckpointSession::openCompare(const QString &path)
         {JobKind::OpenCompare, tr("Open %1 to compare").arg(fileName(path)), Lane::Quick, {}},
         [backend, file = native(path)](const JobControl &control) -> Result<IndexSnapshot> {
             control.report({"open", 0, 0});
-            Result<CheckpointIndex> index = backend->open(file, {});
-            if (!index)
-                return index.error();
-            return IndexSnapshot(std::make_shared<const CheckpointIndex>(std::move(*index)));
+            return backend->openShared(file, {}, control);
         },
         [this, path](IndexSnapshot index) {
             m_compareOpeningPath.clear();
@@ -393,6 +413,8 @@ void CheckpointSession::openCompare(const QString &path)
 
 void CheckpointSession::watch(const QString &path)
 {
+    if (!location().isEmpty()) // on another host: nothing here to watch
+        return;
     if (!m_watcher->files().isEmpty() || !m_watcher->directories().isEmpty())
         m_watcher->removePaths(m_watcher->files() + m_watcher->directories());
     const QFileInfo info(path);
@@ -717,9 +739,12 @@ void CheckpointSession::saveRepaired(FixRequest request)
     if (request.checkpoint.empty())
         request.checkpoint = native(m_path);
     const QString output = QFile::decodeName(request.output.c_str());
-    const QString generated = layoutIsGenerated() ? m_layoutPath : QString();
+    // On another host the output is there and the layout here: it travels with the request
+    // (a generated one is not copied beside an output this machine cannot write to).
+    const bool remote = !location().isEmpty();
+    const QString generated = layoutIsGenerated() && !remote ? m_layoutPath : QString();
     if (request.layout.empty())
-        request.layout = native(keptLayoutPath(output));
+        request.layout = native(remote ? m_layoutPath : keptLayoutPath(output));
     supersede(JobKind::Repair);
     auto backend = m_backend;
     m_runner->start<QString>(

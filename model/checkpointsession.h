@@ -97,6 +97,8 @@ public:
     /** Entries from which an open shows the top-level rows before the whole tree (keysKnown);
      *  100,000 unless a test sets it. */
     static void setTopRowsFirstFrom(size_t entries);
+    /** False once a remote backend's connection is gone (reconnect()). */
+    bool connected() const;
 
     /** Whether a job (anything but details and objects) is queued or running. */
     bool isJobRunning() const;
@@ -150,6 +152,9 @@ public Q_SLOTS:
     void requestTensorDetails(const QString &key);
     /** Decodes a non-tensor entry; answers objectReady. Replaces an older request. */
     void requestObject(const QString &key);
+    /** A new connection for a remote backend whose connection was lost (a job, Open's kind),
+     *  then the checkpoint opened again; what is shown stays until then. */
+    void reconnect();
     /** Stops every job (details and objects aside): each ends, cancelled. */
     void cancel();
     /** Stops the jobs of one kind. */
@@ -184,6 +189,8 @@ Q_SIGNALS:
     void changedOnDisk();
     /** A repaired checkpoint was written: one paragraph saying what changed and how to check. */
     void repaired(const QString &summary);
+    /** reconnect() connected again (the checkpoint is being opened again). */
+    void reconnected();
     /** A report was written to `path` (and its layout beside it, when generated). */
     void exported(const QString &path);
 

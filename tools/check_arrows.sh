@@ -8,7 +8,7 @@ declare -A ALLOWED=(
     [common]="" [kernels]="" [read]="" [layout]="" [diff]="" [plan]=""
     [tensor]="read" [health]="kernels" [cuda]="kernels" [c10d]="tensor"
     [verify]="health kernels" [fix]="diff" [compare]="diff health kernels"
-    [report]="compare" [session]="read fix compare"
+    [report]="compare" [session]="read fix compare" [remote]="read"
 )
 bad=0
 for dir in */; do

@@ -260,6 +260,12 @@ def case_fs_safetensors(cli: str, work: Path, tally: Tally) -> None:
         report = inspect_json(cli, ckpt, tally, ck)
         if report is None:
             continue
+        # Which torch reads it: the metadata unpickles, but torch's reader loads no tensor, so no
+        # release is named (the raise above is the evidence).
+        readable = report.get("torch_readable") or {}
+        tally.unit(f"{ck}: torch_readable names no release",
+                   [] if readable and readable.get("from") is None
+                   else [f"torch_readable {readable}"])
         tensors_md = {k: v for k, v in md.state_dict_metadata.items() if hasattr(v, "chunks")}
         compare_keys(tally, ck, report, tensors_md, loaded)
         objects = sorted(o["key"] for o in report.get("objects") or [])
@@ -321,6 +327,10 @@ def case_hf_sharded(cli: str, work: Path, tally: Tally) -> None:
     ckpt = work / "hf_sharded"
     md, loaded = hf_read(ckpt)
     report = inspect_json(cli, ckpt, tally, "hf_sharded")
+    # HuggingFaceStorageReader reads no .metadata: no claim about which torch unpickles one.
+    if report is not None:
+        tally.unit("hf_sharded: no torch_readable claim",
+                   [] if "torch_readable" not in report else [str(report["torch_readable"])])
     if report is not None:
         compare_keys(tally, "hf_sharded", report, md, loaded)
         tally.unit("hf_sharded: healthy", [] if report.get("healthy") else

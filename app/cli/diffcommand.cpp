@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "diffcommand.h"
 #include "difftext.h"
+#include "frontdoor.h"
 #include "inspectcommand.h"
 
 #include <shardscope/escape.h>
@@ -55,8 +56,12 @@ struct LayoutSource
 
 Result<LayoutSource> layoutSource(const DiffCommandOptions &o)
 {
-    if (!o.config.config)
-        return LayoutSource{*o.layout, nullptr, {}};
+    if (!o.config.config) {
+        auto sent = sentLayout(*o.layout); // --ssh: a layout file here travels along
+        if (!sent)
+            return sent.error();
+        return LayoutSource{*o.layout, *sent, {}};
+    }
     auto built = buildLayout(o.config);
     if (!built)
         return built.error();
@@ -104,8 +109,15 @@ int runDiff(const DiffCommandOptions &o)
         if (o.against) {
             request.against =
                 CheckpointDiffRequest{o.checkpoint, *o.against, options, nullptr, nullptr};
-            if (o.values)
+            if (o.values) {
                 request.values = valueRequest(o);
+                if (o.layout) {
+                    auto sent = sentLayout(*o.layout);
+                    if (!sent)
+                        return fail(sent.error());
+                    request.values->openedLayout = *sent;
+                }
+            }
         } else {
             auto source = layoutSource(o);
             if (!source)
@@ -113,7 +125,7 @@ int runDiff(const DiffCommandOptions &o)
             request.diff = DiffRequest{o.checkpoint, source->path,  options,
                                        nullptr,      source->built, source->command};
         }
-        auto report = runReport(request);
+        auto report = jobs::report(request);
         if (!report)
             return fail(report.error());
         if (auto error = writeFileAtomically(*o.reportPath, report->text))
@@ -123,7 +135,7 @@ int runDiff(const DiffCommandOptions &o)
     }
 
     if (o.against) {
-        auto d = runCheckpointDiff({o.checkpoint, *o.against, options, nullptr, nullptr});
+        auto d = jobs::checkpointDiff({o.checkpoint, *o.against, options, nullptr, nullptr});
         if (!d)
             return fail(d.error());
         if (o.json) {
@@ -131,6 +143,11 @@ int runDiff(const DiffCommandOptions &o)
         } else {
             std::cout << visibleName(d->first) << " against " << visibleName(d->second) << ": "
                       << d->same << " same, " << d->changes.size() << " changes\n";
+            for (const auto &[name, r] :
+                 {std::pair{&d->first, &d->firstTorch}, std::pair{&d->second, &d->secondTorch}})
+                if (r->applies)
+                    std::cout << "  " << visibleName(*name)
+                              << " is read by: " << visibleText(r->explained()) << "\n";
             for (const KeyChange &c : d->changes) {
                 std::cout << "  " << changeName(c.kind) << "  " << visibleName(c.key);
                 if (!c.otherKey.empty())
@@ -148,8 +165,8 @@ int runDiff(const DiffCommandOptions &o)
     auto source = layoutSource(o);
     if (!source)
         return fail(source.error());
-    auto diff = shardscope::runDiff(
-        {o.checkpoint, source->path, options, nullptr, source->built, source->command});
+    auto diff =
+        jobs::diff({o.checkpoint, source->path, options, nullptr, source->built, source->command});
     if (!diff)
         return fail(diff.error());
     if (o.config.config)

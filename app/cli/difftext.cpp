@@ -105,8 +105,10 @@ void printRepair(std::ostream &out, const RepairPreview &r)
 void printDiffText(std::ostream &out, const DiffResult &d, bool all)
 {
     out << "checkpoint: " << visibleName(d.checkpoint) << " (" << visibleText(d.format) << ")\n"
-        << "layout:     " << visibleName(d.against) << "\n"
-        << "model:      " << d.loadableModel << " of " << d.expectedModel
+        << "layout:     " << visibleName(d.against) << "\n";
+    if (d.torchReadable.applies)
+        out << "read by:    " << visibleText(d.torchReadable.explained()) << "\n";
+    out << "model:      " << d.loadableModel << " of " << d.expectedModel
         << " parameters filled by a real load\n";
     if (d.expectedOptimizer)
         out << "optimizer:  " << d.loadableOptimizer << " of " << d.expectedOptimizer

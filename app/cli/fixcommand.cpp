@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "fixcommand.h"
+#include "frontdoor.h"
 #include "inspectcommand.h"
 
 #include <shardscope/escape.h>
 #include <shardscope/session.h>
+#include <shardscope/torchcompat.h>
 
 #include <chrono>
 #include <cstdio>
@@ -47,8 +49,26 @@ void printUnused(const FixResult &f)
     }
 }
 
+// fix --for-torch: which torch reads the source's metadata and the output's.
+void printTorch(const FixResult &f)
+{
+    if (!f.forTorch)
+        return;
+    if (f.sourceTorch.applies)
+        std::cout << "source read by: " << visibleText(f.sourceTorch.explained()) << "\n";
+    if (f.outputTorch.applies)
+        std::cout << "output read by: " << visibleText(f.outputTorch.explained())
+                  << " (read back from disk)\n";
+}
+
 void printFix(const FixResult &f)
 {
+    if (f.alreadyLoads && !f.after) { // --for-torch alone
+        std::cout << visibleName(f.checkpoint) << " is already read by torch " << f.forTorch->text()
+                  << ": nothing written\n";
+        printTorch(f);
+        return;
+    }
     if (f.alreadyLoads) {
         std::cout << visibleName(f.checkpoint) << " already loads as asked ("
                   << f.after->loadableModel << " of " << f.after->expectedModel
@@ -56,10 +76,15 @@ void printFix(const FixResult &f)
         printUnused(f);
         return;
     }
-    std::cout << (f.repaired() ? "repaired: "
-                  : f.written  ? "written, NOT a repair: "
-                               : "not repaired: ")
-              << visibleName(f.checkpoint) << " (" << visibleText(f.format) << ")";
+    if (f.layout.empty() && f.forTorch) // metadata only: no load was asked about
+        std::cout << (f.repaired() ? "rewritten for torch " + f.forTorch->text() + ": "
+                      : f.written  ? "written, NOT read by torch " + f.forTorch->text() + ": "
+                                   : "not rewritten for torch " + f.forTorch->text() + ": ");
+    else
+        std::cout << (f.repaired() ? "repaired: "
+                      : f.written  ? "written, NOT a repair: "
+                                   : "not repaired: ");
+    std::cout << visibleName(f.checkpoint) << " (" << visibleText(f.format) << ")";
     if (f.written)
         std::cout << " -> " << visibleName(f.output);
     std::cout << "\n";
@@ -71,12 +96,15 @@ void printFix(const FixResult &f)
         std::cout << "\n";
     }
     if (!f.blockers.empty()) {
+        printTorch(f);
         std::cout << (f.written ? "\nleft unloadable (" : "\ncannot be repaired (")
                   << f.blockers.size() << "):\n";
         for (const std::string &b : f.blockers)
             std::cout << "  " << visibleText(b) << "\n";
         if (!f.written)
-            std::cout << "nothing was written; --partial writes what can be repaired\n";
+            std::cout << (f.layout.empty() && f.forTorch
+                              ? "nothing was written\n"
+                              : "nothing was written; --partial writes what can be repaired\n");
     }
     if (!f.unused.empty()) {
         std::cout << "\n";
@@ -102,12 +130,14 @@ void printFix(const FixResult &f)
                                 std::to_string(f.after->expectedOptimizer) + " optimizer states"
                           : std::string())
                   << "; " << actionName(f.after->outcome.action) << " (read back from disk)\n";
+    printTorch(f);
     if (!f.stillFails.empty())
         std::cout << "NOT A REPAIR: the load as asked still fails on the output, which is kept "
                      "and marked so in its manifest: "
                   << visibleText(f.stillFails) << "\n";
-    std::cout << "check: " << visibleText(f.diffCommand) << "\n"
-              << "       " << visibleText(f.verifyCommand) << "\n";
+    std::cout << "check: " << visibleText(f.diffCommand) << "\n";
+    if (!f.verifyCommand.empty())
+        std::cout << "       " << visibleText(f.verifyCommand) << "\n";
 }
 
 } // namespace
@@ -132,6 +162,26 @@ int runFix(const FixCommandOptions &o)
     request.force = o.force;
     request.partial = o.partial;
     request.commandLine = o.commandLine;
+    if (!o.forTorch.empty()) {
+        request.forTorch = parseTorchVersion(o.forTorch);
+        if (!request.forTorch || *request.forTorch < kOldestTorchChecked ||
+            *request.forTorch > kNewestTorchChecked) {
+            std::cerr << "shardscope-cli: --for-torch '" << visibleText(o.forTorch)
+                      << "': a torch release from " << kOldestTorchChecked.text() << " to "
+                      << kNewestTorchChecked.text() << " (what ShardScope knows torch reads)\n";
+            return ExitUnreadable;
+        }
+    } else if (o.layout.empty()) {
+        std::cerr << "shardscope-cli: fix needs --layout (what the model expects) or --for-torch "
+                     "(a torch to write metadata for)\n";
+        return ExitUnreadable;
+    }
+    auto sent = sentLayout(o.layout); // --ssh: a layout file here travels along
+    if (!sent) {
+        std::cerr << "shardscope-cli: " << sent.error().toString() << "\n";
+        return ExitUnreadable;
+    }
+    request.openedLayout = *sent;
     // SHARDSCOPE_TIMING: each stage's start on stderr (where the seconds of a big fix go).
     JobControl control;
     if (std::getenv("SHARDSCOPE_TIMING")) {
@@ -147,7 +197,7 @@ int runFix(const FixCommandOptions &o)
             return true;
         };
     }
-    auto fixed = shardscope::runFix(request, control);
+    auto fixed = jobs::fix(request, control);
     if (!fixed) {
         std::cerr << "shardscope-cli: " << fixed.error().toString() << "\n";
         return ExitUnreadable;

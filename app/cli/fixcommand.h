@@ -19,6 +19,7 @@ struct FixCommandOptions
     bool force = false;
     bool partial = false;
     bool json = false;
+    std::string forTorch;
     std::string commandLine;
 };
 int runFix(const FixCommandOptions &options);

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "inspectcommand.h"
 
+#include "frontdoor.h"
 #include "keytree.h"
 
 #include <shardscope/escape.h>
 #include <shardscope/session.h>
+#include <shardscope/torchcompat.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -64,7 +66,7 @@ void printProblems(const std::vector<Problem> &problems, bool all)
 
 int runInspect(const InspectOptions &o)
 {
-    auto inspected = shardscope::runInspect(o.request);
+    auto inspected = jobs::inspect(o.request);
     if (!inspected) {
         std::cerr << "shardscope-cli: " << inspected.error().toString() << "\n";
         return ExitUnreadable;
@@ -91,6 +93,8 @@ int runInspect(const InspectOptions &o)
         if (index.info.count("dcp.storage_reader"))
             std::cout << "  safetensors shards read as torch's HuggingFaceStorageReader reads "
                          "them (DCP_SHARDING_INFO)\n";
+        if (const TorchReadability r = torchReadability(index); r.applies)
+            std::cout << "  read by: " << visibleText(r.explained()) << "\n";
         if (auto it = index.info.find("repaired_from"); it != index.info.end())
             std::cout << "  repaired from " << visibleName(it->second)
                       << " by shardscope-cli fix\n";

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 #include "diffcommand.h"
 #include "fixcommand.h"
+#include "frontdoor.h"
 #include "inspectcommand.h"
 #include "safeoutput.h"
 #include "verifycommand.h"
 
 #include <CLI/CLI.hpp>
 #include <shardscope/devices.h>
+#include <shardscope/escape.h>
+#include <shardscope/remote.h>
 #include <shardscope/version.h>
 
 #include <csignal>
@@ -17,8 +20,33 @@
 using namespace shardscope::cli;
 using shardscope::kVersion;
 
+namespace {
+
+// The command as it runs on the remote host: without --ssh and --server (what a report and
+// a fix's manifest record, so that they are those the same command writes there).
+std::vector<std::string> remoteArguments(int argc, char **argv)
+{
+    std::vector<std::string> args;
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if ((a == "--ssh" || a == "--server") && i + 1 < argc) {
+            ++i;
+            continue;
+        }
+        if (a.starts_with("--ssh=") || a.starts_with("--server="))
+            continue;
+        args.emplace_back(a);
+    }
+    return args;
+}
+
+} // namespace
+
 int main(int argc, char **argv)
 {
+    // Started by ssh as SSH_ASKPASS for a session with a prompt hook: answer and leave.
+    if (auto code = shardscope::runAskpassHelper(argc, argv))
+        return *code;
     // Whatever a checkpoint's names hold, nothing printed reaches the terminal as a control.
     const SafeOutput safeOutput;
     // Past a file size limit, a write fails (and the output file stays as it was) rather than
@@ -49,6 +77,15 @@ int main(int argc, char **argv)
     app.add_flag("--no-cache", noCache,
                  "Decode checkpoint metadata anew: neither read nor write the persistent index "
                  "(also SHARDSCOPE_NO_CACHE=1)");
+    std::string sshDestination, serverPath = "shardscope-cli";
+    auto *sshOption = app.add_option(
+        "--ssh", sshDestination,
+        "[user@]host[:port]: run the command on that host (the system's ssh, as configured), "
+        "on its paths; --layout and --config files here are sent along, report -o is written "
+        "here, fix's output there");
+    app.add_option("--server", serverPath,
+                   "With --ssh: the shardscope-cli to run there (default: the one on its PATH)")
+        ->needs(sshOption);
     app.fallthrough(); // --no-cache after the subcommand too
 
     InspectOptions inspect;
@@ -79,6 +116,11 @@ int main(int argc, char **argv)
                   "One stderr line per broken key (default: one per cause and file)");
 
     CLI::App *dev = app.add_subcommand("devices", "List CUDA devices this build can use");
+    CLI::App *serve = app.add_subcommand(
+        "serve", "Serve a remote client (`--ssh`) on stdin and stdout; ssh runs it");
+    bool stdio = false;
+    serve->add_flag("--stdio", stdio, "Speak the protocol on stdin and stdout (the only way)")
+        ->required();
 
     LayoutCommandOptions layout;
     CLI::App *lay = app.add_subcommand(
@@ -192,7 +234,10 @@ int main(int argc, char **argv)
         "fix", "Write a repaired checkpoint the failing load accepts, beside the original "
                "(new metadata over hard-linked data)");
     fx->add_option("checkpoint", fix.checkpoint, "The checkpoint to repair")->required();
-    fx->add_option("--layout", fix.layout, "What the model expects (layout JSON)")->required();
+    fx->add_option("--layout", fix.layout,
+                   "What the model expects (layout JSON); without it, --for-torch alone");
+    fx->add_option("--for-torch", fix.forTorch,
+                   "Write metadata this torch reads (2.4 to 2.15), over the same data files");
     fx->add_option("-o,--output", fix.output, "The new checkpoint (must not exist)")->required();
     fx->add_option("--strictness", fix.strictness,
                    "Megatron --dist-ckpt-strictness of the load to satisfy");
@@ -245,6 +290,25 @@ int main(int argc, char **argv)
                     "Collectives when launched by torchrun or srun: gloo (CPU), nccl (GPU) or "
                     "auto")
         ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
+    std::string launcher;
+    auto *launch =
+        ver->add_option("--launch", launcher,
+                        "With --ssh: run as a job the server launches: srun (Slurm), torchrun "
+                        "(one node) or auto (srun where it is, else torchrun)")
+            ->check(CLI::IsMember({"auto", "srun", "torchrun"}))
+            ->needs(sshOption);
+    ver->add_option("--nodes", verify.launch.nodes, "--launch: nodes (srun)")
+        ->check(CLI::Range(1, 100000))
+        ->needs(launch);
+    ver->add_option("--ranks", verify.launch.ranks, "--launch: processes in all")
+        ->check(CLI::Range(1, 1000000))
+        ->needs(launch);
+    ver->add_option("--partition", verify.launch.partition, "--launch srun: the partition")
+        ->needs(launch);
+    ver->add_option("--time", verify.launch.timeLimit, "--launch srun: the time limit")
+        ->needs(launch);
+    ver->add_option("--account", verify.launch.account, "--launch srun: the account")
+        ->needs(launch);
 
     try {
         app.parse(argc, argv);
@@ -253,6 +317,37 @@ int main(int argc, char **argv)
     }
     if (noCache) // read by every open, whichever command runs it
         ::setenv("SHARDSCOPE_NO_CACHE", "1", 1);
+    if (*serve)
+        return shardscope::serveStdio();
+    // --ssh: the job runs there, through one session that lives until the command ends.
+    std::shared_ptr<shardscope::RemoteSession> session;
+    if (!sshDestination.empty()) {
+        if (!*ins && !*dif && !*rep && !*ver && !*fx) {
+            std::cerr << "shardscope-cli: --ssh runs inspect, diff, report, verify and fix; "
+                         "this command runs here\n";
+            return ExitUnreadable;
+        }
+        auto target = shardscope::RemoteTarget::parse(sshDestination);
+        if (!target) {
+            std::cerr << "shardscope-cli: " << target.error().message << "\n";
+            return ExitUnreadable;
+        }
+        target->server = serverPath;
+        shardscope::RemoteConnectOptions options;
+        options.noCache = noCache;
+        auto connected = shardscope::RemoteSession::connect(*target, options);
+        if (!connected) {
+            std::cerr << "shardscope-cli: " << connected.error().toString() << "\n";
+            return ExitUnreadable;
+        }
+        session = std::move(*connected);
+        setRemote(session.get());
+    }
+    if (!launcher.empty())
+        verify.launch.launcher = launcher == "srun" ? shardscope::RemoteLaunch::Launcher::Srun
+                                 : launcher == "torchrun"
+                                     ? shardscope::RemoteLaunch::Launcher::Torchrun
+                                     : shardscope::RemoteLaunch::Launcher::Auto;
     if (*dev) {
         std::cout << "CUDA kernels: " << (shardscope::builtWithCuda() ? "built" : "not built")
                   << "\n";
@@ -270,7 +365,7 @@ int main(int argc, char **argv)
     if (*rul)
         return runRules();
     if (*fx) {
-        fix.commandLine = shardscope::shellCommand(std::vector<std::string>(argv, argv + argc));
+        fix.commandLine = shardscope::shellCommand(remoteArguments(argc, argv));
         return runFix(fix);
     }
     if (*ver)
@@ -291,7 +386,7 @@ int main(int argc, char **argv)
             std::cerr << "shardscope-cli: --layout and --against go together only with --values\n";
             return ExitUnreadable;
         }
-        diff.commandLine = shardscope::shellCommand(std::vector<std::string>(argv, argv + argc));
+        diff.commandLine = shardscope::shellCommand(remoteArguments(argc, argv));
         if (*rep)
             diff.reportPath = reportPath;
         return runDiff(diff);

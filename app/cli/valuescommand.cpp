@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // diff A --against B --values: the value comparison, in one process or as one rank of a job.
 #include "diffcommand.h"
+#include "frontdoor.h"
 #include "inspectcommand.h"
 #include "jobexit.h"
 #include "progressbar.h"
@@ -36,7 +37,8 @@ int runValues(const DiffCommandOptions &o)
     const CommBackend backend = o.backend == "gloo"   ? CommBackend::Gloo
                                 : o.backend == "nccl" ? CommBackend::Nccl
                                                       : CommBackend::Auto;
-    auto comm = joinJob(backend);
+    // With --ssh the job runs there, in the server's process.
+    auto comm = remote() ? Result<std::unique_ptr<Communicator>>(nullptr) : joinJob(backend);
     if (!comm) {
         std::cerr << "shardscope-cli: " << comm.error().toString() << "\n";
         return ExitUnreadable;
@@ -44,6 +46,14 @@ int runValues(const DiffCommandOptions &o)
     const bool leader = !*comm || (*comm)->rank() == 0; // prints; the others stay quiet
     ValueDiffRequest request = valueRequest(o);
     request.comm = comm->get();
+    if (o.layout) {
+        auto sent = sentLayout(*o.layout);
+        if (!sent) {
+            std::cerr << "shardscope-cli: " << sent.error().toString() << "\n";
+            return ExitUnreadable;
+        }
+        request.openedLayout = *sent;
+    }
 
     catchInterrupt(true);
     Result<ValueDiffResult> result = makeError(Error::Code::Internal, "not run");
@@ -56,7 +66,7 @@ int runValues(const DiffCommandOptions &o)
                 bar.update(p.done, p.total);
             return true;
         };
-        result = runValueDiff(request, control);
+        result = jobs::valueDiff(request, control);
     }
     catchInterrupt(false);
     if (!result) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "verifycommand.h"
+#include "frontdoor.h"
 #include "inspectcommand.h"
 #include "jobexit.h"
 #include "progressbar.h"
@@ -7,6 +8,9 @@
 #include <shardscope/escape.h>
 #include <shardscope/session.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <unistd.h>
 
@@ -90,13 +94,21 @@ int runVerify(const VerifyCommandOptions &o)
     const CommBackend backend = o.backend == "gloo"   ? CommBackend::Gloo
                                 : o.backend == "nccl" ? CommBackend::Nccl
                                                       : CommBackend::Auto;
-    auto comm = joinJob(backend);
+    // With --ssh the job runs there (in the server, or as the job it launches).
+    auto comm = remote() ? Result<std::unique_ptr<Communicator>>(nullptr) : joinJob(backend);
     if (!comm)
         return fail(comm.error());
     const bool leader = !*comm || (*comm)->rank() == 0; // prints; the others stay quiet
 
     VerifyRequest request = o.request;
     request.comm = comm->get();
+    auto sent = sentLayout(request.layout);
+    if (!sent)
+        return fail(sent.error());
+    request.openedLayout = *sent;
+    // A job a server launched (SHARDSCOPE_PROGRESS_LINES): rank 0 says how far it is on
+    // stderr, a line at a time, for the server to relay.
+    const bool progressLines = leader && std::getenv("SHARDSCOPE_PROGRESS_LINES");
 
     catchInterrupt(true);
     Result<VerifyReport> report = makeError(Error::Code::Internal, "not run");
@@ -104,12 +116,22 @@ int runVerify(const VerifyCommandOptions &o)
         ProgressBar bar(leader && !o.quiet && !o.json && isatty(STDERR_FILENO));
         JobControl control;
         control.cancel = interruptToken();
-        control.progress = [&bar](const JobProgress &p) {
+        control.progress = [&bar, progressLines, last = std::string(),
+                            at = std::chrono::steady_clock::time_point()](
+                               const JobProgress &p) mutable {
             if (p.stage == "verify")
                 bar.update(p.done, p.total);
+            const auto now = std::chrono::steady_clock::now();
+            if (progressLines && (p.stage != last || now - at > std::chrono::milliseconds(100) ||
+                                  (p.total && p.done == p.total))) {
+                last = std::string(p.stage);
+                at = now;
+                std::fprintf(stderr, "shardscope-progress %s %llu %llu\n", last.c_str(),
+                             (unsigned long long)p.done, (unsigned long long)p.total);
+            }
             return true;
         };
-        report = shardscope::runVerify(request, control);
+        report = jobs::verify(request, control, o.launch);
     }
     catchInterrupt(false);
     if (!report)

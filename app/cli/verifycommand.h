@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <shardscope/remote.h>
 #include <shardscope/session.h>
 
 #include <string>
@@ -15,6 +16,8 @@ struct VerifyCommandOptions
     bool quiet = false; ///< no progress bar
     /** Under torchrun or srun: the collectives' backend ("auto", "gloo", "nccl"). */
     std::string backend = "auto";
+    /** With --ssh: run as a job the server launches (srun, torchrun). */
+    RemoteLaunch launch;
 };
 int runVerify(const VerifyCommandOptions &options);
 

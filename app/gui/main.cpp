@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: MIT
 #include "mainwindow.h"
 #include "model/diffchoices.h"
+#include "remoteconnect.h"
 #include "screenshotdriver.h"
 #include "widgets/darkstyle.h"
 
 #include "model/checkpointsession.h"
 
+#include <shardscope/remote.h>
 #include <shardscope/version.h>
 
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
+#include <QMessageBox>
 
 #include <cstdio>
 
@@ -33,6 +36,10 @@ QString bundledDemo()
 
 int main(int argc, char **argv)
 {
+    // ssh runs this binary as its SSH_ASKPASS while a remote window connects: the prompt goes
+    // to the window that asked, before any GUI starts here.
+    if (auto code = shardscope::runAskpassHelper(argc, argv))
+        return *code;
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("ShardScope"));
     QApplication::setApplicationDisplayName(QStringLiteral("ShardScope"));
@@ -99,6 +106,16 @@ int main(int argc, char **argv)
                                   QStringLiteral("name"));
     QCommandLineOption noStrict(QStringLiteral("no-strict"),
                                 QStringLiteral("A partial (non-strict) load."));
+    QCommandLineOption ssh(QStringLiteral("ssh"),
+                           QStringLiteral("Open the checkpoint on this host, through ssh "
+                                          "([user@]host[:port] or a Host of ~/.ssh/config)."),
+                           QStringLiteral("host"));
+    QCommandLineOption server(QStringLiteral("server"),
+                              QStringLiteral("With --ssh: shardscope-cli's path there, when it is "
+                                             "not on the PATH of a non-interactive shell."),
+                              QStringLiteral("path"));
+    parser.addOption(ssh);
+    parser.addOption(server);
     parser.addOption(disableRule);
     parser.addOption(strictness);
     parser.addOption(noStrict);
@@ -127,7 +144,35 @@ int main(int argc, char **argv)
     }
 
     using namespace shardscope::gui;
-    MainWindow window;
+    // --ssh: the window's backend is a server on that host (connected first: a password or
+    // 2FA prompt is asked in a dialog); the checkpoint named is a path there.
+    std::shared_ptr<shardscope::model::CheckpointBackend> backend =
+        shardscope::model::localBackend();
+    if (parser.isSet(ssh)) {
+        auto target = shardscope::RemoteTarget::parse(parser.value(ssh).toStdString());
+        if (!target) {
+            std::fprintf(stderr, "shardscope: %s\n", target.error().message.c_str());
+            return 2;
+        }
+        if (parser.isSet(server))
+            target->server = parser.value(server).toStdString();
+        if (args.isEmpty()) {
+            std::fprintf(stderr, "shardscope: --ssh needs the checkpoint's path there\n");
+            return 2;
+        }
+        QString error;
+        auto remote = connectRemote(nullptr, *target, &error);
+        if (!remote) {
+            std::fprintf(stderr, "shardscope: %s\n", qPrintable(error));
+            if (!parser.isSet(screenshot))
+                QMessageBox::warning(nullptr, QStringLiteral("ShardScope"), error);
+            return 2;
+        }
+        addRecentRemoteLocation(parser.value(ssh), args.first(),
+                                QString::fromStdString(target->server));
+        backend = remote;
+    }
+    MainWindow window(backend);
     const QStringList wh = parser.value(size).split(QLatin1Char('x'));
     if (wh.size() == 2 && wh[0].toInt() > 0 && wh[1].toInt() > 0)
         window.resize(wh[0].toInt(), wh[1].toInt());
@@ -164,7 +209,7 @@ int main(int argc, char **argv)
     // No checkpoint named: the bundled demo with its layout (what a first run should show).
     QString path = args.isEmpty() ? QString() : args.first();
     QString configPath = parser.value(config);
-    if (path.isEmpty()) {
+    if (path.isEmpty() && !parser.isSet(ssh)) {
         const QString demo = bundledDemo();
         if (!demo.isEmpty()) {
             path = demo;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "mainwindow.h"
 #include "panelbinders.h"
+#include "remoteconnect.h"
 #include "steptimer.h"
 
 #include "model/checkpointbackend.h"
@@ -292,6 +293,10 @@ void MainWindow::openPath(const QString &path)
 
 void MainWindow::addRecentFile(const QString &path)
 {
+    if (const QString host = m_session->location(); !host.isEmpty()) {
+        addRecentRemoteLocation(host, path, remoteServerFor(host));
+        return;
+    }
     QSettings settings;
     QStringList recent = settings.value(QStringLiteral("recentFiles")).toStringList();
     const QString absolute = QFileInfo(path).absoluteFilePath();
@@ -316,6 +321,15 @@ void MainWindow::rebuildRecentMenu()
     for (const QString &path : recent)
         connect(m_recentMenu->addAction(path), &QAction::triggered, this,
                 [this, path] { openPath(path); });
+    // Remote locations open in a window of their own, connected to their host.
+    const QStringList remote = recentRemoteLocations();
+    if (!remote.isEmpty())
+        m_recentMenu->addSection(tr("Remote"));
+    for (const QString &where : remote)
+        connect(m_recentMenu->addAction(where), &QAction::triggered, this, [this, where] {
+            const QString host = where.section(QLatin1Char(':'), 0, 0);
+            openRemoteWindow(this, host, where.section(QLatin1Char(':'), 1), remoteServerFor(host));
+        });
 }
 
 void MainWindow::setLayoutPath(const QString &path)

@@ -166,6 +166,7 @@ private:
     void say(const QString &text, int timeoutMs = 0);
     void updateTitle();
     void addRecentFile(const QString &path);
+    void offerReconnect(const QString &message);
     void runDiffWhenReady();
     void onDiffChanged(const model::DiffSnapshot &diff);
     void updateLoadMarks() override;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The window's menus and their shortcuts: every action a panel offers is reachable from here.
 #include "mainwindow.h"
+#include "remoteconnect.h"
 
 #include "model/checkpointfilterproxy.h"
 #include "model/checkpointsession.h"
@@ -38,6 +39,10 @@ void MainWindow::createActions()
     QAction *openFile = file->addAction(tr("Open &File…"));
     openFile->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
     connect(openFile, &QAction::triggered, this, &MainWindow::openFileDialog);
+    QAction *openRemote = file->addAction(tr("Open Re&mote…"));
+    openRemote->setToolTip(tr("A checkpoint on another host, through ssh"));
+    openRemote->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_H)); // a host
+    connect(openRemote, &QAction::triggered, this, [this] { openRemoteDialog(this); });
     QAction *reloadAction = file->addAction(tr("&Reload"));
     reloadAction->setShortcut(QKeySequence::Refresh);
     connect(reloadAction, &QAction::triggered, this, &MainWindow::reload);

@@ -9,10 +9,12 @@
 #include "widgets/statusstyle.h"
 
 #include <shardscope/checkpoint.h>
+#include <shardscope/torchcompat.h>
 
 #include <QFileInfo>
 #include <QLabel>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolButton>
@@ -74,6 +76,8 @@ void MainWindow::onJobProgress(const JobInfo &job, const QString &stage, int per
 
 void MainWindow::onJobEnded(const JobInfo &job, bool ok, const QString &message)
 {
+    if (!ok && !m_session->connected())
+        offerReconnect(message);
     const std::vector<JobInfo> running = m_session->jobs();
     if (running.empty()) {
         m_shownJob = {};
@@ -103,6 +107,31 @@ void MainWindow::onJobEnded(const JobInfo &job, bool ok, const QString &message)
     if (ok && m_messageTimer->isActive())
         return;
     say(ok ? tr("%1: done").arg(job.title) : tr("%1: %2").arg(job.title, message), 6000);
+}
+
+// The connection to the checkpoint's host is gone: what is shown stays, and a button in the
+// status bar connects again (and opens the checkpoint again).
+void MainWindow::offerReconnect(const QString &message)
+{
+    auto *button = statusBar()->findChild<QPushButton *>(QStringLiteral("reconnect"));
+    if (!button) {
+        button = new QPushButton(statusBar());
+        button->setObjectName(QStringLiteral("reconnect"));
+        statusBar()->addPermanentWidget(button);
+        connect(button, &QPushButton::clicked, this, [this, button] {
+            button->setEnabled(false);
+            m_session->reconnect();
+        });
+        connect(m_session, &CheckpointSession::reconnected, button, &QWidget::hide);
+        connect(m_session, &CheckpointSession::jobEnded, button,
+                [this, button](const JobInfo &, bool, const QString &) {
+                    button->setEnabled(true);
+                    button->setVisible(!m_session->connected());
+                });
+    }
+    button->setText(tr("Reconnect to %1").arg(m_session->location()));
+    button->setToolTip(message);
+    button->show();
 }
 
 void MainWindow::updateTitle()
@@ -144,7 +173,9 @@ void MainWindow::updateStatusBar()
     for (const TensorEntry &t : index->tensors)
         bytes += t.nbytes();
     const QString format = formatDisplayName(index->format);
+    const QString where = m_session->location(); // a remote checkpoint says where it lives
     m_formatLabel->setText(
+        (where.isEmpty() ? QString() : tr("on %1 · ").arg(where)) +
         tr("%1 · %2 · %3")
             .arg(format, countOf(index->tensors.size(), "tensor", "tensors"), formatBytes(bytes)));
     m_formatLabel->setToolTip(tr("Format: %1\n%2 · %3 · %4 · %5 in %6")
@@ -153,6 +184,16 @@ void MainWindow::updateStatusBar()
                                        countOf(index->chunkCount(), "chunk", "chunks"),
                                        formatBytes(bytes),
                                        countOf(index->files.size(), "file", "files")));
+    // Which torch reads its metadata: always in the tooltip; on the bar only when some checked
+    // release cannot (a laptop's status bar has no room for "torch 2.4 and later" every time).
+    const TorchReadability torch = torchReadability(*index);
+    if (torch.applies) {
+        if (!torch.limits.empty())
+            m_formatLabel->setText(m_formatLabel->text() +
+                                   tr(" · read by %1").arg(QString::fromStdString(torch.text())));
+        m_formatLabel->setToolTip(m_formatLabel->toolTip() + tr("\nRead by ") +
+                                  QString::fromStdString(torch.explained()));
+    }
     // Reading problems, named apart from the load's (the Load column, the load diff).
     const size_t n = index->problems.size();
     m_problemsLabel->setText(n == 0 ? tr("Reading: no problems")

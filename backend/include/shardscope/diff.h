@@ -4,6 +4,7 @@
 #include "shardscope/checkpoint.h"
 #include "shardscope/layout.h"
 #include "shardscope/tensor.h"
+#include "shardscope/torchcompat.h"
 
 #include <functional>
 #include <optional>
@@ -186,9 +187,10 @@ struct RepairPreview
 
 struct DiffResult
 {
-    std::string checkpoint; ///< path
-    std::string against;    ///< layout or second checkpoint path
-    std::string format;     ///< checkpoint format name
+    std::string checkpoint;         ///< path
+    std::string against;            ///< layout or second checkpoint path
+    std::string format;             ///< checkpoint format name
+    TorchReadability torchReadable; ///< which torch reads its metadata (DCP-based formats)
     DiffOptions options;
     std::vector<DiffEntry> entries;
     std::vector<UnconsumedKey> unconsumed;
@@ -228,6 +230,7 @@ std::string_view changeName(KeyChange::Kind k);
 struct CheckpointDiff
 {
     std::string first, second;
+    TorchReadability firstTorch, secondTorch; ///< which torch reads each one's metadata
     size_t same = 0;
     std::vector<KeyChange> changes;
     /** Nothing changed but names a rule maps. */

@@ -4,6 +4,7 @@
 
 #include "shardscope/checkpoint.h"
 #include "shardscope/diff.h"
+#include "shardscope/torchcompat.h"
 
 #include <cstdint>
 #include <memory>
@@ -81,8 +82,17 @@ struct FixResult
     std::shared_ptr<const CheckpointIndex> index;
     /** Commands that check the output (diff, verify). */
     std::string diffCommand, verifyCommand;
-    /** Written, read back from disk, and the load as asked now fills every parameter. */
-    bool repaired() const { return written && after && loadsEveryParameter(*after); }
+    /** fix --for-torch: the release asked for, which torch reads the source's metadata and
+     *  which reads the output's (read back from disk). */
+    std::optional<TorchVersion> forTorch;
+    TorchReadability sourceTorch, outputTorch;
+    /** Written, read back from disk, and the load as asked now fills every parameter (and,
+     *  with forTorch, that torch reads the output's metadata). */
+    bool repaired() const
+    {
+        return written && (layout.empty() || (after && loadsEveryParameter(*after))) &&
+               (!forTorch || outputTorch.reads(*forTorch));
+    }
 };
 
 /** Name of the manifest a repaired checkpoint carries at its top (shardscope.fix/1). */

@@ -63,6 +63,9 @@ struct JobControl
 
 // ---------------------------------------------------------------- inspect
 
+/** An index already open (the GUI keeps its checkpoints open); null: opened from the path. */
+using OpenedIndex = std::shared_ptr<const CheckpointIndex>;
+
 struct InspectRequest
 {
     std::string path;
@@ -74,6 +77,7 @@ struct InspectRequest
     /** With stats: flag values that look like a fresh init (Megatron's init_method_std;
      *  0: do not flag). */
     double initStd = 0.02;
+    OpenedIndex opened;
 };
 
 struct InspectedTensor
@@ -110,9 +114,6 @@ Result<TensorHealth> tensorHealth(const TensorData &data);
 Result<InspectResult> runInspect(const InspectRequest &request, const JobControl &control = {});
 
 // ---------------------------------------------------------------- diff
-
-/** An index already open (the GUI keeps its checkpoints open); null: opened from the path. */
-using OpenedIndex = std::shared_ptr<const CheckpointIndex>;
 
 struct DiffRequest
 {
@@ -161,6 +162,9 @@ struct ValueDiffRequest
     bool allowNotCompared = false;
     Communicator *comm = nullptr; ///< the job this process is one rank of (joinJob())
     OpenedIndex firstOpened, secondOpened;
+    /** The layout at `layout`, already read (or sent along by a remote client); null: read
+     *  from the path when one is given. */
+    std::shared_ptr<const Layout> openedLayout;
 };
 
 /** Every tensor both sides hold, compared in their stored dtypes, streamed under the budget. */
@@ -185,6 +189,9 @@ struct VerifyRequest
     /** The job this process is one rank of (joinJob()); null: one process plays every rank. */
     Communicator *comm = nullptr;
     OpenedIndex opened;
+    /** The layout at `layout`, already read (or sent along by a remote client); null: read
+     *  from the path. */
+    std::shared_ptr<const Layout> openedLayout;
 };
 
 struct VerifyReport
@@ -254,6 +261,9 @@ struct FixRequest
     std::string commandLine; ///< recorded in the manifest
     OpenedIndex opened;
     std::shared_ptr<const Layout> openedLayout;
+    /** Metadata this torch reads (shardscope/torchcompat.h): written anew over the same data
+     *  when the checkpoint's own is not; without a layout, that is all the fix does. */
+    std::optional<TorchVersion> forTorch;
 };
 
 /**

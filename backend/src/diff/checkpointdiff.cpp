@@ -112,6 +112,8 @@ CheckpointDiff diffCheckpoints(const CheckpointIndex &a, const CheckpointIndex &
     CheckpointDiff d;
     d.first = a.inputPath;
     d.second = b.inputPath;
+    d.firstTorch = torchReadability(a);
+    d.secondTorch = torchReadability(b);
     // Each key of both sides once, then the splits' pass over the changes (counted as one key
     // each side): a cancel is seen within a thousand keys, a millisecond or two.
     const uint64_t total = 2 * (a.itemCount() + b.itemCount());

@@ -16,6 +16,7 @@ std::optional<DiffResult> Differ::run(const Progress &progress)
     DiffResult r;
     r.options = m_options;
     r.format = std::string(formatName(m_index.format));
+    r.torchReadable = torchReadability(m_index);
     r.checkpoint = m_index.inputPath;
     const unsigned threads = workers();
     if (!evaluateModel(r, progress, threads))

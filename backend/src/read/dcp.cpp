@@ -202,6 +202,16 @@ Status readDcp(const std::string &dir, CheckpointIndex &index, bool streamItems,
             if (HotVector<char> memo = arena->takeSpare(); memo.capacity() > spare->capacity())
                 *spare = std::move(memo);
     }
+    // What torch's unpickler will meet (shardscope/torchcompat.h).
+    std::string forms;
+    for (const auto &[bit, name] : {std::pair{DcpIndexer::kPropertiesFive, "5 fields"},
+                                    {DcpIndexer::kPropertiesSix, "6 fields"},
+                                    {DcpIndexer::kPropertiesDict, "a dict"},
+                                    {DcpIndexer::kPropertiesOther, "a tuple of another length"}})
+        if (indexer.propertyForms() & bit)
+            forms += (forms.empty() ? "" : ", ") + std::string(name);
+    if (!forms.empty())
+        index.info["tensor_properties"] = forms;
     // Every chunk must have been given a place by storage_data (a scan of 1.75 M chunks for a
     // big file: skipped when the indexer placed as many as it made).
     if (indexer.allPlaced())

@@ -70,10 +70,15 @@ Status DcpIndexer::extractEntry(const PickleArena &a, NodeId k, NodeId v, EntryB
     // TensorProperties pickles its state as a 5-tuple (dtype first); older torch as a dict.
     const NodeId state = a.kind(props) == NodeKind::Object ? a.objState(props) : kNil;
     NodeId dt = kNil;
-    if (state != kNil && a.kind(state) == NodeKind::Tuple)
+    // Which torch unpickles it depends on the tuple's length (shardscope/torchcompat.h).
+    if (state != kNil && a.kind(state) == NodeKind::Tuple) {
         dt = a.item(state, 0);
-    else if (state != kNil)
+        const int64_t n = a.size(state);
+        m_propertyForms |= n == 5 ? kPropertiesFive : n == 6 ? kPropertiesSix : kPropertiesOther;
+    } else if (state != kNil) {
         dt = a.get(props, "dtype");
+        m_propertyForms |= kPropertiesDict;
+    }
     if (dt == kNil || a.kind(dt) != NodeKind::Global)
         return fail(a, "TensorProperties without a dtype", props, item.key);
     item.dtype = a.globalName(dt);

@@ -140,6 +140,11 @@ public:
     }
     const std::string &file() const { return m_file; }
 
+    /** The forms TensorProperties' pickled states took (kProperties… bits). */
+    static constexpr uint8_t kPropertiesFive = 1, kPropertiesSix = 2, kPropertiesDict = 4,
+                             kPropertiesOther = 8;
+    uint8_t propertyForms() const { return m_propertyForms; }
+
     // Extraction: reads `a`, which must not change meanwhile. Errors name the file and offset.
     Status extractEntry(const PickleArena &a, NodeId key, NodeId value, EntryBatch &out);
     /** False when a component is not a self-contained str or int and `wordsOnly`. */
@@ -241,6 +246,7 @@ private:
     CheckpointIndex &m_index;
     std::string m_file;
     uint32_t m_fileNo = 0;
+    uint8_t m_propertyForms = 0;
     size_t m_unplaced = 0; // chunks and objects without a location yet
     // Key → tensor index, or object index | kObjectBit.
     FlatStringMap m_byKey{1 << 16};

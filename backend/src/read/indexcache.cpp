@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -240,6 +241,18 @@ BackgroundWorker &entryWriter()
     return writer;
 }
 
+// The entries submitted and not yet written, by path (a remote client is sent them meanwhile).
+struct PendingWrites
+{
+    std::mutex mutex;
+    std::map<std::string, std::shared_ptr<const HotVector<char>>> bytes;
+};
+PendingWrites &pendingWrites()
+{
+    static PendingWrites p;
+    return p;
+}
+
 } // namespace
 
 Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads,
@@ -332,9 +345,17 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
         return note("not written: " + std::to_string(bytes->size() >> 20) +
                     " MiB, more than the cache's SHARDSCOPE_CACHE_MAX_MB");
     // Written after the open returns: the caller goes on while the kernel copies the bytes.
+    {
+        std::lock_guard lock(pendingWrites().mutex);
+        pendingWrites().bytes[entry] = bytes;
+    }
     entryWriter().submit([bytes, settings, entry] {
         if (store(settings.dir, entry, std::string_view(bytes->data(), bytes->size())).empty())
             evict(settings.dir, settings.maxBytes);
+        std::lock_guard lock(pendingWrites().mutex);
+        if (auto it = pendingWrites().bytes.find(entry);
+            it != pendingWrites().bytes.end() && it->second == bytes)
+            pendingWrites().bytes.erase(it);
     });
     return note("writing to " + entry);
 }
@@ -342,6 +363,13 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
 void waitForIndexWrites()
 {
     entryWriter().drain();
+}
+
+std::shared_ptr<const HotVector<char>> pendingIndexWrite(const std::string &path)
+{
+    std::lock_guard lock(pendingWrites().mutex);
+    auto it = pendingWrites().bytes.find(path);
+    return it == pendingWrites().bytes.end() ? nullptr : it->second;
 }
 
 } // namespace shardscope::detail

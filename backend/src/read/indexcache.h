@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include "read/hotvector.h"
 #include "shardscope/checkpoint.h"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace shardscope::detail {
@@ -43,5 +45,9 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
 
 /** Returns when every entry this process began writing is written (or failed to be). */
 void waitForIndexWrites();
+
+/** The bytes of the entry this process is still writing to `path` (an open said "writing to
+ *  PATH"), without waiting for the write; null when none is pending. */
+std::shared_ptr<const HotVector<char>> pendingIndexWrite(const std::string &path);
 
 } // namespace shardscope::detail

@@ -471,6 +471,52 @@ Result<IndexCacheKey> decodeIndexKey(std::span<const uint8_t> bytes, const std::
     return key;
 }
 
+Result<IndexEntryCounts> indexEntryCounts(std::span<const uint8_t> bytes, const std::string &path)
+{
+    auto h = readHeader(bytes, path);
+    if (!h)
+        return h.error();
+    // The sections before the records, walked as decodeIndexBody reads them (not checksummed:
+    // the decoder checks the whole before anything is used).
+    Reader r(bytes, kHeaderSize + h->keyBytes, path);
+    auto cut = [&] { return r.fail("entry cut short", r.at()); };
+    IndexEntryCounts n;
+    uint32_t n32 = 0;
+    std::string s;
+    if (!r.get(n32))
+        return cut();
+    for (uint32_t i = 0; i < n32; ++i)
+        if (!r.str(s) || !r.str(s))
+            return cut();
+    if (!r.get(n32))
+        return cut();
+    n.files = n32;
+    for (uint32_t i = 0; i < n32; ++i)
+        if (!r.str(s))
+            return cut();
+    if (!r.get(n32))
+        return cut();
+    n.transformChains = n32;
+    for (uint64_t c = 0; c < n.transformChains; ++c) {
+        if (!r.get(n32))
+            return cut();
+        for (uint32_t i = 0; i < n32; ++i)
+            if (!r.str(s))
+                return cut();
+    }
+    if (!r.count(n.problems, 19))
+        return cut();
+    for (uint64_t p = 0; p < n.problems; ++p) {
+        uint8_t flag = 0;
+        uint64_t offset = 0;
+        if (!r.str(s) || !r.str(s) || !r.get(flag) || !r.get(offset) || !r.str(s) || !r.get(flag))
+            return cut();
+    }
+    if (!r.get(n.tensors) || !r.get(n.objects))
+        return cut();
+    return n;
+}
+
 Status decodeIndexBody(std::span<const uint8_t> bytes, const std::string &path,
                        CheckpointIndex &index, int threads, bool view)
 {

@@ -44,7 +44,7 @@ struct IndexCacheKey
 };
 
 /** Raised whenever what the DCP reader produces changes, so older entries are decoded anew. */
-inline constexpr uint32_t kIndexCacheSchema = 2;
+inline constexpr uint32_t kIndexCacheSchema = 3;
 
 /** The index and those of its info entries named in `infoKeys`, as a cache file's bytes. */
 std::string encodeIndex(const IndexCacheKey &key, const CheckpointIndex &index,
@@ -60,6 +60,15 @@ uint64_t indexChecksum(std::span<const uint8_t> bytes);
 /** The header and key of a cache file; errors name `path` and the offset. Not checksummed:
  *  only compared, and the body is checked before it is used. */
 Result<IndexCacheKey> decodeIndexKey(std::span<const uint8_t> bytes, const std::string &path);
+
+/** How many of each the entry holds: a caller that shows an index read from it can tell whether
+ *  the open added anything after (common.pt's keys, integrity problems). */
+struct IndexEntryCounts
+{
+    uint64_t files = 0, transformChains = 0, problems = 0, tensors = 0, objects = 0;
+    bool operator==(const IndexEntryCounts &) const = default;
+};
+Result<IndexEntryCounts> indexEntryCounts(std::span<const uint8_t> bytes, const std::string &path);
 
 /**
  * The body into `index` (files, transform chains, tensors, objects, problems and info

@@ -38,6 +38,11 @@ std::string fixToJson(const FixResult &fix)
                 {"copied", fix.filesCopied}}},
               {"diff_command", fix.diffCommand},
               {"verify_command", fix.verifyCommand}};
+    j["for_torch"] = fix.forTorch ? json(fix.forTorch->text()) : json(nullptr);
+    j["source_torch_readable"] =
+        fix.sourceTorch.applies ? report::torchReadableJson(fix.sourceTorch) : json(nullptr);
+    j["output_torch_readable"] =
+        fix.outputTorch.applies ? report::torchReadableJson(fix.outputTorch) : json(nullptr);
     j["after"] = fix.after ? report::diffJson(*fix.after) : json(nullptr);
     return report::dump(j);
 }

@@ -254,6 +254,9 @@ std::string htmlReport(const DiffResult &diff, const ReportContext &ctx)
          (diff.format.empty() ? ""
                               : " <span class=\"muted\">" + htmlEscape(diff.format) + "</span>") +
          "</td></tr>\n";
+    if (diff.torchReadable.applies)
+        h +=
+            "<tr><th>Read by</th><td>" + htmlProse(diff.torchReadable.explained()) + "</td></tr>\n";
     h += "<tr><th>Against</th><td>" + hCode(diff.against) + "</td></tr>\n";
     h += "<tr><th>Real load</th><td>" + hCode(strictnessFlag(opt)) + "</td></tr>\n";
     h += std::string("<tr><th>Optimizer</th><td>") +
@@ -420,7 +423,13 @@ std::string htmlCheckpointReport(const CheckpointDiff &diff, const ReportContext
         h += " · generated " + htmlEscape(ctx.generatedAt);
     h += "</p>\n<table class=\"kv\"><tbody>\n";
     h += "<tr><th>First</th><td>" + hCode(diff.first) + "</td></tr>\n";
+    if (diff.firstTorch.applies)
+        h += "<tr><th>First read by</th><td>" + htmlProse(diff.firstTorch.explained()) +
+             "</td></tr>\n";
     h += "<tr><th>Second</th><td>" + hCode(diff.second) + "</td></tr>\n";
+    if (diff.secondTorch.applies)
+        h += "<tr><th>Second read by</th><td>" + htmlProse(diff.secondTorch.explained()) +
+             "</td></tr>\n";
     h += "<tr><th>Verdict</th><td>" +
          (diff.changes.empty() ? hBadge("b-ok", "same keys") : hBadge("b-warn", "changed")) +
          "</td></tr>\n</tbody></table>\n";

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // shardscope.inspect/1: what `inspect --json` prints and the GUI exports.
+#include "report/reportparts.h"
 #include "shardscope/session.h"
+#include "shardscope/torchcompat.h"
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +57,8 @@ std::string inspectToJson(const InspectResult &result, const std::string &path)
     j["format"] = std::string(formatName(index.format));
     j["data_dir"] = index.dataDir;
     j["info"] = index.info;
+    if (const TorchReadability r = torchReadability(index); r.applies)
+        j["torch_readable"] = report::torchReadableJson(r);
     json files = json::array();
     for (size_t i = 0; i < index.files.size(); ++i)
         files.push_back({{"path", index.files[i]},

@@ -127,6 +127,8 @@ json diffJson(const DiffResult &diff)
                 {"passes", diff.passes()},
                 {"entries", std::move(entries)},
                 {"unconsumed", std::move(unconsumed)}};
+    if (diff.torchReadable.applies)
+        out["torch_readable"] = torchReadableJson(diff.torchReadable);
     out["repair"] = std::move(repair);
     return out;
 }
@@ -163,6 +165,8 @@ std::string jsonReport(const DiffResult &diff, const ReportContext &ctx)
         {"checkpoint", diff.checkpoint},
         {"against", diff.against},
         {"format", diff.format},
+        {"torch_readable",
+         diff.torchReadable.applies ? torchReadableJson(diff.torchReadable) : json(nullptr)},
         {"strictness", strictnessName(opt.strictness)},
         {"strict_load", opt.strictLoad},
         {"include_optimizer", opt.includeOptimizer},
@@ -201,6 +205,10 @@ json checkpointDiffJson(const CheckpointDiff &diff)
     return {{"schema", "shardscope.checkpoint-diff/1"},
             {"first", diff.first},
             {"second", diff.second},
+            {"first_torch_readable",
+             diff.firstTorch.applies ? torchReadableJson(diff.firstTorch) : json(nullptr)},
+            {"second_torch_readable",
+             diff.secondTorch.applies ? torchReadableJson(diff.secondTorch) : json(nullptr)},
             {"same", diff.same},
             {"counts", std::move(counts)},
             {"changes", std::move(changes)}};

@@ -93,6 +93,8 @@ std::string markdownReport(const DiffResult &diff, const ReportContext &ctx)
     md += "| | |\n|---|---|\n";
     md += "| Checkpoint | " + mdCode(diff.checkpoint, true) +
           (diff.format.empty() ? "" : " (" + mdCode(diff.format, true) + ")") + " |\n";
+    if (diff.torchReadable.applies)
+        md += "| Read by | " + mdProse(diff.torchReadable.explained()) + " |\n";
     md += "| Against | " + mdCode(diff.against, true) + " |\n";
     md += "| Strictness | " + mdCode(strictnessName(opt.strictness), true) + ", strict load " +
           (opt.strictLoad ? "on" : "off") + " |\n";
@@ -240,7 +242,11 @@ std::string markdownCheckpointReport(const CheckpointDiff &diff, const ReportCon
     const auto groups = changeGroups(diff);
     std::string md = "# ShardScope checkpoint comparison\n\n| | |\n|---|---|\n";
     md += "| First | " + mdCode(diff.first, true) + " |\n";
+    if (diff.firstTorch.applies)
+        md += "| First read by | " + mdProse(diff.firstTorch.explained()) + " |\n";
     md += "| Second | " + mdCode(diff.second, true) + " |\n";
+    if (diff.secondTorch.applies)
+        md += "| Second read by | " + mdProse(diff.secondTorch.explained()) + " |\n";
     if (!ctx.generatedAt.empty())
         md += "| Generated | " + mdEscape(ctx.generatedAt) + " |\n";
     md += "\n## Summary\n\n| Change | Keys |\n|---|---:|\n";

@@ -36,6 +36,7 @@ std::string htmlProse(std::string_view s);
 std::string percent(size_t part, size_t whole);
 std::string plural(size_t n, std::string_view one, std::string_view many);
 std::string_view sectionName(Section s);
+json torchReadableJson(const TorchReadability &r);
 
 // ---------------------------------------------------------------- the model (model.cpp)
 

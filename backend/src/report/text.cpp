@@ -235,3 +235,19 @@ std::string_view sectionName(Section s)
     return "other";
 }
 } // namespace shardscope::report
+
+namespace shardscope::report {
+
+json torchReadableJson(const TorchReadability &r)
+{
+    json limits = json::array();
+    for (const TorchLimit &l : r.limits)
+        limits.push_back({{"from", l.from ? json(l.from->text()) : json(nullptr)}, {"why", l.why}});
+    return {{"from", r.from ? json(r.from->text()) : json(nullptr)},
+            {"checked", {kOldestTorchChecked.text(), kNewestTorchChecked.text()}},
+            {"text", r.text()},
+            {"explained", r.explained()},
+            {"limits", std::move(limits)}};
+}
+
+} // namespace shardscope::report

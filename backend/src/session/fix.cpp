@@ -133,7 +133,9 @@ std::string manifest(const FixRequest &request, const FixResult &result)
     std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     return nlohmann::json{{"schema", "shardscope.fix/1"},
                           {"source", absolute(request.checkpoint)},
-                          {"layout", absolute(request.layout)},
+                          {"layout", request.layout.empty()
+                                         ? nlohmann::json(nullptr)
+                                         : nlohmann::json(absolute(request.layout))},
                           {"format", result.format},
                           {"disabled_rules", request.options.disabledRules},
                           {"strictness", strictnessName(request.options.strictness)},
@@ -148,7 +150,9 @@ std::string manifest(const FixRequest &request, const FixResult &result)
                           {"repaired", result.stillFails.empty()},
                           {"still_fails", result.stillFails},
                           {"bytes_referenced", result.bytesReferenced},
-                          {"bytes_written", result.bytesWritten}}
+                          {"bytes_written", result.bytesWritten},
+                          {"for_torch", result.forTorch ? nlohmann::json(result.forTorch->text())
+                                                        : nlohmann::json(nullptr)}}
                .dump(1, ' ', false, nlohmann::json::error_handler_t::replace) +
            "\n";
 }
@@ -161,6 +165,90 @@ DiffOptions everyRule(const DiffOptions &asked)
     o.everyRule = true;
     o.measureCasts = o.checkInit = o.previewRepair = false;
     return o;
+}
+
+// Why torch `v` cannot read what fix would write from `index`: the limits of its data.
+std::vector<std::string> torchBlockers(const TorchReadability &rewritten, TorchVersion v)
+{
+    std::vector<std::string> out;
+    for (const TorchLimit &l : rewritten.limits)
+        if (!l.from || *l.from > v)
+            out.push_back("torch " + v.text() + " cannot read it whatever its metadata: " + l.why);
+    return out;
+}
+
+// fix --for-torch without a layout: the same keys and data, metadata in the form torch `v`
+// reads (our writer's: TensorProperties in five fields), over links to the source's files.
+Result<FixResult> retarget(const FixRequest &request, CheckpointIndex &&source, FixResult result,
+                           const JobControl &control)
+{
+    const TorchVersion v = *request.forTorch;
+    result.sourceTorch = torchReadability(source);
+    if (!result.sourceTorch.applies)
+        return makeError(Error::Code::Unsupported,
+                         "fix --for-torch writes DCP metadata; " + result.format + " has none")
+            .inFile(request.checkpoint);
+    const size_t problems = result.blockers.size();
+    for (std::string &b : torchBlockers(torchReadabilityRewritten(source), v))
+        result.blockers.push_back(std::move(b));
+    const bool unreadableByV = result.blockers.size() > problems;
+    if (result.sourceTorch.reads(v) && !unreadableByV) {
+        result.alreadyLoads = true; // torch v already reads it: nothing to write
+        return result;
+    }
+    if (unreadableByV || (!result.blockers.empty() && !request.partial))
+        return result;
+    if (!control.report({"write", 0, 0}))
+        return cancelled();
+    detail::FixOutputOptions options;
+    options.output = request.output;
+    options.copy = request.copy;
+    options.force = request.force;
+    std::string temporary;
+    std::optional<CheckpointIndex> written;
+    options.check = [&](const std::string &top) -> Status {
+        temporary = top;
+        OpenOptions open;
+        open.useCache = false;
+        auto reread = openCheckpoint(top, open);
+        if (!reread) {
+            result.stillFails = "the output does not open: " + reread.error().toString();
+            return Ok{};
+        }
+        result.outputTorch = torchReadability(*reread);
+        if (!result.outputTorch.reads(v))
+            result.stillFails = "torch " + v.text() +
+                                " does not read its metadata: " + result.outputTorch.explained();
+        written = std::move(*reread);
+        return Ok{};
+    };
+    options.manifest = [&] { return manifest(request, result); };
+    if (Status st = detail::writeFixedCheckpoint(source, options, result); !st)
+        return st.error();
+    result.written = true;
+    result.diffCommand = "shardscope-cli inspect " + shellQuote(request.output);
+    result.verifyCommand.clear();
+    if (written) {
+        std::error_code ec;
+        const std::string out =
+            std::filesystem::weakly_canonical(std::filesystem::absolute(request.output), ec)
+                .string();
+        const auto moved = [&](std::string &path) {
+            if (path.starts_with(temporary))
+                path = out + path.substr(temporary.size());
+        };
+        moved(written->inputPath);
+        moved(written->dataDir);
+        for (auto &[k, val] : written->info)
+            moved(val);
+        for (Problem &p : written->problems)
+            moved(p.file);
+        written->info["repaired_from"] =
+            std::filesystem::absolute(request.checkpoint, ec).lexically_normal().string();
+        result.index = std::make_shared<const CheckpointIndex>(std::move(*written));
+    }
+    control.report({"done", 1, 1});
+    return result;
 }
 
 } // namespace
@@ -231,6 +319,25 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
         owned = std::move(*opened);
     }
     const CheckpointIndex &source = request.opened ? *request.opened : owned;
+    if (request.layout.empty()) {
+        if (!request.forTorch)
+            return makeError(Error::Code::Unsupported,
+                             "fix needs a layout (--layout) or a torch to write for (--for-torch)");
+        FixResult result;
+        result.checkpoint = request.checkpoint;
+        result.output = request.output;
+        result.format = std::string(formatName(source.format));
+        result.options = request.options;
+        result.forTorch = request.forTorch;
+        for (const Problem &p : source.problems)
+            if (p.effect == Problem::Effect::Unreadable && result.blockers.size() < 20)
+                result.blockers.push_back(p.toString());
+        if (!result.blockers.empty() && !request.partial)
+            return result;
+        return retarget(request,
+                        request.opened ? CheckpointIndex(*request.opened) : std::move(owned),
+                        std::move(result), control);
+    }
     auto read = detail::layoutOrRead(request.openedLayout, request.layout);
     if (!read)
         return read.error();
@@ -277,6 +384,20 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     const auto unused = detail::unusedTensors(source, *before);
     const bool onlyKept =
         std::all_of(unused.begin(), unused.end(), [](const auto &u) { return u.second.kept; });
+    result.forTorch = request.forTorch;
+    if (request.forTorch) {
+        result.sourceTorch = torchReadability(source);
+        for (std::string &b : torchBlockers(torchReadabilityRewritten(source), *request.forTorch))
+            result.blockers.push_back(std::move(b));
+    }
+    if (loadsEveryParameter(*before) && onlyKept && result.blockers.empty() && request.forTorch &&
+        result.sourceTorch.applies && !result.sourceTorch.reads(*request.forTorch)) {
+        // It loads, but not in that torch: only its metadata is written anew.
+        result.after = std::move(*before);
+        return retarget(request,
+                        request.opened ? CheckpointIndex(*request.opened) : std::move(owned),
+                        std::move(result), control);
+    }
     if (loadsEveryParameter(*before) && onlyKept && result.blockers.empty()) {
         for (const auto &[entry, u] : unused)
             result.unused.push_back(u);
@@ -398,6 +519,14 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
                     result.stillFails += " (first: " + e.name + ": " + e.reason + ")";
                     break;
                 }
+        }
+        if (request.forTorch) {
+            result.outputTorch = torchReadability(*reread);
+            if (!result.outputTorch.reads(*request.forTorch))
+                result.stillFails +=
+                    (result.stillFails.empty() ? "" : "; ") + std::string("torch ") +
+                    request.forTorch->text() +
+                    " does not read its metadata: " + result.outputTorch.explained();
         }
         check = std::move(*d);
         written = std::move(*reread);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // inspect: open, select, and read the selected tensors' data for their health and hash.
+#include "session/opened.h"
 #include "shardscope/session.h"
 #include "shardscope/tensor.h"
 
@@ -57,13 +58,12 @@ Result<InspectResult> runInspect(const InspectRequest &request, const JobControl
 {
     if (!control.report({"open", 0, 0}))
         return makeError(Error::Code::Cancelled, "cancelled");
-    OpenOptions options;
-    options.checkEveryItem = request.hash || request.stats; // every tensor is read anyway
-    auto opened = openCheckpoint(request.path, options);
+    // Every item checked when every tensor is read anyway (an index the caller opened too).
+    auto opened = detail::openOrReuse(request.opened, request.path, request.hash || request.stats);
     if (!opened)
         return opened.error();
     InspectResult r;
-    r.index = std::make_shared<const CheckpointIndex>(std::move(opened).value());
+    r.index = std::move(*opened);
     const CheckpointIndex &index = *r.index;
     r.problems = index.problems;
 

@@ -23,7 +23,9 @@ Result<ValueDiffResult> runValueDiff(const ValueDiffRequest &request, const JobC
         return second.error();
     if (!control.report({"layout", 0, 0}))
         return cancelled();
-    auto pivot = detail::pivotLayout(**first, **second, request.layout);
+    auto pivot = request.openedLayout
+                     ? Result<detail::Pivot>(detail::Pivot{*request.openedLayout, request.layout})
+                     : detail::pivotLayout(**first, **second, request.layout);
     if (!pivot)
         return pivot.error();
     DiffOptions options;

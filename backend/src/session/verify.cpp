@@ -57,9 +57,10 @@ Result<VerifyReport> runVerify(const VerifyRequest &request, const JobControl &c
     if (!opened)
         return opened.error();
     const OpenedIndex checkpoint = std::move(*opened);
-    auto layout = readLayout(request.layout);
-    if (!layout)
-        return layout.error();
+    auto read = detail::layoutOrRead(request.openedLayout, request.layout);
+    if (!read)
+        return read.error();
+    std::optional<Layout> layout(**read); // its parallel sizes are set below
 
     ParallelConfig &par = layout->parallel;
     for (auto [flag, value] : {std::pair{request.tp, &par.tp},

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+// The indexes a client received, kept in the user's cache (the persistent index's directory,
+// SHARDSCOPE_CACHE_DIR and SHARDSCOPE_NO_CACHE as there): reopening a remote checkpoint whose
+// metadata did not change moves no index over the wire, and its entries view the kept file.
+#pragma once
+
+#include "read/mappedfile.h"
+#include "shardscope/remote.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardscope::detail::remote {
+
+class ClientIndexCache
+{
+public:
+    /** For `path` on `target`'s host; off when the user's cache is. */
+    ClientIndexCache(const RemoteTarget &target, const std::string &path);
+    bool enabled() const { return !m_dir.empty(); }
+    /** The identities held for this host and path (newest first; the server sends the index
+     *  only when its own is none of them). */
+    std::vector<std::string> identities() const;
+    /** The blob kept under `identity`, mapped for the life of the process when it is on a
+     *  local file system (its entries may view it then: MappedFile::local()); null when it is
+     *  gone. */
+    std::shared_ptr<const MappedFile> blob(const std::string &identity) const;
+    /** Keeps a received blob under `identity` (after the call returns), and lets this path's
+     *  older ones go, and the least recently used past SHARDSCOPE_CACHE_MAX_MB. */
+    void store(const std::string &identity, std::string_view blob,
+               std::shared_ptr<const void> keep) const;
+
+private:
+    std::string fileOf(const std::string &identity) const;
+    std::string m_dir, m_prefix;
+    uint64_t m_maxBytes = 0;
+};
+
+/** Waits until every kept blob this process began writing is written. */
+void waitForClientCacheWrites();
+
+} // namespace shardscope::detail::remote
