@@ -224,9 +224,10 @@ TEST(WalkThroughTest, TheReadmeWalkThroughByKeysAndClicks)
     w.openPath(kDemo);
     w.setConfigPath(kDemo + QStringLiteral("/config.json"));
     ASSERT_TRUE(waitFor([&] { return idleWithDiff(s); }));
-    EXPECT_TRUE(QRegularExpression(QStringLiteral("^Load: loads, ([0-9,]+) of \\1 parameters filled"))
-                    .match(statusPart(w, "loadOutcome"))
-                    .hasMatch())
+    EXPECT_TRUE(
+        QRegularExpression(QStringLiteral("^Load: loads, ([0-9,]+) of \\1 parameters filled"))
+            .match(statusPart(w, "loadOutcome"))
+            .hasMatch())
         << statusPart(w, "loadOutcome").toStdString();
     for (int mark = int(FirstAttentionMark); mark <= int(LoadMark::KeptAtInit); ++mark)
         EXPECT_EQ(w.treeModel()->markedLeaves(LoadMark(mark)), 0u) << "mark " << mark;
@@ -281,13 +282,12 @@ TEST(WalkThroughTest, TheReadmeWalkThroughByKeysAndClicks)
     auto *strictness = panel->findChild<QComboBox *>(QStringLiteral("strictness"));
     ASSERT_NE(strictness, nullptr);
     strictness->setFocus();
-    for (int i = 0; i < strictness->count() && strictness->currentText() != QStringLiteral("ignore_all");
-         ++i)
+    for (int i = 0;
+         i < strictness->count() && strictness->currentText() != QStringLiteral("ignore_all"); ++i)
         press(strictness, Qt::Key_Down);
     ASSERT_EQ(strictness->currentText(), QStringLiteral("ignore_all"));
-    ASSERT_TRUE(waitFor([&] {
-        return idleWithDiff(s) && s->diff()->options.strictness == Strictness::IgnoreAll;
-    }));
+    ASSERT_TRUE(waitFor(
+        [&] { return idleWithDiff(s) && s->diff()->options.strictness == Strictness::IgnoreAll; }));
     const size_t kept = s->diff()->outcome.keptAtInit.size();
     ASSERT_GT(kept, 0u);
     EXPECT_NE(s->diff()->outcome.action, LoadOutcome::Action::Raises);
@@ -364,7 +364,7 @@ TEST(WalkThroughTest, TheReadmeWalkThroughByKeysAndClicks)
     // Pasted into a shell in a folder of its own: the verification fails as the window's did.
     QString said;
     EXPECT_EQ(runShell(command, folder, &said), 1) << command.toStdString() << "\n"
-                                                        << said.toStdString();
+                                                   << said.toStdString();
 }
 
 // File ▸ Open File… (Ctrl+Shift+O) with a file that is no checkpoint, typed into the dialog: the
@@ -396,8 +396,7 @@ TEST(WalkThroughTest, AFailedOpenFromTheDialog)
     press(&w, Qt::Key_O, Qt::ControlModifier | Qt::ShiftModifier);
     ASSERT_TRUE(waitFor([&] {
         return statusPart(w, "message").contains(QStringLiteral("Cannot open junk.pt"));
-    }))
-        << statusPart(w, "message").toStdString();
+    })) << statusPart(w, "message").toStdString();
     QCoreApplication::processEvents();
     EXPECT_EQ(w.windowTitle(), title);
     EXPECT_TRUE(s->index() == shown);
@@ -431,7 +430,8 @@ TEST(WalkThroughTest, TheRepairsCheckCommandRunsAfterTheWindowCloses)
         w.setDiffOptions(options);
         w.openPath(kDemo);
         w.setConfigPath(kDemo + QStringLiteral("/config.json"));
-        ASSERT_TRUE(waitFor([&] { return idleWithDiff(s) && !s->diff()->outcome.keptAtInit.empty(); }));
+        ASSERT_TRUE(
+            waitFor([&] { return idleWithDiff(s) && !s->diff()->outcome.keptAtInit.empty(); }));
         ASSERT_TRUE(s->layoutIsGenerated());
         windowFolder = QFileInfo(s->layoutPath()).absolutePath();
 
@@ -443,8 +443,7 @@ TEST(WalkThroughTest, TheRepairsCheckCommandRunsAfterTheWindowCloses)
                 if (auto *b = qobject_cast<QMessageBox *>(top); b && b->isVisible())
                     box = b;
             return box != nullptr && !s->isJobRunning();
-        }))
-            << "no message after the repair";
+        })) << "no message after the repair";
         said = box->text();
         QTest::keyClick(box, Qt::Key_Return);
         w.close();
@@ -452,10 +451,11 @@ TEST(WalkThroughTest, TheRepairsCheckCommandRunsAfterTheWindowCloses)
     QCoreApplication::processEvents();
     const QString marker = QStringLiteral("Check it with: ");
     ASSERT_TRUE(said.contains(marker)) << said.toStdString();
-    const QString check = said.mid(said.indexOf(marker) + marker.size()).section(QLatin1Char('\n'), 0, 0);
-    EXPECT_FALSE(check.contains(windowFolder)) << "names the window's temporary layout: "
-                                                << check.toStdString();
+    const QString check =
+        said.mid(said.indexOf(marker) + marker.size()).section(QLatin1Char('\n'), 0, 0);
+    EXPECT_FALSE(check.contains(windowFolder))
+        << "names the window's temporary layout: " << check.toStdString();
     QString out;
     EXPECT_EQ(runCli(QProcess::splitCommand(check), &out), 0) << check.toStdString() << "\n"
-                                                                << out.toStdString();
+                                                              << out.toStdString();
 }
