@@ -12,8 +12,10 @@ namespace shardscope::model {
 CheckpointFilterProxy::CheckpointFilterProxy(QObject *parent)
     : QSortFilterProxyModel(parent)
 {
-    setRecursiveFilteringEnabled(true);
-    setAutoAcceptChildRows(false);
+    // Not Qt's recursive filtering: it searches the whole subtree of every group without a
+    // match (hundreds of thousands of rows at DeepSeek-V3 scale); computeMatches() accepts a
+    // group exactly when a leaf below it matches.
+    setRecursiveFilteringEnabled(false);
     setSortRole(SortRole);
     setDynamicSortFilter(true);
 }
@@ -63,6 +65,9 @@ void CheckpointFilterProxy::computeMatches()
     m_accept.assign(tree->nodeCount(), 0);
     m_matched.assign(tree->nodeCount(), {});
     const std::string dtype = m_dtype.toStdString();
+    // Each match is counted in its parent, then every group's counts are added to its parent's
+    // in one backward pass over the nodes (parents are made before their children): a pass
+    // over the nodes in order instead of a walk up from every leaf.
     tree->forEachLeaf([&](const CheckpointTreeModel::LeafInfo &leaf) {
         if (m_problemsOnly && !leaf.problem && leaf.mark < FirstAttentionMark)
             return;
@@ -71,20 +76,39 @@ void CheckpointFilterProxy::computeMatches()
         if (!m_matcher.matches(leaf.key))
             return;
         m_accept[leaf.node] = 1;
-        for (uint32_t n = tree->parentNode(leaf.node); n != CheckpointTreeModel::NoParent;
-             n = tree->parentNode(n)) {
-            Matched &m = m_matched[n];
-            ++m.entries;
-            m.chunks += leaf.chunks;
-            m.bytes += leaf.bytes;
-            if (leaf.mark > m.mark) {
-                m.mark = leaf.mark;
-                m.markCount = 1;
-            } else if (leaf.mark == m.mark && leaf.mark != LoadMark::None) {
-                ++m.markCount;
-            }
+        const uint32_t parent = tree->parentNode(leaf.node);
+        if (parent == CheckpointTreeModel::NoParent)
+            return;
+        Matched &m = m_matched[parent];
+        ++m.entries;
+        m.chunks += leaf.chunks;
+        m.bytes += leaf.bytes;
+        if (leaf.mark > m.mark) {
+            m.mark = leaf.mark;
+            m.markCount = 1;
+        } else if (leaf.mark == m.mark && leaf.mark != LoadMark::None) {
+            ++m.markCount;
         }
     });
+    for (size_t n = m_matched.size() - 1; n > 0; --n) {
+        const Matched &c = m_matched[n];
+        if (c.entries == 0)
+            continue;
+        m_accept[n] = 1; // a group with a match below it: shown, without Qt's recursive search
+        const uint32_t parent = tree->parentNode(uint32_t(n));
+        if (parent == CheckpointTreeModel::NoParent)
+            continue;
+        Matched &m = m_matched[parent];
+        m.entries += c.entries;
+        m.chunks += c.chunks;
+        m.bytes += c.bytes;
+        if (c.mark > m.mark) {
+            m.mark = c.mark;
+            m.markCount = c.markCount;
+        } else if (c.mark == m.mark && c.mark != LoadMark::None) {
+            m.markCount += c.markCount;
+        }
+    }
 }
 
 void CheckpointFilterProxy::setFilterText(const QString &text)
@@ -159,9 +183,8 @@ bool CheckpointFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &s
     if (!isFiltering())
         return true;
     const QModelIndex idx = sourceModel()->index(sourceRow, 0, sourceParent);
-    // Matched in one pass when the filter changes (computeMatches()). Groups are never
-    // accepted on their own: recursive filtering shows them when a leaf below
-    // them matches, and the leaves' keys already contain the group's prefix.
+    // Matched in one pass when the filter changes (computeMatches()): a leaf by its key, a
+    // group when a leaf below it matches (the leaves' keys already contain its prefix).
     const quintptr id = idx.internalId();
     return id < m_accept.size() && m_accept[id];
 }

@@ -16,6 +16,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdio>
 
 namespace shardscope::model {
@@ -41,6 +42,8 @@ Error cancelledError()
 {
     return makeError(Error::Code::Cancelled, "cancelled");
 }
+
+std::atomic<size_t> s_topRowsFirstFrom{100'000};
 
 bool timing()
 {
@@ -260,6 +263,11 @@ void CheckpointSession::cancel()
 
 // ---------------------------------------------------------------- opening
 
+void CheckpointSession::setTopRowsFirstFrom(size_t entries)
+{
+    s_topRowsFirstFrom = entries;
+}
+
 void CheckpointSession::open(const QString &path)
 {
     supersede(JobKind::Open);
@@ -301,9 +309,21 @@ void CheckpointSession::open(const QString &path)
             out.index = std::move(*index);
             // The tree shown early stands when the finished index has the same entries; else
             // the tree the views show is built here (seconds at DeepSeek-V3 scale).
+            qint64 topMs = -1;
             if (keysShown && CheckpointTreeModel::sameEntries(*keysShown, *out.index)) {
                 out.keysShown = keysShown;
             } else {
+                // A big checkpoint read whole at once (the persistent index): its top-level
+                // rows, a pass over the keys, are painted while the rest of the tree is built.
+                if (!keysShown && out.index->tensors.size() + out.index->objects.size() >=
+                                      s_topRowsFirstFrom.load()) {
+                    auto top = CheckpointTreeModel::prepareTop(out.index);
+                    topMs = timer.elapsed() - openMs;
+                    runner->deliverWhileRunning(control.cancel, [this, top, shown = out.index] {
+                        m_preparedTree = {shown, top};
+                        Q_EMIT keysKnown(shown);
+                    });
+                }
                 control.report({"tree", 0, 0});
                 out.tree = CheckpointTreeModel::prepare(out.index);
             }
@@ -312,6 +332,8 @@ void CheckpointSession::open(const QString &path)
                     std::fprintf(stderr, "open: keys at %lld ms (their tree %lld ms)\n",
                                  static_cast<long long>(keysMs),
                                  static_cast<long long>(keysTreeMs));
+                if (topMs >= 0)
+                    std::fprintf(stderr, "open: top rows %lld ms\n", static_cast<long long>(topMs));
                 std::fprintf(stderr, "open: index %lld ms, tree %lld ms\n",
                              static_cast<long long>(openMs),
                              static_cast<long long>(timer.elapsed() - openMs));

@@ -94,6 +94,9 @@ public:
      *  (CheckpointTreeModel::completeIndex()); null when the tree must be built anew. */
     IndexSnapshot keysCompletedBy(const IndexSnapshot &index) const;
 
+    /** Entries from which an open shows the top-level rows before the whole tree (keysKnown);
+     *  100,000 unless a test sets it. */
+    static void setTopRowsFirstFrom(size_t entries);
     /** False once a remote backend's connection is gone (reconnect()). */
     bool connected() const;
 
@@ -159,8 +162,10 @@ public Q_SLOTS:
 
 Q_SIGNALS:
     void opening(const QString &path);
-    /** A big DCP checkpoint's keys are read, its storage locations not yet: its tree can be
-     *  shown (takePreparedTree()); index() is still the previous checkpoint's. */
+    /** A big DCP checkpoint's keys are read, its storage locations not yet, or a big index is
+     *  read whole and its top-level rows are known (CheckpointTreeModel::prepareTop()) while
+     *  the rest of its tree is built: that tree can be shown (takePreparedTree()); index() is
+     *  still the previous checkpoint's. */
     void keysKnown(shardscope::model::IndexSnapshot keys);
     void opened(shardscope::model::IndexSnapshot index);
     /** The checkpoint at `path` could not be opened (one line); nothing else changed. */

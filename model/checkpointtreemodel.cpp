@@ -42,7 +42,8 @@ void CheckpointTreeModel::adopt(std::shared_ptr<Prepared> prepared)
 
 bool CheckpointTreeModel::completeIndex(std::shared_ptr<const CheckpointIndex> full)
 {
-    if (!m_provisional || !full || !m_index || full->tensors.size() != m_index->tensors.size() ||
+    if (!m_provisional || m_tree->topOnly || !full || !m_index ||
+        full->tensors.size() != m_index->tensors.size() ||
         full->objects.size() != m_index->objects.size())
         return false;
     m_index = std::move(full);
@@ -139,7 +140,17 @@ int CheckpointTreeModel::columnCount(const QModelIndex &) const
 
 bool CheckpointTreeModel::hasChildren(const QModelIndex &parent) const
 {
+    // A top-only tree's groups have rows below them, on their way (the view shows them as
+    // groups, not as leaves that turn into groups).
+    if (m_tree->topOnly && !m_flat && parent.isValid() && parent.column() == 0 &&
+        m_tree->nodes[parent.internalId()].kind == NodeKind::Group)
+        return true;
     return rowCount(parent) > 0;
+}
+
+bool CheckpointTreeModel::isTopOnly() const
+{
+    return m_tree->topOnly;
 }
 
 Qt::ItemFlags CheckpointTreeModel::flags(const QModelIndex &index) const

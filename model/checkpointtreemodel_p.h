@@ -7,6 +7,8 @@
 #include "checkpointtreemodel.h"
 #include "loadmarks.h"
 
+#include <shardscope/checkpoint.h>
+
 #include <QStringList>
 
 #include <atomic>
@@ -123,6 +125,7 @@ struct CheckpointTreeModel::Tree
     std::vector<uint32_t> markCounts;                    ///< per group: leaves below with its mark
     std::vector<uint32_t> markOf;                        ///< per leaf: 1 + its index in markSet
     std::shared_ptr<const LoadMarkSet> markSet;
+    bool topOnly = false; ///< prepareTop(): groups stand for rows not built yet
 
     std::string_view name(uint32_t n) const
     {
@@ -137,6 +140,12 @@ struct CheckpointTreeModel::Prepared
     QStringList dtypes;
     bool provisional = false;
 };
+
+// The groups of a key (all its parts but the last) and its name (the last). A recorded nesting
+// (DCP planner data, torch.save dicts) is split at its own boundaries first: its elements are
+// often module FQNs themselves ("model" / "module.decoder.layers.0..."). `parts`: scratch.
+void keySegments(std::string_view key, const KeyPath &path, std::vector<std::string_view> &parts,
+                 std::vector<std::string_view> &out);
 
 // A group whose only child is a group becomes one row ("state.module.module.module"), as
 // file browsers compact folders: Megatron's wrapper chains would otherwise cost a level

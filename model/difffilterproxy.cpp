@@ -25,6 +25,8 @@ void DiffFilterProxy::setFilterText(const QString &text)
 
 bool DiffFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &sourceParent) const
 {
+    if (m_status.isEmpty() && m_matcher.isEmpty())
+        return true; // no row's text is made (a reset at DeepSeek-V3 scale asks for 120,000)
     const QModelIndex i = sourceModel()->index(sourceRow, DiffListModel::NameColumn, sourceParent);
     if (m_status == QStringLiteral("problems")) {
         if (!i.data(DiffListModel::ProblemRole).toBool())
@@ -33,7 +35,7 @@ bool DiffFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex &sourceP
                i.data(DiffListModel::DiffStatusRole).toString() != m_status) {
         return false;
     }
-    return m_matcher.matches(i.data(Qt::DisplayRole).toString());
+    return m_matcher.isEmpty() || m_matcher.matches(i.data(Qt::DisplayRole).toString());
 }
 
 } // namespace shardscope::model

@@ -53,6 +53,19 @@ void DiffListModel::setDiff(DiffSnapshot diff)
     });
 }
 
+int DiffListModel::nextProblemRow(int from) const
+{
+    if (!m_diff)
+        return -1;
+    for (size_t row = size_t(std::max(from, 0)); row < m_diff->entries.size(); ++row) {
+        const DiffEntry &e = m_diff->entries[row];
+        if (isLoadProblem(e) || e.wrongSource ||
+            std::binary_search(m_keptAtInit.begin(), m_keptAtInit.end(), std::string_view(e.name)))
+            return int(row);
+    }
+    return -1; // a stored key nothing reads is never one
+}
+
 int DiffListModel::rows() const
 {
     return m_diff ? int(m_diff->entries.size() + m_diff->unconsumed.size()) : 0;

@@ -43,6 +43,9 @@ public:
     /** Replaces the contents (model reset); null empties it. */
     void setDiff(DiffSnapshot diff);
     const DiffSnapshot &diff() const { return m_diff; }
+    /** The first row at or after `from` that ProblemRole or KeptAtInitRole marks; -1 when
+     *  none (a pass over the entries, no QVariant per row). */
+    int nextProblemRow(int from) const;
 
 private:
     int rows() const override;

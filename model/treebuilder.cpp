@@ -141,20 +141,9 @@ private:
         return std::string_view(*m_names).substr(n.nameOffset, n.nameLength);
     }
 
-    // Groups by dotted prefix. A recorded nesting (DCP planner data, torch.save dicts) is
-    // split at its own boundaries first: its elements are often module FQNs themselves
-    // ("model" / "module.decoder.layers.0...").
     void segmentsOf(std::string_view key, const KeyPath &path, std::vector<std::string_view> &out)
     {
-        out.clear();
-        // Components that join to the key, each split at its dots: the key split at every dot.
-        if (path.explicitParts().empty()) {
-            splitKey(key, out);
-            return;
-        }
-        path.partsInto(key, m_parts);
-        for (std::string_view p : m_parts)
-            splitKey(p, out);
+        keySegments(key, path, m_parts, out);
     }
     std::vector<std::string_view> m_parts;
 
@@ -243,8 +232,39 @@ private:
 
 } // namespace
 
+void keySegments(std::string_view key, const KeyPath &path, std::vector<std::string_view> &parts,
+                 std::vector<std::string_view> &out)
+{
+    out.clear();
+    // Components that join to the key, each split at its dots: the key split at every dot.
+    if (path.explicitParts().empty()) {
+        splitKey(key, out);
+        return;
+    }
+    path.partsInto(key, parts);
+    for (std::string_view p : parts)
+        splitKey(p, out);
+}
+
 namespace {
 std::atomic<int> s_buildThreads{0};
+
+// The dtype names of the tensors, sorted (views into the snapshot or static names).
+QStringList dtypeNamesOf(const CheckpointIndex &index)
+{
+    std::set<std::string_view> names;
+    std::string_view last;
+    for (const TensorEntry &t : index.tensors) {
+        const std::string_view d =
+            t.dtypeName.empty() ? dtypeName(t.dtype) : std::string_view(t.dtypeName);
+        if (d != last) // runs of one dtype are the rule
+            names.insert(last = d);
+    }
+    QStringList out;
+    for (std::string_view d : names)
+        out.push_back(QString::fromUtf8(d.data(), qsizetype(d.size())));
+    return out;
+}
 } // namespace
 
 void CheckpointTreeModel::setBuildThreads(int threads)
@@ -329,11 +349,7 @@ CheckpointTreeModel::prepareFrom(const CheckpointIndex &source,
                   : entries >= 100'000      ? 2
                                             : 1);
 
-    std::set<std::string_view> dtypeSet; // views into the snapshot or static names
-    for (const TensorEntry &t : owner->tensors)
-        dtypeSet.insert(t.dtypeName.empty() ? dtypeName(t.dtype) : std::string_view(t.dtypeName));
-    for (std::string_view d : dtypeSet)
-        prepared->dtypes.push_back(QString::fromUtf8(d.data(), qsizetype(d.size())));
+    prepared->dtypes = dtypeNamesOf(*owner);
 
     for (uint32_t n = 1; n < tree->nodes.size(); ++n)
         if (tree->nodes[n].kind != NodeKind::Group) {
@@ -346,6 +362,127 @@ CheckpointTreeModel::prepareFrom(const CheckpointIndex &source,
 
     prepared->index = std::move(owner);
     prepared->tree = std::move(tree);
+    return prepared;
+}
+
+std::shared_ptr<CheckpointTreeModel::Prepared>
+CheckpointTreeModel::prepareTop(std::shared_ptr<const CheckpointIndex> index)
+{
+    if (!index)
+        return prepare(nullptr);
+    // prepare() makes a top-level group for each distinct first segment, in the order of the
+    // entries, and folds it with its only child while that child is a group: its row names the
+    // group segments every key below it shares (a key whose groups end sooner ends the chain,
+    // being a leaf beside the next group). Leaves are rows of their own, never merged.
+    auto tree = std::make_unique<Tree>();
+    tree->topOnly = true;
+    std::vector<Node> &nodes = tree->nodes;
+    nodes.push_back(Node{});
+    std::vector<std::vector<std::string_view>> chains; // per node: the shared group segments
+    chains.emplace_back();
+    std::string lastChain; // the previous key's group's chain, joined by dots
+    std::unordered_map<std::string_view, uint32_t> groups; // first segment → node
+    std::vector<std::string_view> parts, segments;
+    uint32_t last = NoNode; // the previous key's group: keys come grouped
+    const size_t tensors = index->tensors.size();
+    const size_t entries = tensors + index->objects.size();
+    for (size_t e = 0; e < entries; ++e) {
+        const bool tensor = e < tensors;
+        const TensorEntry *t = tensor ? &index->tensors[e] : nullptr;
+        const ObjectEntry *o = tensor ? nullptr : &index->objects[e - tensors];
+        const std::string_view key = tensor ? t->key.view() : o->key.view();
+        const KeyPath &path = tensor ? t->path : o->path;
+        uint32_t id;
+        // Most keys go on with the previous key's group and all of its chain: their segments
+        // (the key split at every dot) begin with the chain's, and at least the leaf follows.
+        if (last != NoNode && path.explicitParts().empty() && key.size() > lastChain.size() &&
+            key[lastChain.size()] == '.' && key.starts_with(lastChain)) {
+            id = last;
+        } else {
+            keySegments(key, path, parts, segments);
+            if (segments.size() <= 1) { // a top-level leaf
+                id = uint32_t(nodes.size());
+                Node &leaf = nodes.emplace_back();
+                leaf.parent = RootNode;
+                leaf.kind = tensor ? NodeKind::Tensor : NodeKind::Object;
+                leaf.entry = int32_t(tensor ? e : e - tensors);
+                const std::string_view name = segments.empty() ? std::string_view() : segments[0];
+                leaf.nameOffset = uint32_t(tree->names.size());
+                leaf.nameLength = uint32_t(name.size());
+                tree->names.append(name);
+                chains.emplace_back();
+            } else {
+                const size_t groupCount = segments.size() - 1;
+                if (last != NoNode && chains[last].front() == segments[0]) {
+                    id = last;
+                } else if (auto it = groups.find(segments[0]); it != groups.end()) {
+                    id = it->second;
+                } else {
+                    id = uint32_t(nodes.size());
+                    groups.emplace(segments[0], id);
+                    nodes.emplace_back().parent = RootNode;
+                    chains.emplace_back(segments.begin(), segments.begin() + ptrdiff_t(groupCount));
+                }
+                std::vector<std::string_view> &chain = chains[id];
+                const size_t had = chain.size();
+                size_t shared = 1;
+                while (shared < chain.size() && shared < groupCount &&
+                       chain[shared] == segments[shared])
+                    ++shared;
+                chain.resize(shared);
+                if (id != last || shared != had || lastChain.empty()) {
+                    lastChain.clear();
+                    for (size_t k = 0; k < chain.size(); ++k) {
+                        if (k)
+                            lastChain += '.';
+                        lastChain.append(chain[k]);
+                    }
+                }
+                last = id;
+            }
+        }
+        Node &n = nodes[id];
+        ++n.leaves;
+        if (tensor) {
+            n.numel += uint64_t(std::max<int64_t>(t->numel(), 0));
+            n.bytes += t->nbytes();
+            n.chunks += t->chunks.size();
+        } else if (o->location) {
+            n.bytes += o->location->length;
+        }
+    }
+    tree->children.resize(nodes.size() - 1);
+    nodes[RootNode].childCount = uint32_t(nodes.size() - 1);
+    for (uint32_t id = 1; id < nodes.size(); ++id) {
+        Node &n = nodes[id];
+        Node &root = nodes[RootNode];
+        root.leaves += n.leaves;
+        root.numel += n.numel;
+        root.bytes += n.bytes;
+        root.chunks += n.chunks;
+        n.row = id - 1;
+        tree->children[id - 1] = id;
+        if (n.kind == NodeKind::Group) {
+            n.nameOffset = uint32_t(tree->names.size());
+            for (size_t k = 0; k < chains[id].size(); ++k) {
+                if (k)
+                    tree->names += '.';
+                tree->names.append(chains[id][k]);
+            }
+            n.nameLength = uint32_t(tree->names.size() - n.nameOffset);
+        } else {
+            n.flatRow = uint32_t(tree->flat.size());
+            tree->flat.push_back(id);
+        }
+    }
+    bindKeys(*tree, index.get());
+    tree->leafByKey.build(tree->flat);
+
+    auto prepared = std::make_shared<Prepared>();
+    prepared->dtypes = dtypeNamesOf(*index);
+    prepared->index = std::move(index);
+    prepared->tree = std::move(tree);
+    prepared->provisional = true;
     return prepared;
 }
 

@@ -196,10 +196,10 @@ void DiffPanel::setDiff(const model::DiffSnapshot &diff)
     updateBanner();
     m_details->clear();
     // The first problem is explained at once, before anything is selected (F8 still goes to
-    // it first).
-    for (int r = 0; r < m_proxy->rowCount(); ++r) {
-        const QModelIndex i = m_proxy->index(r, 0);
-        if (isProblemRow(i)) {
+    // it first). The proxy keeps the model's order: the first problem row it shows.
+    for (int r = m_model->nextProblemRow(0); r >= 0; r = m_model->nextProblemRow(r + 1)) {
+        const QModelIndex i = m_proxy->mapFromSource(m_model->index(r, 0));
+        if (i.isValid()) {
             showDetails(i, tr("The first problem (F8 for the next):"));
             break;
         }

@@ -47,6 +47,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 using namespace shardscope::model;
@@ -552,6 +553,7 @@ void MainWindow::restoreSettings()
     m_hsplit->restoreState(settings.value(QStringLiteral("window/hsplit")).toByteArray());
     m_vsplit->restoreState(settings.value(QStringLiteral("window/vsplit")).toByteArray());
     fitToScreen();
+    m_fitWithFrame = true;
 }
 
 // A window saved on a big screen, reopened on a laptop's: within the screen it opens on, never
@@ -587,6 +589,21 @@ void MainWindow::showEvent(QShowEvent *event)
     QMainWindow::showEvent(event);
     if (std::exchange(m_roomOnShow, false))
         QTimer::singleShot(0, this, &MainWindow::makeRoomForPanel);
+    // A window manager frames the window after it is shown (a title bar above it, borders),
+    // with no event of its own: the geometry restoreSettings() fitted without a frame is
+    // fitted again once the frame is known (within two seconds, or never: no window manager).
+    if (std::exchange(m_fitWithFrame, false)) {
+        auto *poll = new QTimer(this);
+        auto tries = std::make_shared<int>(40);
+        connect(poll, &QTimer::timeout, this, [this, poll, tries] {
+            if (frameGeometry() != geometry() && !isMaximized() && !isFullScreen())
+                fitToScreen();
+            else if (--*tries > 0)
+                return;
+            poll->deleteLater();
+        });
+        poll->start(50);
+    }
 }
 
 void MainWindow::closeEvent(QCloseEvent *event)
@@ -621,8 +638,10 @@ void MainWindow::onKeysKnown(const IndexSnapshot &keys)
     m_problemModel->setIndex(nullptr);
     m_filterBar->setDTypes(m_treeModel->dtypeNames());
     m_tree->expandToDepth(0);
-    say(tr("%1 keys read; reading where their data is stored…")
-            .arg(formatCount(keys->tensors.size() + keys->objects.size())));
+    const QString count = formatCount(keys->tensors.size() + keys->objects.size());
+    say(m_treeModel->isTopOnly()
+            ? tr("%1 keys read; building their tree…").arg(count)
+            : tr("%1 keys read; reading where their data is stored…").arg(count));
 }
 
 void MainWindow::onCheckpointOpened(const IndexSnapshot &index)

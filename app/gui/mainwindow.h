@@ -214,6 +214,7 @@ private:
     QMenu *m_recentMenu = nullptr;
     bool m_diffWanted = false;    ///< a layout is set: diff each checkpoint opened
     bool m_roomOnShow = false;    ///< makeRoomForPanel() asked before the window was shown
+    bool m_fitWithFrame = false;  ///< restoreSettings() fitted it before a frame was known
     bool m_configPending = false; ///< a layout is being generated from a config
     QString m_initialKey;
     QString m_shownPath; ///< the checkpoint the views show

@@ -135,6 +135,13 @@ void openNegativeControl(MainWindow &w)
         [&] { return s->diff() && !s->isJobRunning() && !s->diff()->outcome.keptAtInit.empty(); }));
 }
 
+// Whether a window manager manages the windows (CMakeLists.txt runs these under openbox when
+// it is installed): frames, maximising and restoring are then its.
+bool managed()
+{
+    return qEnvironmentVariableIsSet("SHARDSCOPE_TEST_WM");
+}
+
 class LaptopTest : public ::testing::TestWithParam<Size>
 {
 };
@@ -150,12 +157,29 @@ TEST_P(LaptopTest, EveryControlIsInReachAndWhole)
     const QSize least = w.minimumSizeHint();
     EXPECT_LE(least.width(), size.width) << "minimum width " << least.width();
     EXPECT_LE(least.height(), size.height) << "minimum height " << least.height();
-    w.resize(size.width, size.height);
-    w.show();
+    // Under a window manager a window the screen's size is a maximised one (its frame takes
+    // room); without one the window is what it asks for.
+    const QRect room = QGuiApplication::primaryScreen()->availableGeometry();
+    const bool maximised = managed() && size.width >= room.width();
+    if (maximised) {
+        w.showMaximized();
+    } else {
+        w.resize(size.width, size.height);
+        w.show();
+    }
     ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+    if (maximised) {
+        ASSERT_TRUE(waitFor(
+            [&] { return w.isMaximized() && w.frameGeometry().width() >= room.width(); }, 5000));
+    }
     openNegativeControl(w);
-    EXPECT_EQ(w.size(), QSize(size.width, size.height));
-    EXPECT_TRUE(w.screen()->availableGeometry().contains(w.frameGeometry()));
+    if (!maximised) {
+        EXPECT_EQ(w.size(), QSize(size.width, size.height));
+    }
+    // Maximised, a window manager may put its borders past the screen's edge.
+    const QRect shown = maximised ? w.geometry() : w.frameGeometry();
+    EXPECT_TRUE(w.screen()->availableGeometry().contains(shown))
+        << shown.x() << "," << shown.y() << " " << shown.width() << "x" << shown.height();
 
     auto *bottom = w.findChild<QTabWidget *>(QStringLiteral("bottomTabs"));
     auto *right = w.findChild<QTabWidget *>(QStringLiteral("rightTabs"));
@@ -203,10 +227,54 @@ TEST(LaptopWindowTest, RestoredWithinTheScreen)
     w.restoreSettings();
     w.show();
     ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
-    EXPECT_TRUE(room.contains(w.frameGeometry()))
+    // A window manager frames it after it is shown, and the window fits itself again.
+    EXPECT_TRUE(waitFor([&] { return room.contains(w.frameGeometry()); }, 3000))
         << "window " << w.frameGeometry().x() << "," << w.frameGeometry().y() << " "
         << w.frameGeometry().width() << "x" << w.frameGeometry().height() << " on a screen of "
         << room.width() << "x" << room.height();
+    QSettings().remove(QStringLiteral("window/geometry"));
+}
+
+// Under a window manager: a window maximised on the laptop's screen reopens maximised, within the
+// screen, and restored it goes back to its own size, its frame within the screen too.
+TEST(LaptopWindowTest, MaximisedAndRestoredWithinTheScreen)
+{
+    if (!managed())
+        GTEST_SKIP() << "no window manager: maximising and restoring are a window manager's";
+    const QRect room = QGuiApplication::primaryScreen()->availableGeometry();
+    const QSize normal(1000, 600);
+    // Maximised, the window manager may put its borders past the screen's edge: the window
+    // itself must be within it. Restored, its frame too.
+    auto within = [&](const MainWindow &w) {
+        auto shown = [&] { return w.isMaximized() ? w.geometry() : w.frameGeometry(); };
+        waitFor([&] { return room.contains(shown()); }, 3000);
+        const QRect g = shown();
+        return ::testing::AssertionResult(room.contains(g))
+               << (w.isMaximized() ? "window " : "frame ") << g.x() << "," << g.y() << " "
+               << g.width() << "x" << g.height() << " on " << room.width() << "x" << room.height();
+    };
+    {
+        MainWindow w;
+        w.resize(normal);
+        w.show();
+        ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+        w.showMaximized();
+        ASSERT_TRUE(waitFor([&] { return w.isMaximized() && w.width() > normal.width(); }, 5000));
+        EXPECT_TRUE(within(w));
+        QSettings().setValue(QStringLiteral("window/geometry"), w.saveGeometry());
+    }
+    MainWindow w;
+    w.restoreSettings();
+    w.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+    ASSERT_TRUE(waitFor([&] { return w.isMaximized() && w.width() > normal.width(); }, 5000))
+        << "the saved window did not reopen maximised";
+    EXPECT_TRUE(within(w));
+    w.showNormal();
+    ASSERT_TRUE(waitFor([&] { return !w.isMaximized() && w.width() == normal.width(); }, 5000))
+        << "restored to " << w.width() << "x" << w.height();
+    EXPECT_EQ(w.size(), normal);
+    EXPECT_TRUE(within(w));
     QSettings().remove(QStringLiteral("window/geometry"));
 }
 

@@ -778,3 +778,51 @@ TEST_F(BackendRunnerTest, ShowsTheKeysFirstThenCompletesTheSameTree)
         problems += early.index(r, 0).data(ProblemCountRole).toULongLong();
     EXPECT_EQ(problems, full->problems.size());
 }
+
+// A big checkpoint read whole (the persistent index) shows its top-level rows first, the index
+// the open ends with, then the whole tree built beside them, which replaces them.
+TEST_F(BackendRunnerTest, ShowsTheTopRowsFirstThenTheWholeTree)
+{
+    // A torch.save file is read whole, as a big DCP checkpoint is from the persistent index:
+    // with the threshold at one entry it stands for a big one.
+    QTemporaryDir dir;
+    const QString file = dir.filePath(QStringLiteral("model.pt"));
+    const QString save = QStringLiteral(
+        "import sys, torch\n"
+        "sd = {'model': {'decoder.layers.0.mlp.weight': torch.ones(8, 4),\n"
+        "                'decoder.layers.1.mlp.weight': torch.zeros(8, 4),\n"
+        "                'decoder.final_norm.weight': torch.ones(4)},\n"
+        "      'optimizer': {'state': {0: {'step': torch.tensor(3.0)}}}, 'iteration': 7}\n"
+        "torch.save(sd, sys.argv[1])\n");
+    ASSERT_EQ(runPython(save, file), QString());
+    CheckpointSession::setTopRowsFirstFrom(1);
+    CheckpointSession session;
+    CheckpointTreeModel shown;
+    QAbstractItemModelTester tester(&shown, QAbstractItemModelTester::FailureReportingMode::Fatal);
+    IndexSnapshot keys;
+    bool topOnly = false;
+    QObject::connect(&session, &CheckpointSession::keysKnown, &shown, [&](const IndexSnapshot &k) {
+        keys = k;
+        shown.adopt(session.takePreparedTree(k));
+        topOnly = shown.isTopOnly();
+    });
+    QSignalSpy opened(&session, &CheckpointSession::opened);
+    session.open(file);
+    const bool done = opened.wait(Timeout);
+    CheckpointSession::setTopRowsFirstFrom(100'000);
+    ASSERT_TRUE(done);
+    ASSERT_TRUE(keys) << "no top-level rows shown first";
+    EXPECT_TRUE(topOnly);
+    const auto full = opened.at(0).at(0).value<IndexSnapshot>();
+    EXPECT_EQ(keys, full) << "the top rows are not the opened index's";
+    EXPECT_EQ(session.keysCompletedBy(full), nullptr) << "a top-only tree completed in place";
+    auto whole = session.takePreparedTree(full);
+    ASSERT_NE(whole, nullptr) << "no whole tree built";
+    QSignalSpy resets(&shown, &QAbstractItemModel::modelReset);
+    shown.adopt(std::move(whole));
+    EXPECT_EQ(resets.count(), 1);
+    EXPECT_FALSE(shown.isTopOnly());
+    CheckpointTreeModel rebuilt;
+    rebuilt.setIndex(full);
+    expectSameRows(shown, rebuilt);
+}

@@ -277,7 +277,11 @@ TEST(TreeModelScale, DeepSeekSizedIndexBuildsFast)
 // every row, its name, key, kind, entry, sums and problems, and the flat list, as one thread
 // builds them. The halves share groups at every depth, a chain is compacted only once both halves
 // are in, and some keys carry a nesting of their own.
-TEST(TreeModelScale, SameTreeOnOneAndTwoThreads)
+namespace {
+
+// 120,000 entries whose groups are shared across the two halves of the entries at every depth,
+// with a chain compacted only once both halves are in, and some keys with a nesting of their own.
+std::shared_ptr<CheckpointIndex> mixedScaleIndex()
 {
     auto index = std::make_shared<CheckpointIndex>();
     for (int l = 0; l < 40; ++l)
@@ -306,6 +310,14 @@ TEST(TreeModelScale, SameTreeOnOneAndTwoThreads)
     index->problems.push_back(
         {"model.module.layers.3.experts.7.w0", "f", {}, "cut", Problem::Effect::Unreadable});
     index->problems.push_back({"chain.a.b.second", "f", {}, "gone", Problem::Effect::Unreadable});
+    return index;
+}
+
+} // namespace
+
+TEST(TreeModelScale, SameTreeOnOneAndTwoThreads)
+{
+    auto index = mixedScaleIndex();
     ASSERT_GE(index->tensors.size() + index->objects.size(), 100'000u);
 
     auto dump = [&](int threads) {
@@ -367,4 +379,65 @@ TEST_F(TreeModelTest, HostileNamesShowEscapedButKeepTheirKey)
         << shown.toStdString();
     EXPECT_EQ(leaf.data(KeyRole).toString().toStdString(),
               QString::fromUtf8("model." + hostile).toStdString());
+}
+
+// The top-level rows a big open paints first (prepareTop(), one pass over the keys) are the whole
+// tree's: names with chains folded alike, kinds, entries, keys and sums, in the same order; the
+// whole tree then replaces them with a reset, and completeIndex() refuses them.
+TEST(TreeModelScale, TopRowsAreTheWholeTreesTopRows)
+{
+    auto small = makeSmallIndex();
+    auto chains = std::make_shared<CheckpointIndex>();
+    // "x.y" folds up to where a leaf sits beside the next group; "solo" holds one leaf only; a
+    // top-level leaf and a group of the same name are two rows; "deep" folds four levels.
+    for (const char *key : {"x.y.leaf", "x.y.z.w", "solo.only", "same", "same.inside",
+                            "deep.a.b.c.d", "deep.a.b.c.e", "x.y.z.v", ""})
+        chains->tensors.push_back(makeTensor(key, DType::Float32, {3, 2}, 2));
+    ObjectEntry stored;
+    stored.key = "deep.a.b.c.object";
+    stored.location = Location{0, 0, Encoding::TorchSaveArchive, 7, 1234};
+    chains->objects.push_back(std::move(stored));
+    std::vector<std::shared_ptr<const CheckpointIndex>> indexes{small, chains, mixedScaleIndex()};
+    auto demo = openCheckpoint(std::string(SHARDSCOPE_TEST_DEMO_DIR), OpenOptions{});
+    ASSERT_TRUE(demo) << demo.error().toString();
+    indexes.push_back(std::make_shared<const CheckpointIndex>(std::move(*demo)));
+
+    for (const auto &index : indexes) {
+        CheckpointTreeModel whole, top;
+        QAbstractItemModelTester tester{&top,
+                                        QAbstractItemModelTester::FailureReportingMode::Fatal};
+        whole.setIndex(index);
+        top.adopt(CheckpointTreeModel::prepareTop(index));
+        EXPECT_TRUE(top.isTopOnly());
+        EXPECT_TRUE(top.isProvisional());
+        EXPECT_EQ(top.dtypeNames(), whole.dtypeNames());
+        ASSERT_EQ(top.rowCount(), whole.rowCount());
+        ASSERT_GT(top.rowCount(), 0);
+        for (int r = 0; r < whole.rowCount(); ++r) {
+            const QModelIndex a = whole.index(r, 0), b = top.index(r, 0);
+            SCOPED_TRACE(a.data(KeyRole).toString().toStdString());
+            for (int c = 0; c < ColumnCount; ++c) {
+                if (c == StatusColumn) // problems come with the whole tree
+                    continue;
+                EXPECT_EQ(top.index(r, c).data().toString().toStdString(),
+                          whole.index(r, c).data().toString().toStdString())
+                    << "column " << c;
+            }
+            for (int role : {int(KeyRole), int(KindRole), int(EntryIndexRole), int(NumelRole),
+                             int(BytesRole), int(ChunkCountRole), int(LeafCountRole)})
+                EXPECT_EQ(b.data(role).toString().toStdString(),
+                          a.data(role).toString().toStdString())
+                    << "role " << role;
+            EXPECT_EQ(top.hasChildren(b), whole.hasChildren(a));
+            if (NodeKind(a.data(KindRole).toInt()) != NodeKind::Group) {
+                EXPECT_EQ(top.indexForKey(a.data(KeyRole).toString()), b);
+            }
+        }
+        EXPECT_FALSE(top.completeIndex(index)) << "a top-only tree completed in place";
+        QSignalSpy resets(&top, &QAbstractItemModel::modelReset);
+        top.adopt(CheckpointTreeModel::prepare(index));
+        EXPECT_EQ(resets.count(), 1);
+        EXPECT_FALSE(top.isTopOnly());
+        EXPECT_EQ(top.nodeCount(), whole.nodeCount());
+    }
 }
