@@ -176,6 +176,29 @@ std::vector<std::string> torchBlockers(const TorchReadability &rewritten, TorchV
             out.push_back("torch " + v.text() + " cannot read it whatever its metadata: " + l.why);
     return out;
 }
+// The output as read back from its temporary name, its paths moved to OUT (where it now is)
+// and the manifest's repaired_from set (what the open reads from the manifest, written after
+// the read-back): the index a caller may show without reading it again.
+void adoptWritten(FixResult &result, CheckpointIndex written, const std::string &temporary,
+                  const FixRequest &request)
+{
+    std::error_code ec;
+    const std::string out =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(request.output), ec).string();
+    const auto moved = [&](std::string &path) {
+        if (path.starts_with(temporary))
+            path = out + path.substr(temporary.size());
+    };
+    moved(written.inputPath);
+    moved(written.dataDir);
+    for (auto &[k, v] : written.info)
+        moved(v);
+    for (Problem &p : written.problems)
+        moved(p.file);
+    written.info["repaired_from"] =
+        std::filesystem::absolute(request.checkpoint, ec).lexically_normal().string();
+    result.index = std::make_shared<const CheckpointIndex>(std::move(written));
+}
 
 // fix --for-torch without a layout: the same keys and data, metadata in the form torch `v`
 // reads (our writer's: TensorProperties in five fields), over links to the source's files.
@@ -228,25 +251,8 @@ Result<FixResult> retarget(const FixRequest &request, CheckpointIndex &&source, 
     result.written = true;
     result.diffCommand = "shardscope-cli inspect " + shellQuote(request.output);
     result.verifyCommand.clear();
-    if (written) {
-        std::error_code ec;
-        const std::string out =
-            std::filesystem::weakly_canonical(std::filesystem::absolute(request.output), ec)
-                .string();
-        const auto moved = [&](std::string &path) {
-            if (path.starts_with(temporary))
-                path = out + path.substr(temporary.size());
-        };
-        moved(written->inputPath);
-        moved(written->dataDir);
-        for (auto &[k, val] : written->info)
-            moved(val);
-        for (Problem &p : written->problems)
-            moved(p.file);
-        written->info["repaired_from"] =
-            std::filesystem::absolute(request.checkpoint, ec).lexically_normal().string();
-        result.index = std::make_shared<const CheckpointIndex>(std::move(*written));
-    }
+    if (written)
+        adoptWritten(result, std::move(*written), temporary, request);
     control.report({"done", 1, 1});
     return result;
 }
@@ -551,27 +557,8 @@ Result<FixResult> runFix(const FixRequest &request, const JobControl &control)
     }
     control.report({"done", 1, 1});
     result.before = std::make_shared<const DiffResult>(std::move(*before));
-    if (written) {
-        // Read where the tree was built: its paths name the output now.
-        std::error_code ec;
-        const std::string out =
-            std::filesystem::weakly_canonical(std::filesystem::absolute(request.output), ec)
-                .string();
-        const auto moved = [&](std::string &path) {
-            if (path.starts_with(temporary))
-                path = out + path.substr(temporary.size());
-        };
-        moved(written->inputPath);
-        moved(written->dataDir);
-        for (auto &[k, v] : written->info)
-            moved(v);
-        for (Problem &p : written->problems)
-            moved(p.file);
-        // What the open reads from the manifest, written after the read-back.
-        written->info["repaired_from"] =
-            std::filesystem::absolute(request.checkpoint, ec).lexically_normal().string();
-        result.index = std::make_shared<const CheckpointIndex>(std::move(*written));
-    }
+    if (written)
+        adoptWritten(result, std::move(*written), temporary, request);
     return result;
 }
 
