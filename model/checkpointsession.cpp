@@ -577,7 +577,7 @@ void CheckpointSession::runDiff(const DiffOptions &options)
                              static_cast<long long>(timer.elapsed()));
             if (!result)
                 return result.error();
-            DiffSnapshot diff = std::make_shared<const DiffResult>(std::move(*result));
+            DiffSnapshot diff = freedOffThread(std::move(*result));
             // The tree's marks, here rather than on the GUI thread.
             if (control.cancel.cancelled())
                 return cancelledError();

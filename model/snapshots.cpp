@@ -6,7 +6,33 @@
 #include "layerstats.h"
 #include "tensordetails.h"
 
+#include <QThreadPool>
+
 namespace shardscope::model {
+
+namespace {
+
+// One thread frees in order; at exit (the pool gone) the last holder frees in place.
+struct FreeingPool : QThreadPool
+{
+    FreeingPool() { setMaxThreadCount(1); }
+};
+Q_GLOBAL_STATIC(FreeingPool, s_freeing)
+
+} // namespace
+
+std::shared_ptr<const DiffResult> freedOffThread(DiffResult &&value)
+{
+    return std::shared_ptr<const DiffResult>(new DiffResult(std::move(value)),
+                                             [](const DiffResult *d) {
+                                                 QThreadPool *pool = s_freeing();
+                                                 if (!pool) {
+                                                     delete d;
+                                                     return;
+                                                 }
+                                                 pool->start([d] { delete d; });
+                                             });
+}
 
 FoldedProblemsSnapshot foldLoadProblems(const DiffResult &diff)
 {

@@ -20,6 +20,13 @@ using VerifySnapshot = std::shared_ptr<const shardscope::VerifyReport>;
 using CompareSnapshot = std::shared_ptr<const shardscope::CheckpointDiff>;
 using ValuesSnapshot = std::shared_ptr<const shardscope::ValueDiffResult>;
 
+/**
+ * `value` as a snapshot whose last holder, whichever thread it is on, frees it on a worker
+ * thread: a rule toggled at DeepSeek-V3 scale replaces a load diff of 123,000 entries (half a
+ * million strings), and freeing the old one on the GUI thread held it for 0.1 s.
+ */
+std::shared_ptr<const DiffResult> freedOffThread(DiffResult &&value);
+
 /** A diff's problem entries (diffchoices.h's isLoadProblem()), folded as the report folds them:
  *  tens of thousands at DeepSeek-V3 scale with a rule off, folded off the GUI thread. */
 struct FoldedLoadProblems

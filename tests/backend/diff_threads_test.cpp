@@ -16,6 +16,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -160,4 +161,36 @@ TEST(DiffThreads, KeysNameTheirItemsInTheIndex)
         }
     }
     EXPECT_GT(named, 1000u);
+}
+
+// A shared index keeps its sorted keys between diffs (the window's rule toggles): every diff of
+// it, rules toggled one after another in both directions, must be the diff of a fresh index.
+TEST(DiffThreads, SharedIndexDiffsAgainAsFresh)
+{
+    const auto all = cases();
+    if (all.size() < 2)
+        GTEST_SKIP() << "layout fixtures not generated (run through ctest)";
+    int diffs = 0;
+    for (const Case &c : all) {
+        SCOPED_TRACE(c.checkpoint.string());
+        auto opened = openCase(c);
+        ASSERT_TRUE(opened.ok()) << opened.error().toString();
+        auto &[index, layout] = *opened;
+        const std::string fresh = diffJson(index, layout, {}, 0);
+        const auto shared = std::make_shared<const CheckpointIndex>(std::move(index));
+        auto again = [&](const DiffOptions &options) {
+            auto diff = diffAgainstLayout(shared, layout, options);
+            return diff ? diffToJson(*diff) : "error: " + diff.error().toString();
+        };
+        for (const RuleInfo &r : allRules()) {
+            SCOPED_TRACE("without " + r.name);
+            DiffOptions options;
+            options.disabledRules = {r.name};
+            EXPECT_EQ(again(options), diffJson(*shared, layout, options, 0));
+            // Back on: what the rule-less run marked must not stay marked.
+            EXPECT_EQ(again({}), fresh);
+            diffs += 2;
+        }
+    }
+    EXPECT_GE(diffs, 100);
 }

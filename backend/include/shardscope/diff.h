@@ -7,6 +7,7 @@
 #include "shardscope/torchcompat.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -216,6 +217,13 @@ void summariseCasts(DiffResult &diff);
 /** `progress(done, total)` now and then; returning false stops the diff (Error::Cancelled). */
 Result<DiffResult>
 diffAgainstLayout(const CheckpointIndex &checkpoint, const Layout &layout,
+                  const DiffOptions &options,
+                  const std::function<bool(uint64_t done, uint64_t total)> &progress = {});
+
+/** The same, for an index the caller shares: what the diff sorts of its keys is kept while the
+ *  index lives, for the next diff of it (a rule toggled in the window diffs it again). */
+Result<DiffResult>
+diffAgainstLayout(const std::shared_ptr<const CheckpointIndex> &checkpoint, const Layout &layout,
                   const DiffOptions &options,
                   const std::function<bool(uint64_t done, uint64_t total)> &progress = {});
 

@@ -64,7 +64,7 @@ void Differ::assembleOutcome(DiffResult &r)
     std::vector<std::string> &unrequested = context.unrequested;
     std::vector<uint32_t> stored = m_disk.modelKeys;
     // Extra states stored as objects (legacy files; torch_dist ShardedObjects).
-    for (const auto &[name, i] : m_extraStateKeys)
+    for (const auto &[name, i] : m_sorted->extraStateKeys)
         if (!m_disk.keys[i].tensor && m_disk.keys[i].key == name)
             stored.push_back(i);
     for (uint32_t i : stored) {

@@ -4,10 +4,36 @@
 #include "diff/differ.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 namespace shardscope {
 
 namespace detail {
+
+namespace {
+
+// SHARDSCOPE_TIMING: each stage's milliseconds on stderr (where a rule toggle's time goes).
+class StageClock
+{
+public:
+    void lap(const char *stage)
+    {
+        if (!m_on)
+            return;
+        const auto now = std::chrono::steady_clock::now();
+        std::fprintf(stderr, "diff: %s %.1f ms\n", stage,
+                     std::chrono::duration<double, std::milli>(now - m_last).count());
+        m_last = now;
+    }
+
+private:
+    bool m_on = std::getenv("SHARDSCOPE_TIMING") != nullptr;
+    std::chrono::steady_clock::time_point m_last = std::chrono::steady_clock::now();
+};
+
+} // namespace
 
 std::optional<DiffResult> Differ::run(const Progress &progress)
 {
@@ -19,8 +45,10 @@ std::optional<DiffResult> Differ::run(const Progress &progress)
     r.torchReadable = torchReadability(m_index);
     r.checkpoint = m_index.inputPath;
     const unsigned threads = workers();
+    StageClock clock;
     if (!evaluateModel(r, progress, threads))
         return std::nullopt;
+    clock.lap("model");
     applyTies(r);
     // Transformer Engine's extra state: asked for as entries of their own, not counted as
     // parameters (fsdp_dtensor drops them on save and load alike).
@@ -31,11 +59,14 @@ std::optional<DiffResult> Differ::run(const Progress &progress)
     const bool hasOptimizer = m_disk.optNameFirst.size() + m_disk.optStateFirst.size() > 0;
     if (m_options.includeOptimizer && hasOptimizer && !evaluateOptimizer(r, progress, threads))
         return std::nullopt;
+    clock.lap("optimizer");
     if (m_options.includeOptimizer && !m_disk.groupMeta.empty())
         paramGroups(r, threads);
     collectUnconsumed(r);
     noteTiedUnconsumed(r);
+    clock.lap("unconsumed");
     assembleOutcome(r);
+    clock.lap("outcome");
     // The options' callback views the caller's checkpoint: not for the result to keep.
     r.options.sameValues = nullptr;
     if (progress)
@@ -45,9 +76,12 @@ std::optional<DiffResult> Differ::run(const Progress &progress)
 
 } // namespace detail
 
-Result<DiffResult> diffAgainstLayout(const CheckpointIndex &checkpoint, const Layout &layout,
-                                     const DiffOptions &options,
-                                     const std::function<bool(uint64_t, uint64_t)> &progress)
+namespace {
+
+Result<DiffResult> diffIndex(const CheckpointIndex &checkpoint,
+                             const std::shared_ptr<const CheckpointIndex> &shared,
+                             const Layout &layout, const DiffOptions &options,
+                             const std::function<bool(uint64_t, uint64_t)> &progress)
 {
     for (const std::string &r : options.disabledRules) {
         const auto &rules = allRules();
@@ -55,11 +89,35 @@ Result<DiffResult> diffAgainstLayout(const CheckpointIndex &checkpoint, const La
                          [&](const RuleInfo &i) { return i.name == r; }))
             return makeError(Error::Code::NotFound, "unknown rule '" + r + "'");
     }
-    std::optional<DiffResult> r = detail::Differ(checkpoint, layout, options).run(progress);
+    detail::StageClock clock;
+    std::optional<DiffResult> r;
+    {
+        detail::Differ differ(checkpoint, layout, options, shared);
+        clock.lap("set-up");
+        r = differ.run(progress);
+        clock.lap("run");
+    }
+    clock.lap("freed");
     if (!r)
         return makeError(Error::Code::Cancelled, "cancelled");
     r->against = layout.source;
     return std::move(*r);
+}
+
+} // namespace
+
+Result<DiffResult> diffAgainstLayout(const CheckpointIndex &checkpoint, const Layout &layout,
+                                     const DiffOptions &options,
+                                     const std::function<bool(uint64_t, uint64_t)> &progress)
+{
+    return diffIndex(checkpoint, nullptr, layout, options, progress);
+}
+
+Result<DiffResult> diffAgainstLayout(const std::shared_ptr<const CheckpointIndex> &checkpoint,
+                                     const Layout &layout, const DiffOptions &options,
+                                     const std::function<bool(uint64_t, uint64_t)> &progress)
+{
+    return diffIndex(*checkpoint, checkpoint, layout, options, progress);
 }
 
 } // namespace shardscope

@@ -12,21 +12,27 @@
 
 namespace shardscope::detail {
 
-Differ::Differ(const CheckpointIndex &index, const Layout &layout, const DiffOptions &options)
+Differ::Differ(const CheckpointIndex &index, const Layout &layout, const DiffOptions &options,
+               const std::shared_ptr<const CheckpointIndex> &shared)
     : m_index(index)
     , m_layout(layout)
     , m_options(options)
 {
-    // Two passes over every key (650,000 at DeepSeek-V3 scale), side by side.
     const bool literal = literalNames();
-    forEachIndex(2, 2,
-                 [&](size_t i) {
-                     if (i == 0)
-                         detail::sortKeys(index, enabled("wrapper_prefix"), m_disk, literal);
-                     else
-                         scanKeys();
-                 },
-                 {});
+    const bool strip = enabled("wrapper_prefix");
+    m_sorted = sortedKeys(shared, strip, literal, [&](SortedKeys &sorted) {
+        // Two passes over every key (650,000 at DeepSeek-V3 scale), side by side.
+        forEachIndex(2, 2,
+                     [&](size_t i) {
+                         if (i == 0)
+                             detail::sortKeys(index, strip, sorted.disk, literal);
+                         else
+                             scanKeys(sorted);
+                     },
+                     {});
+    });
+    // A copy: the run marks the keys it uses (a memory copy, not the hashing of every key).
+    m_disk = m_sorted->disk;
     m_torchDist = index.format == Format::MegatronTorchDist;
     // Only Megatron's torch_dist and fsdp_dtensor loads run the split/rename handlers; the
     // others ask for the live names as they are.
@@ -100,28 +106,28 @@ bool Differ::enabled(std::string_view rule) const
            m_options.disabledRules.end();
 }
 
-void Differ::scanKeys()
+void Differ::scanKeys(SortedKeys &sorted) const
 {
     uint32_t i = 0;
     auto scan = [&](std::string_view k) {
         if (k.find("._extra_state") != std::string_view::npos) {
-            m_extraStateKeys.emplace(std::string(k), i);
-            m_extraStateKeys.emplace(std::string(k.substr(modelWrapperLength(k))), i);
+            sorted.extraStateKeys.emplace(std::string(k), i);
+            sorted.extraStateKeys.emplace(std::string(k.substr(modelWrapperLength(k))), i);
         }
-        if (!m_stackedLayers) {
+        if (!sorted.stackedLayers) {
             const size_t at = k.find("decoder.layers.");
             if (at != std::string_view::npos && at + 15 < k.size() &&
                 !std::isdigit(static_cast<unsigned char>(k[at + 15])))
-                m_stackedLayers = true;
+                sorted.stackedLayers = true;
         }
         // What findStacked() can find: a layer axis (".layers." then a name) or an expert one.
-        if (!m_mayBeStacked) {
+        if (!sorted.mayBeStacked) {
             for (size_t l = k.find(".layers."); l != std::string_view::npos;
                  l = k.find(".layers.", l + 1))
                 if (l + 8 < k.size() && !std::isdigit(static_cast<unsigned char>(k[l + 8])))
-                    m_mayBeStacked = true;
+                    sorted.mayBeStacked = true;
             if (k.find(".mlp.experts.experts.linear_fc") != std::string_view::npos)
-                m_mayBeStacked = true;
+                sorted.mayBeStacked = true;
         }
         ++i;
     };

@@ -13,6 +13,7 @@
 #include "shardscope/diff.h"
 
 #include "diff/diskkeys.h"
+#include "diff/keycache.h"
 #include "diff/namedcauses.h"
 #include "diff/rulemap.h"
 
@@ -88,7 +89,10 @@ public:
     /** Progress counts parameters twice over: the model section's pass, then the optimizer's. */
     using Progress = std::function<bool(uint64_t, uint64_t)>;
 
-    Differ(const CheckpointIndex &index, const Layout &layout, const DiffOptions &options);
+    /** `shared`: `index` as its owner shares it (the sorted keys are kept for the next diff of
+     *  it, keycache.h), or null. */
+    Differ(const CheckpointIndex &index, const Layout &layout, const DiffOptions &options,
+           const std::shared_ptr<const CheckpointIndex> &shared = nullptr);
     /** The diff; nullopt when progress said stop. */
     std::optional<DiffResult> run(const Progress &progress);
 
@@ -142,7 +146,7 @@ private:
 
     // What the stored keys say about the checkpoint as a whole (keys are numbered as
     // detail::sortKeys numbers them: tensors, then objects).
-    void scanKeys();
+    void scanKeys(SortedKeys &sorted) const;
 
     // A plain DCP directory is a flat state dict when the model's names are stored as they are
     // (torchtitan, or a state dict of Hugging Face names): `model.` is then no wrapper.
@@ -364,7 +368,8 @@ private:
     const CheckpointIndex &m_index;
     const Layout &m_layout;
     const DiffOptions &m_options;
-    Disk m_disk;
+    std::shared_ptr<const SortedKeys> m_sorted; ///< the keys as sorted for every run
+    Disk m_disk;                                ///< this run's copy, its keys marked
     std::vector<Expanded> m_params;
     std::unordered_map<std::string, const LayoutParam *> m_byName;
     /** optimizerStateOfKnownParam: the names with their layer index dropped (built once). */
@@ -377,8 +382,6 @@ private:
     std::set<std::string> m_legacyDirs, m_legacyDirsRead; ///< rank directories there, read
     std::vector<std::string> m_legacyMissingFiles;        ///< rank files the load needs, absent
     std::vector<int> m_legacyStageEnds;
-    std::unordered_map<std::string, uint32_t> m_extraStateKeys; ///< stored `_extra_state` keys
-    bool m_stackedLayers = false; ///< torch_dist keys with a layer axis (decoder.layers.<name>)
     TorchDistForm m_form;         ///< what the torch_dist load asks for
     bool m_singleton = false;     ///< content_metadata.singleton_local_shards
     std::string m_layersWhy;      ///< why the load asks for the layers so
@@ -401,8 +404,6 @@ private:
     std::once_flag m_storedLayersOnce;
     /** Keys listed by a shard index whose file is missing or unreadable (no tensor). */
     std::unordered_map<std::string, const Problem *> m_keyProblems;
-    /** Some key has a layer or expert axis: else findStacked() (regexes) cannot succeed. */
-    bool m_mayBeStacked = false;
     std::vector<int> m_stageEnds; ///< set when the load names decoder layers per stage
     int m_maxStageLayers = 0;     ///< the most layers a stage holds (its local names' range)
     int m_decoderLayers = 0;      ///< the model's

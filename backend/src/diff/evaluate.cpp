@@ -543,8 +543,8 @@ DiffEntry Differ::evaluateExtraState(const std::string &name)
     }
     e.requestKeys = {keys.front().first};
     auto stored = [&](const std::string &k) -> DiskKey * {
-        const auto it = m_extraStateKeys.find(k);
-        return it == m_extraStateKeys.end() ? nullptr : &m_disk.keys[it->second];
+        const auto it = m_sorted->extraStateKeys.find(k);
+        return it == m_sorted->extraStateKeys.end() ? nullptr : &m_disk.keys[it->second];
     };
     for (const auto &[k, index] : keys)
         if (DiskKey *d = stored(k)) {

@@ -122,7 +122,7 @@ bool Differ::lookup(const Request &q, const std::string &state, std::vector<Disk
     for (const Piece &piece : q.pieces) {
         std::vector<int64_t> lead;
         DiskKey *k = find(piece.name, state);
-        if ((!k || !k->tensor) && m_mayBeStacked && enabled("torch_dist_stacked"))
+        if ((!k || !k->tensor) && m_sorted->mayBeStacked && enabled("torch_dist_stacked"))
             k = findStacked(piece.name, state, lead);
         if (!k || !k->tensor)
             return false;

@@ -135,7 +135,7 @@ void Differ::setUpTorchDist()
                                                               : "a block that is not homogeneous")
                            : m_layout.torchDistLayersWhy);
     } else {
-        m_form.layersStacked = m_stackedLayers;
+        m_form.layersStacked = m_sorted->stackedLayers;
         m_layersAssumed = true;
         m_layersWhy = "assumed as the checkpoint stores them: the layout does not say whether "
                       "the model's block is homogeneous (a layout from shardscope-cli layout or "

@@ -132,7 +132,7 @@ Result<DiffResult> runDiff(const DiffRequest &request, const JobControl &control
         return read.error();
     const std::shared_ptr<const Layout> layout = *read;
     bool stopped = false;
-    auto diff = diffAgainstLayout(**checkpoint, *layout,
+    auto diff = diffAgainstLayout(*checkpoint, *layout,
                                   detail::withValueComparison(request.options, **checkpoint),
                                   [&](uint64_t done, uint64_t total) {
                                       stopped = stopped || !control.report({"diff", done, total});
