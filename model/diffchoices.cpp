@@ -59,10 +59,22 @@ QString loadSummary(const DiffResult &diff)
                     .arg(loadActionName(diff.outcome.action), formatCount(diff.loadableModel),
                          formatCount(diff.expectedModel));
     if (kept)
-        s += QCoreApplication::translate("shardscope", ", %1 silently kept at initial values")
+        s += QCoreApplication::translate("shardscope", ", %1 silently kept at init")
                  .arg(formatCount(kept));
-    if (const size_t problems = loadProblemCount(diff))
-        s += QStringLiteral(", ") + countOf(problems, "problem", "problems");
+    // The problems count optimizer states too: said apart, "10 kept, 40 problems" reads as a
+    // contradiction when 30 of the 40 are those ten parameters' states.
+    size_t bySection[3] = {0, 0, 0};
+    for (const DiffEntry &e : diff.entries)
+        if (isLoadProblem(e))
+            ++bySection[std::min<size_t>(size_t(e.section), 2)];
+    const size_t problems = bySection[0] + bySection[1] + bySection[2];
+    if (problems == 0)
+        return s;
+    s += QStringLiteral(", ") + countOf(problems, "problem", "problems");
+    // Short: the status bar has it whole at 1280 px beside the message and the reading's.
+    if (bySection[1])
+        s += QCoreApplication::translate("shardscope", " (%1 in optimizer states)")
+                 .arg(formatCount(bySection[1]));
     return s;
 }
 

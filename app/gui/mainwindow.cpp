@@ -564,8 +564,8 @@ void MainWindow::fitToScreen()
     if (!on)
         return;
     const QRect room = on->availableGeometry();
-    // What the window manager adds around the window (none before it is shown: guess a title
-    // bar's worth, so that the frame fits too).
+    // What the window manager adds around the window: unknown before it is shown, so none is
+    // assumed then, and showEvent() fits the window again once the frame is known.
     const QMargins frame = isVisible() ? QMargins(geometry().left() - frameGeometry().left(),
                                                   geometry().top() - frameGeometry().top(),
                                                   frameGeometry().right() - geometry().right(),

@@ -95,9 +95,13 @@ QString MainWindow::reproCommand() const
         return {};
     QString prefix;
     QString layout = m_session->layoutPath();
+    // A generated layout is written by the command itself, into a directory of its own: a
+    // `layout.json` in the directory it is pasted in may be the user's.
+    static const QString placeholder = QStringLiteral("SHARDSCOPE_GENERATED_LAYOUT_PATH");
     if (m_session->layoutIsGenerated()) {
-        layout = QStringLiteral("layout.json");
-        prefix = repro::commandLine(
+        layout = placeholder;
+        prefix = QStringLiteral("L=\"$(mktemp -d)/layout.json\" && ") +
+                 repro::commandLine(
                      repro::layout(m_session->configPath(), m_session->layoutOptions(), layout)) +
                  QStringLiteral(" && ");
     }
@@ -120,7 +124,8 @@ QString MainWindow::reproCommand() const
         args =
             repro::diff(QStringLiteral("diff"), m_session->path(), layout, m_diffPanel->options());
     }
-    return prefix + repro::commandLine(args);
+    QString command = prefix + repro::commandLine(args);
+    return command.replace(placeholder, QStringLiteral("\"$L\""));
 }
 
 } // namespace shardscope::gui

@@ -359,12 +359,16 @@ TEST(WalkThroughTest, TheReadmeWalkThroughByKeysAndClicks)
         << "no report at " << report.toStdString();
     press(&w, Qt::Key_C, Qt::ControlModifier | Qt::ShiftModifier);
     const QString command = QApplication::clipboard()->text();
-    ASSERT_TRUE(command.startsWith(QStringLiteral("shardscope-cli "))) << command.toStdString();
+    ASSERT_TRUE(command.contains(QStringLiteral("shardscope-cli verify ")))
+        << command.toStdString();
     w.close();
-    // Pasted into a shell in a folder of its own: the verification fails as the window's did.
+    // Pasted into a shell in a folder of its own: the verification fails as the window's did,
+    // and the layout it generates goes into a folder of its own, not the one it was pasted in.
     QString said;
     EXPECT_EQ(runShell(command, folder, &said), 1) << command.toStdString() << "\n"
                                                    << said.toStdString();
+    EXPECT_FALSE(QFileInfo::exists(folder + QStringLiteral("/layout.json")))
+        << command.toStdString();
 }
 
 // File ▸ Open File… (Ctrl+Shift+O) with a file that is no checkpoint, typed into the dialog: the
