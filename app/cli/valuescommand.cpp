@@ -34,6 +34,13 @@ ValueDiffRequest valueRequest(const DiffCommandOptions &o)
 
 int runValues(const DiffCommandOptions &o)
 {
+    if (o.acrossHosts) {
+        // Element by element needs both sides' bytes in one process: terabytes over ssh.
+        std::cerr << "shardscope-cli: --values compares element by element where both "
+                     "checkpoints are; these are in two places (compare their structure "
+                     "without --values, or run --values on a host that holds both)\n";
+        return ExitUnreadable;
+    }
     const CommBackend backend = o.backend == "gloo"   ? CommBackend::Gloo
                                 : o.backend == "nccl" ? CommBackend::Nccl
                                                       : CommBackend::Auto;
