@@ -132,7 +132,8 @@ public Q_SLOTS:
      * Opens a checkpoint to compare with: a path where the open one lives, or on a host
      * (`[user@]host[:port]:/path`, `ssh://host/path`; this session's connection when it is its
      * host, else one of its own). The structure of checkpoints in two places is compared here,
-     * over both indexes (no tensor data moves); their values are compared only in one place.
+     * over both indexes (no tensor data moves); their values (runValues()) by each stored
+     * tensor's SHA-256, computed where each lives (shardscope/session.h's valuesByHash()).
      */
     void openCompare(const QString &path);
     /** A checkpoint on this machine to compare with, wherever the open one lives. */

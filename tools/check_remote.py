@@ -35,7 +35,9 @@ Cases:
   compare   diff A --against B with a side on another host (ssh://HOST/PATH, HOST:/PATH): the
             one here opened here, the other there (loopback, two hosts at once, and sshd), each
             output (text, --json, a report) equal byte for byte to the comparison of the same
-            two checkpoints here; --values across hosts refused in one line
+            two checkpoints here; --values across hosts by each tensor's SHA-256 computed
+            where it lives, with the verdicts of the element-by-element comparison here; a
+            report's --values across hosts refused in one line
   repair    through sshd, fix --ssh with a layout file here: the layout is written beside OUT
             there, the manifest and its "check:" commands name it there, and those commands
             run there (the file here moved away) as they run here
@@ -809,12 +811,48 @@ def across_hosts(tally: Tally, s: Setup, env: dict, here: Path, there, label: st
                [] if local[0] == remote[0] and same
                else [f"exit {remote[0]}, here {local[0]}; same file: {same}; "
                      f"{remote[2].strip()[-300:]}"])
-    rc, out, err = run([s.cli, "--server", s.cli, "diff", d, "--against", there(here, 0),
-                        "--values"], env=env)
+    rc, out, err = run([s.cli, "--server", s.cli, "report", d, "--against", there(here, 0),
+                        "--values", "-o", s.tmp / "values.json"], env=env)
     lines = err.strip().splitlines()
-    tally.unit(f"compare ({label}): --values across hosts is refused in one line",
+    tally.unit(f"compare ({label}): report --values across hosts is refused in one line",
                [] if rc == 2 and not out and len(lines) == 1 and "two places" in lines[0]
                else [f"exit {rc}: {err.strip()}"])
+
+
+def by_digest(tally: Tally, s: Setup, env: dict, changed: Path, there, label: str) -> None:
+    """diff --values with a side on a host: each stored tensor's SHA-256 where it lives, whose
+    verdicts are those of the element-by-element comparison here (which torch's figures back,
+    tools/check_values.py), for every tensor both name by one stored key."""
+    local = run([s.cli, "diff", s.demo, "--against", changed, "--values", "--json"], env=env)
+    remote = run([s.cli, "--server", s.cli, "diff", s.demo, "--against", there(changed, 0),
+                  "--values", "--json"], env=env)
+    problems = []
+    if remote[0] != local[0]:
+        problems.append(f"exit {remote[0]}, here {local[0]}: {remote[2].strip()[-300:]}")
+    try:
+        here, hashed = json.loads(local[1]), json.loads(remote[1])
+    except json.JSONDecodeError:
+        tally.unit(f"compare ({label}): --values by digest", problems + ["no JSON"])
+        return
+    if hashed.get("method") != "sha256" or "method" in here:
+        problems.append(f"method {hashed.get('method')!r} (here {here.get('method')!r})")
+    verdicts = {t["name"]: t["verdict"] for t in hashed["tensors"]}
+    checked = differ = 0
+    for t in here["tensors"]:
+        if len(t["keys_a"]) == 1 and t["keys_a"] == t["keys_b"]:
+            got = verdicts.get(t["keys_a"][0])
+            checked += 1
+            differ += t["verdict"] == "different"
+            if got != t["verdict"]:
+                problems.append(f"{t['keys_a'][0]}: {got} by digest, {t['verdict']} here")
+    if checked < len(here["tensors"]) // 2 or differ == 0:
+        problems.append(f"only {checked} tensors checked, {differ} different: nothing was tested")
+    rc, out, _ = run([s.cli, "--server", s.cli, "diff", s.demo, "--against", there(changed, 0),
+                      "--values"], env=env)
+    if "by each stored tensor's SHA-256" not in out:
+        problems.append("the text does not say the values were compared by digest")
+    tally.unit(f"compare ({label}): --values across hosts by each tensor's SHA-256 "
+               f"({checked} tensors, {differ} different)", problems[:10])
 
 
 def fixed_copy(s: Setup, env: dict) -> Path:
@@ -828,14 +866,25 @@ def fixed_copy(s: Setup, env: dict) -> Path:
     return out
 
 
+def changed_copy(s: Setup) -> Path:
+    """The demo with one tensor changed by real torch (tools/make_changed_copy.py)."""
+    out = s.tmp / "changed"
+    rc, _, err = run([sys.executable, TOOLS / "make_changed_copy.py", s.demo, out, "--json"])
+    if rc != 0:
+        raise SystemExit(f"make_changed_copy.py failed: {err}")
+    return out
+
+
 def case_compare(tally: Tally, s: Setup) -> int:
     _, env = s.loopback()
     other = fixed_copy(s, env)
+    changed = changed_copy(s)
     # The loopback transport runs every host here: "cluster" and "cluster2" are two sessions.
     hosts = ["cluster", "cluster2"]
     across_hosts(tally, s, env, other,
                  lambda p, i: f"ssh://{hosts[i]}{p}" if i == 0 else f"{hosts[i]}:{p}",
                  "loopback")
+    by_digest(tally, s, env, changed, lambda p, i: f"{hosts[i]}:{p}", "loopback")
     # --server without --ssh or a side on a host; a bad host in a location is one line.
     rc, out, err = run([s.cli, "--server", s.cli, "diff", s.demo, "--against", other], env=env)
     tally.unit("compare (loopback): --server without a host is refused in one line",
@@ -855,6 +904,7 @@ def case_compare(tally: Tally, s: Setup) -> int:
         across_hosts(tally, s, env, other,
                      lambda p, i: f"{names[i]}:{p}" if i == 0 else f"ssh://{names[i]}{p}",
                      "sshd")
+        by_digest(tally, s, env, changed, lambda p, i: f"ssh://{names[i]}{p}", "sshd")
     finally:
         sshd.stop()
     return 0

@@ -115,7 +115,12 @@ int runDiff(const DiffCommandOptions &o)
                                                "' (see Megatron's --dist-ckpt-strictness)"));
     options.strictness = *strictness;
 
-    if (o.values && (!o.reportPath || o.acrossHosts))
+    if (o.values && o.reportPath && o.acrossHosts)
+        return fail(makeError(Error::Code::Unsupported,
+                              "report --values compares element by element where both "
+                              "checkpoints are; these are in two places (diff --values "
+                              "compares them by each tensor's SHA-256)"));
+    if (o.values && !o.reportPath)
         return runValues(o);
     if (o.reportPath) {
         ReportRequest request;
