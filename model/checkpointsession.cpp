@@ -5,6 +5,7 @@
 #include "checkpointbackend.h"
 #include "layerfamily.h"
 #include "reloadsummary.h"
+#include "remotebackend.h"
 #include "repairsummary.h"
 
 #include <shardscope/writefile.h>
@@ -44,6 +45,10 @@ Error cancelledError()
 }
 
 std::atomic<size_t> s_topRowsFirstFrom{100'000};
+
+constexpr const char *kValuesInTwoPlaces =
+    "a report's values are compared element by element where both checkpoints are; these are "
+    "in two places (Compare Values compares them by each tensor's SHA-256)";
 
 bool timing()
 {
@@ -389,23 +394,89 @@ void CheckpointSession::reload()
     m_beforeReload = std::move(before);
 }
 
+void CheckpointSession::setRemoteConnector(RemoteConnector connector)
+{
+    m_connector = std::move(connector);
+}
+
+bool CheckpointSession::compareAcross() const
+{
+    return m_compareBackend && m_compareBackend != m_backend;
+}
+
 void CheckpointSession::openCompare(const QString &path)
+{
+    auto located = RemoteLocation::parse(native(path));
+    if (!located) {
+        openCompareAt(path, path, m_backend, std::nullopt);
+        return;
+    }
+    if (!*located) {
+        Q_EMIT compareOpenFailed(path, QString::fromStdString(located->error().toString()));
+        return;
+    }
+    const QString file = QFile::decodeName((*located)->path.c_str());
+    // This session's host: its own connection, as a plain path there.
+    if (!location().isEmpty() && QString::fromStdString((*located)->target.name()) == location())
+        openCompareAt(file, file, m_backend, std::nullopt);
+    else
+        openCompareAt(path, file, nullptr, (*located)->target);
+}
+
+void CheckpointSession::openCompareHere(const QString &path)
+{
+    openCompareAt(path, path, location().isEmpty() ? m_backend : localBackend(), std::nullopt);
+}
+
+void CheckpointSession::openCompareAt(const QString &path, const QString &file,
+                                      std::shared_ptr<CheckpointBackend> backend,
+                                      std::optional<RemoteTarget> target)
 {
     supersede(JobKind::OpenCompare);
     m_compareOpeningPath = path;
-    auto backend = m_backend;
-    m_runner->start<IndexSnapshot>(
-        {JobKind::OpenCompare, tr("Open %1 to compare").arg(fileName(path)), Lane::Quick, {}},
-        [backend, file = native(path)](const JobControl &control) -> Result<IndexSnapshot> {
+    RemoteConnector connect = m_connector;
+    if (target && !connect) {
+        // The system's ssh, with the server this session's host runs (tests: a build's CLI).
+        std::string server;
+        if (auto *remote = dynamic_cast<RemoteBackend *>(m_backend.get()))
+            server = remote->session()->target().server;
+        connect = [server](const RemoteTarget &t) -> Result<std::shared_ptr<CheckpointBackend>> {
+            RemoteTarget with = t;
+            if (!server.empty())
+                with.server = server;
+            auto connected = RemoteBackend::connect(with, {});
+            if (!connected)
+                return connected.error();
+            return std::shared_ptr<CheckpointBackend>(*connected);
+        };
+    }
+    using Opened = std::pair<std::shared_ptr<CheckpointBackend>, IndexSnapshot>;
+    m_runner->start<Opened>(
+        {JobKind::OpenCompare, tr("Open %1 to compare").arg(fileName(file)), Lane::Quick, {}},
+        [backend, target, connect,
+         file = native(file)](const JobControl &control) -> Result<Opened> {
+            std::shared_ptr<CheckpointBackend> at = backend;
+            if (!at) {
+                control.report({"connect", 0, 0});
+                auto connected = connect(*target);
+                if (!connected)
+                    return connected.error();
+                at = std::move(*connected);
+            }
             control.report({"open", 0, 0});
-            return backend->openShared(file, {}, control);
+            auto index = at->openShared(file, {}, control);
+            if (!index)
+                return index.error();
+            return Opened(std::move(at), std::move(*index));
         },
-        [this, path](IndexSnapshot index) {
+        [this, file](Opened opened) {
             m_compareOpeningPath.clear();
             supersede(JobKind::Compare);
             supersede(JobKind::Values);
-            m_comparePath = path;
-            m_compareIndex = std::move(index);
+            m_comparePath = file;
+            m_compareBackend = std::move(opened.first);
+            m_compareLocation = m_compareBackend->location();
+            m_compareIndex = std::move(opened.second);
             clearComparison();
             Q_EMIT compareOpened(m_compareIndex);
         });
@@ -493,6 +564,13 @@ QString CheckpointSession::keptLayoutPath(const QString &output) const
     while (base.size() > 1 && base.endsWith(QLatin1Char('/')))
         base.chop(1);
     return base + QStringLiteral(".layout.json");
+}
+
+QString CheckpointSession::repairLayoutPath(const QString &output) const
+{
+    if (location().isEmpty() || m_layoutPath.isEmpty())
+        return keptLayoutPath(output);
+    return QFile::decodeName(layoutBesideOutput(native(output)).c_str());
 }
 
 void CheckpointSession::setConfig(const QString &configPath, const LayoutOptions &options)
@@ -650,7 +728,8 @@ void CheckpointSession::runCompare(const DiffOptions &options)
     request.secondOpened = m_compareIndex;
     request.options = options;
     supersede(JobKind::Compare);
-    auto backend = m_backend;
+    // Two places: both indexes are here, and so is their structural comparison.
+    auto backend = compareAcross() ? localBackend() : m_backend;
     m_runner->start<CompareSnapshot>(
         {JobKind::Compare, tr("Compare with %1").arg(fileName(m_comparePath)), Lane::Long, {}},
         [backend, request](const JobControl &control) -> Result<CompareSnapshot> {
@@ -678,14 +757,34 @@ void CheckpointSession::runValues(ValueDiffRequest request)
     request.comm = nullptr;
     supersede(JobKind::Values);
     auto backend = m_backend;
+    // Two places: each side's tensors hashed where they live (valuesByHash()).
+    auto other = compareAcross() ? m_compareBackend : nullptr;
     m_runner->start<ValuesSnapshot>(
         {JobKind::Values,
          tr("Compare values with %1").arg(fileName(m_comparePath)),
          Lane::Long,
          {}},
-        [backend, request](const JobControl &control) -> Result<ValuesSnapshot> {
+        [backend, other, request](const JobControl &control) -> Result<ValuesSnapshot> {
             if (!request.firstOpened || !request.secondOpened)
                 return makeError(Error::Code::NotFound, "open two checkpoints to compare");
+            if (other) {
+                InspectRequest a, b;
+                a.path = request.first;
+                b.path = request.second;
+                a.hash = b.hash = true;
+                a.opened = request.firstOpened;
+                b.opened = request.secondOpened;
+                auto first = backend->inspect(a, control);
+                if (!first)
+                    return first.error();
+                auto second = other->inspect(b, control);
+                if (!second)
+                    return second.error();
+                if (control.cancel.cancelled())
+                    return cancelledError();
+                return ValuesSnapshot(
+                    std::make_shared<const ValueDiffResult>(valuesByHash(*first, *second)));
+            }
             auto values = backend->values(request, control);
             if (!values)
                 return values.error();
@@ -714,7 +813,18 @@ void CheckpointSession::exportReport(ReportRequest request, const QString &path)
     const QString generated = layoutIsGenerated() ? m_layoutPath : QString();
     const QString kept = keptLayoutPath(path);
     supersede(JobKind::Export);
-    auto backend = m_backend;
+    // Against a checkpoint in another place: compared here, over both indexes.
+    const bool across = request.against && compareAcross();
+    auto backend = across ? localBackend() : m_backend;
+    if (across && request.values) {
+        m_runner->start<QString>(
+            {JobKind::Export, tr("Export %1").arg(fileName(path)), Lane::Long, {}},
+            [](const JobControl &) -> Result<QString> {
+                return makeError(Error::Code::Unsupported, kValuesInTwoPlaces);
+            },
+            [](QString) {});
+        return;
+    }
     m_runner->start<QString>(
         {JobKind::Export, tr("Export %1").arg(fileName(path)), Lane::Long, {}},
         [backend, request, path, generated, kept](const JobControl &control) -> Result<QString> {
@@ -740,11 +850,14 @@ void CheckpointSession::saveRepaired(FixRequest request)
         request.checkpoint = native(m_path);
     const QString output = QFile::decodeName(request.output.c_str());
     // On another host the output is there and the layout here: it travels with the request
-    // (a generated one is not copied beside an output this machine cannot write to).
+    // and the server writes it beside the output (repairLayoutPath()), which the manifest
+    // names (a generated one is not copied beside an output this machine cannot write to).
     const bool remote = !location().isEmpty();
     const QString generated = layoutIsGenerated() && !remote ? m_layoutPath : QString();
-    if (request.layout.empty())
-        request.layout = native(remote ? m_layoutPath : keptLayoutPath(output));
+    if (remote)
+        request.layout = native(m_layoutPath);
+    else if (request.layout.empty())
+        request.layout = native(keptLayoutPath(output));
     supersede(JobKind::Repair);
     auto backend = m_backend;
     m_runner->start<QString>(

@@ -9,6 +9,7 @@
 #include "tensordetails.h"
 
 #include <shardscope/layout.h>
+#include <shardscope/remote.h>
 
 #include <QFileSystemWatcher>
 #include <QMutex>
@@ -16,7 +17,9 @@
 #include <QString>
 #include <QTemporaryDir>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace shardscope::model {
@@ -56,7 +59,16 @@ public:
     QString path() const { return m_path; }
     /** The checkpoint being opened; empty when none is. */
     QString openingPath() const { return m_openingPath; }
+    /** The checkpoint compared with, as its host names it (compareLocation() says where). */
     QString comparePath() const { return m_comparePath; }
+    /** Where the checkpoint compared with lives: empty for this machine, else its host (which
+     *  may differ from location()). */
+    QString compareLocation() const { return m_compareLocation; }
+    /** How openCompare() connects to a host other than the session's: the window's own
+     *  connection (its prompts); by default the system's ssh with the session's server. */
+    using RemoteConnector = std::function<Result<std::shared_ptr<CheckpointBackend>>(
+        const shardscope::RemoteTarget &target)>;
+    void setRemoteConnector(RemoteConnector connector);
     QString layoutPath() const { return m_layoutPath; }
     /** The config the layout was generated from, and its options; empty for a layout file. */
     QString configPath() const { return m_configPath; }
@@ -73,6 +85,12 @@ public:
      * as OUTPUT.layout.json by the job that writes it; a layout file is named as it is.
      */
     QString keptLayoutPath(const QString &output) const;
+    /**
+     * The layout a repaired checkpoint written at `output` names: keptLayoutPath(output) here;
+     * on another host OUTPUT.layout.json there, where the server writes the layout that
+     * travelled with the repair (shardscope/remote.h's layoutBesideOutput()).
+     */
+    QString repairLayoutPath(const QString &output) const;
     IndexSnapshot index() const { return m_index; }
     IndexSnapshot compareIndex() const { return m_compareIndex; }
     DiffSnapshot diff() const { return m_diff; }
@@ -110,7 +128,16 @@ public Q_SLOTS:
     void open(const QString &path);
     /** Opens the checkpoint again; once open, reloaded() says what changed on disk. */
     void reload();
+    /**
+     * Opens a checkpoint to compare with: a path where the open one lives, or on a host
+     * (`[user@]host[:port]:/path`, `ssh://host/path`; this session's connection when it is its
+     * host, else one of its own). The structure of checkpoints in two places is compared here,
+     * over both indexes (no tensor data moves); their values (runValues()) by each stored
+     * tensor's SHA-256, computed where each lives (shardscope/session.h's valuesByHash()).
+     */
     void openCompare(const QString &path);
+    /** A checkpoint on this machine to compare with, wherever the open one lives. */
+    void openCompareHere(const QString &path);
     /** The layout JSON that diff and verify check against. */
     void setLayout(const QString &path);
     /**
@@ -210,6 +237,12 @@ private:
     void applyLayout(const QString &path);
     void clearResults(bool diffToo);
     void clearComparison();
+    /** Opens `path` through `backend`, or through a connection to `target` made on the lane. */
+    void openCompareAt(const QString &path, const QString &file,
+                       std::shared_ptr<CheckpointBackend> backend,
+                       std::optional<shardscope::RemoteTarget> target);
+    /** The checkpoint compared with lives elsewhere than the open one. */
+    bool compareAcross() const;
     void adoptOpened(const QString &path, const Opened &result);
     void watch(const QString &path);
     void onWatched();
@@ -217,6 +250,10 @@ private:
     Result<std::shared_ptr<const Layout>> cachedLayout(const std::string &path);
 
     std::shared_ptr<CheckpointBackend> m_backend;
+    /** Where the checkpoint compared with was opened (m_backend, or another place's). */
+    std::shared_ptr<CheckpointBackend> m_compareBackend;
+    QString m_compareLocation;
+    RemoteConnector m_connector;
     BackendRunner *m_runner;
     QString m_path, m_openingPath, m_comparePath, m_compareOpeningPath, m_layoutPath, m_configPath;
     shardscope::LayoutOptions m_layoutOptions;

@@ -32,6 +32,15 @@ Cases:
             where the open adds to what the entry holds (a data file cut short: the
             integrity checks' problems; torch_dist's common.pt, with --fixtures) it is encoded
             anew: each time the same output as here
+  compare   diff A --against B with a side on another host (ssh://HOST/PATH, HOST:/PATH): the
+            one here opened here, the other there (loopback, two hosts at once, and sshd), each
+            output (text, --json, a report) equal byte for byte to the comparison of the same
+            two checkpoints here; --values across hosts by each tensor's SHA-256 computed
+            where it lives, with the verdicts of the element-by-element comparison here; a
+            report's --values across hosts refused in one line
+  repair    through sshd, fix --ssh with a layout file here: the layout is written beside OUT
+            there, the manifest and its "check:" commands name it there, and those commands
+            run there (the file here moved away) as they run here
   window    through sshd, the window's session (CheckpointSession over a RemoteBackend) against
             the same session here (--window: tests/model/remote_window_tests)
   confined  through sshd, the server under strace: every command above and a torchrun launch
@@ -149,11 +158,26 @@ def commands(s: Setup) -> list[tuple[str, list, list[Path]]]:
         ("report .json --against --values",
          ["report", d, "--against", d, "--values", "-o", t / "report.json"], [t / "report.json"]),
         ("fix", ["fix", d, "--layout", L, "--disable-rule", "mla_down_proj", "-o", t / "fixed"],
-         [t / "fixed"]),
+         [t / "fixed", t / "fixed.layout.json"]),
         ("fix --json (an output that exists)",
          ["fix", d, "--layout", L, "--disable-rule", "mla_down_proj", "-o", t / "fixed",
           "--json"], []),
     ]
+
+
+def local_form(s: Setup, args: list) -> list:
+    """What a remote command does, run here. A fix's layout file here travels with it and is
+    written beside OUT there, named by its manifest and commands: here, the same file beside
+    OUT, named so."""
+    if args[0] != "fix" or "--layout" not in args:
+        return args
+    out = Path(args[args.index("-o") + 1])
+    beside = out.with_name(out.name + ".layout.json")
+    if not beside.exists():
+        shutil.copy(s.layout, beside)
+    args = list(args)
+    args[args.index("--layout") + 1] = beside
+    return args
 
 
 def compare_commands(tally: Tally, s: Setup, prefix: list[str], env: dict, label: str,
@@ -163,7 +187,7 @@ def compare_commands(tally: Tally, s: Setup, prefix: list[str], env: dict, label
             continue
         for f in files:  # the local run writes them first; the remote one writes them anew
             shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink(missing_ok=True)
-        local = run([s.cli, *args], env=env)
+        local = run([s.cli, *local_form(s, args)], env=env)
         kept = {}
         for f in files:
             kept[f] = tree(f) if f.is_dir() else (f.read_bytes() if f.exists() else None)
@@ -517,6 +541,8 @@ def case_confined(tally: Tally, s: Setup) -> int:
     finally:
         sshd.stop()
     allowed_dirs = [s.tmp / "fixed", cache, home / ".cache/shardscope"]
+    # fix's layout, sent from here, beside its OUT (written to a temporary name, renamed)
+    beside = s.tmp / "fixed.layout.json"
     allowed_exec = {s.cli, str(Path(venv) / "torchrun")}
     writes, execs = set(), set()
     for f in log.iterdir():
@@ -557,6 +583,8 @@ def case_confined(tally: Tally, s: Setup) -> int:
         elif any(a.parent == s.tmp and a.name.startswith(".fixed.shardscope-")
                  for a in [p, *p.parents]):
             continue  # fix's OUT while it is written, renamed to OUT at the end
+        elif p == beside or (p.parent == s.tmp and p.name.startswith(".fixed.layout.json.")):
+            continue
         elif p in (home / ".cache/shardscope").parents:
             continue  # the user's cache directory's parents, made for it
         elif not any(p == d or d in p.parents for d in allowed_dirs):
@@ -748,6 +776,197 @@ def case_cached(tally: Tally, s: Setup) -> None:
                        [] if rc == 0 else [(out + err).strip()[-1500:]])
 
 
+def across_hosts(tally: Tally, s: Setup, env: dict, here: Path, there, label: str) -> None:
+    """diff A --against B with one side (or each) on a host: equal to the comparison here.
+    `there(path, host)` names a path on a host."""
+    d = s.demo
+    cases = [
+        ("remote --against", [there(d, 0), "--against", here]),
+        ("--against remote", [d, "--against", there(here, 0)]),
+        ("two hosts", [there(d, 0), "--against", there(here, 1)]),
+    ]
+    for name, (a, _, b) in cases:
+        for form, extra in (("text", []), ("--json", ["--json"])):
+            local = run([s.cli, "diff", d, "--against", here, *extra], env=env)
+            remote = run([s.cli, "--server", s.cli, "diff", a, "--against", b, *extra],
+                         env=env)
+            problems = []
+            if local != remote:
+                problems.append(f"exit {remote[0]}, here {local[0]}; stdout equal: "
+                                f"{local[1] == remote[1]}; stderr {remote[2].strip()[-300:]!r}")
+            if form == "--json" and not json.loads(local[1]).get("changes"):
+                problems.append("the two checkpoints here have no change: nothing was tested")
+            tally.unit(f"compare ({label}): diff {name} ({form})", problems)
+    report_here, report_there = s.tmp / "compare-here.json", s.tmp / "compare-there.json"
+    local = run([s.cli, "report", d, "--against", here, "-o", report_here], env=env)
+    remote = run([s.cli, "--server", s.cli, "report", d, "--against", there(here, 0), "-o",
+                  report_there], env=env)
+    # Equal but for the command that reproduces it, which names the side on the host.
+    same = False
+    if report_here.exists() and report_there.exists():
+        a, b = json.loads(report_here.read_text()), json.loads(report_there.read_text())
+        same = (str(there(here, 0)) in b.pop("command", "") and a.pop("command", None)
+                and a == b)
+    tally.unit(f"compare ({label}): report --against remote (.json)",
+               [] if local[0] == remote[0] and same
+               else [f"exit {remote[0]}, here {local[0]}; same file: {same}; "
+                     f"{remote[2].strip()[-300:]}"])
+    rc, out, err = run([s.cli, "--server", s.cli, "report", d, "--against", there(here, 0),
+                        "--values", "-o", s.tmp / "values.json"], env=env)
+    lines = err.strip().splitlines()
+    tally.unit(f"compare ({label}): report --values across hosts is refused in one line",
+               [] if rc == 2 and not out and len(lines) == 1 and "two places" in lines[0]
+               else [f"exit {rc}: {err.strip()}"])
+
+
+def by_digest(tally: Tally, s: Setup, env: dict, changed: Path, there, label: str) -> None:
+    """diff --values with a side on a host: each stored tensor's SHA-256 where it lives, whose
+    verdicts are those of the element-by-element comparison here (which torch's figures back,
+    tools/check_values.py), for every tensor both name by one stored key."""
+    local = run([s.cli, "diff", s.demo, "--against", changed, "--values", "--json"], env=env)
+    remote = run([s.cli, "--server", s.cli, "diff", s.demo, "--against", there(changed, 0),
+                  "--values", "--json"], env=env)
+    problems = []
+    if remote[0] != local[0]:
+        problems.append(f"exit {remote[0]}, here {local[0]}: {remote[2].strip()[-300:]}")
+    try:
+        here, hashed = json.loads(local[1]), json.loads(remote[1])
+    except json.JSONDecodeError:
+        tally.unit(f"compare ({label}): --values by digest", problems + ["no JSON"])
+        return
+    if hashed.get("method") != "sha256" or "method" in here:
+        problems.append(f"method {hashed.get('method')!r} (here {here.get('method')!r})")
+    verdicts = {t["name"]: t["verdict"] for t in hashed["tensors"]}
+    checked = differ = 0
+    for t in here["tensors"]:
+        if len(t["keys_a"]) == 1 and t["keys_a"] == t["keys_b"]:
+            got = verdicts.get(t["keys_a"][0])
+            checked += 1
+            differ += t["verdict"] == "different"
+            if got != t["verdict"]:
+                problems.append(f"{t['keys_a'][0]}: {got} by digest, {t['verdict']} here")
+    if checked < len(here["tensors"]) // 2 or differ == 0:
+        problems.append(f"only {checked} tensors checked, {differ} different: nothing was tested")
+    rc, out, _ = run([s.cli, "--server", s.cli, "diff", s.demo, "--against", there(changed, 0),
+                      "--values"], env=env)
+    if "by each stored tensor's SHA-256" not in out:
+        problems.append("the text does not say the values were compared by digest")
+    tally.unit(f"compare ({label}): --values across hosts by each tensor's SHA-256 "
+               f"({checked} tensors, {differ} different)", problems[:10])
+
+
+def fixed_copy(s: Setup, env: dict) -> Path:
+    """The demo repaired (MLA's fused down projection split by fix): a checkpoint whose keys
+    differ from the demo's, written and checked by the code under test's own fix."""
+    out = s.tmp / "compare-fixed"
+    rc, _, err = run([s.cli, "fix", s.demo, "--layout", s.layout, "--disable-rule",
+                      "mla_down_proj", "-o", out], env=env)
+    if rc != 0:
+        raise SystemExit(f"fix for the compare case failed: {err}")
+    return out
+
+
+def changed_copy(s: Setup) -> Path:
+    """The demo with one tensor changed by real torch (tools/make_changed_copy.py)."""
+    out = s.tmp / "changed"
+    rc, _, err = run([sys.executable, TOOLS / "make_changed_copy.py", s.demo, out, "--json"])
+    if rc != 0:
+        raise SystemExit(f"make_changed_copy.py failed: {err}")
+    return out
+
+
+def case_compare(tally: Tally, s: Setup) -> int:
+    _, env = s.loopback()
+    other = fixed_copy(s, env)
+    changed = changed_copy(s)
+    # The loopback transport runs every host here: "cluster" and "cluster2" are two sessions.
+    hosts = ["cluster", "cluster2"]
+    across_hosts(tally, s, env, other,
+                 lambda p, i: f"ssh://{hosts[i]}{p}" if i == 0 else f"{hosts[i]}:{p}",
+                 "loopback")
+    by_digest(tally, s, env, changed, lambda p, i: f"{hosts[i]}:{p}", "loopback")
+    # --server without --ssh or a side on a host; a bad host in a location is one line.
+    rc, out, err = run([s.cli, "--server", s.cli, "diff", s.demo, "--against", other], env=env)
+    tally.unit("compare (loopback): --server without a host is refused in one line",
+               [] if rc == 2 and "--server goes with" in err and not out
+               else [f"exit {rc}: {err.strip()}"])
+    rc, out, err = run([s.cli, "diff", s.demo, f"--against=-oProxyCommand=x:{other}"],
+                       env=env)
+    tally.unit("compare (loopback): a location whose host would be an ssh option is refused",
+               [] if rc == 2 and len(err.strip().splitlines()) == 1 and "ssh option" in err
+               else [f"exit {rc}: {err.strip()}"])
+    sshd = with_sshd(s.tmp)
+    if not sshd:
+        return SKIP
+    try:
+        env = dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh))
+        names = ["shardscope-test", f"{sshd.user}@127.0.0.1:{sshd.port}"]
+        across_hosts(tally, s, env, other,
+                     lambda p, i: f"{names[i]}:{p}" if i == 0 else f"ssh://{names[i]}{p}",
+                     "sshd")
+        by_digest(tally, s, env, changed, lambda p, i: f"ssh://{names[i]}{p}", "sshd")
+    finally:
+        sshd.stop()
+    return 0
+
+
+def case_repair(tally: Tally, s: Setup) -> int:
+    sshd = with_sshd(s.tmp)
+    if not sshd:
+        return SKIP
+    out = s.tmp / "repaired"
+    beside = s.tmp / "repaired.layout.json"
+    mine = s.tmp / "mine" / "layout.json"  # the layout file "here"
+    mine.parent.mkdir()
+    shutil.copy(s.layout, mine)
+    try:
+        env = dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh))
+        rc, stdout, err = run([s.cli, "--ssh", "shardscope-test", "--server", s.cli, "fix",
+                               s.demo, "--layout", mine, "--disable-rule", "mla_down_proj",
+                               "-o", out], env=env)
+        problems = [] if rc == 0 else [f"fix exit {rc}: {err.strip()}"]
+        manifest = json.loads((out / "shardscope-fix.json").read_text()) if rc == 0 else {}
+        if manifest.get("layout") != str(beside):
+            problems.append(f"the manifest names the layout {manifest.get('layout')!r}, not "
+                            f"{str(beside)!r} beside OUT")
+        if not beside.exists() or json.loads(beside.read_text()) != json.loads(mine.read_text()):
+            problems.append("the layout beside OUT is not the layout sent")
+        command = manifest.get("command", "")
+        if str(mine) in command or str(beside) not in command:
+            problems.append(f"the manifest's command names the layout here: {command!r}")
+        checks = [line.split(":", 1)[1].strip() if line.startswith("check:") else line.strip()
+                  for line in stdout.splitlines()
+                  if line.startswith("check:") or line.startswith("       shardscope-cli")]
+        if len(checks) != 2 or any(str(mine) in c or str(beside) not in c for c in checks):
+            problems.append(f"the check commands do not name the layout there: {checks}")
+        tally.unit("repair: the layout written beside OUT there, named by the manifest",
+                   problems)
+        # The commands run there, the layout here gone: as they run here.
+        shutil.rmtree(mine.parent)
+        for c in checks:
+            remote_cmd = c.replace("shardscope-cli", shlex_quote(s.cli), 1)
+            there = run([sshd.ssh, "shardscope-test", remote_cmd], env=env)
+            here = run(["sh", "-c", remote_cmd], env=env)
+            tally.unit(f"repair: {c.split()[1]} of the manifest's commands runs there",
+                       [] if there[0] == 0 and normalise(there[1]) == normalise(here[1])
+                       else [f"exit {there[0]} (here {here[0]}): {there[2].strip()[-400:]}"])
+        # The fix command the manifest records, run there into another OUT.
+        again = command.replace("-o " + shlex_quote(str(out)),
+                                "-o " + shlex_quote(str(out) + "-again"))
+        there = run([sshd.ssh, "shardscope-test", again], env=env)
+        tally.unit("repair: the manifest's command runs there",
+                   [] if there[0] == 0 and "repaired:" in there[1]
+                   else [f"exit {there[0]}: {(there[1] + there[2]).strip()[-400:]}"])
+    finally:
+        sshd.stop()
+    return 0
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+    return shlex.quote(text)
+
+
 def case_window(tally: Tally, s: Setup) -> int:
     """The window's session over a RemoteBackend through sshd (tests/model/remote_window_test)."""
     if not s.window:
@@ -793,7 +1012,8 @@ def main() -> int:
     ap.add_argument("--window", help="the remote_window_tests binary (window)")
     ap.add_argument("--fixtures", help="tools/make_fixtures.py's output (cached: torch_dist)")
     ap.add_argument("case", choices=["loopback", "sshd", "killed", "version", "askpass",
-                                     "torchrun", "cancel", "cached", "confined", "window"])
+                                     "torchrun", "cancel", "cached", "confined", "window",
+                                     "compare", "repair"])
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="shardscope-remote-") as tmp:
@@ -801,7 +1021,8 @@ def main() -> int:
         code = {"loopback": case_loopback, "sshd": case_sshd, "killed": case_killed,
                 "version": case_version, "askpass": case_askpass, "torchrun": case_torchrun,
                 "cancel": case_cancel, "cached": case_cached,
-                "confined": case_confined, "window": case_window}[a.case](tally, s)
+                "confined": case_confined, "window": case_window,
+                "compare": case_compare, "repair": case_repair}[a.case](tally, s)
         if code == SKIP:
             return SKIP
     return tally.finish()

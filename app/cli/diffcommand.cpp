@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <tuple>
 
 namespace shardscope::cli {
 
@@ -73,6 +74,25 @@ Result<LayoutSource> layoutSource(const DiffCommandOptions &o)
                             " -o " + shellQuote(path)};
 }
 
+// --against with the sides in two places: each index opened where it lives (a remote one
+// travels as its server's index, never its tensor data) and compared here.
+Result<CheckpointDiffRequest> placedRequest(const DiffCommandOptions &o, const DiffOptions &options)
+{
+    CheckpointDiffRequest r{o.checkpoint, o.against.value_or(""), options, nullptr, nullptr};
+    if (!o.acrossHosts)
+        return r;
+    for (auto [at, path, opened] : {std::tuple{o.checkpointAt, &r.first, &r.firstOpened},
+                                    std::tuple{o.againstAt, &r.second, &r.secondOpened}}) {
+        if (!at)
+            continue;
+        auto index = at->open(*path);
+        if (!index)
+            return index.error();
+        *opened = std::move(*index);
+    }
+    return r;
+}
+
 } // namespace
 
 int runDiff(const DiffCommandOptions &o)
@@ -95,6 +115,11 @@ int runDiff(const DiffCommandOptions &o)
                                                "' (see Megatron's --dist-ckpt-strictness)"));
     options.strictness = *strictness;
 
+    if (o.values && o.reportPath && o.acrossHosts)
+        return fail(makeError(Error::Code::Unsupported,
+                              "report --values compares element by element where both "
+                              "checkpoints are; these are in two places (diff --values "
+                              "compares them by each tensor's SHA-256)"));
     if (o.values && !o.reportPath)
         return runValues(o);
     if (o.reportPath) {
@@ -107,8 +132,10 @@ int runDiff(const DiffCommandOptions &o)
         request.context = {o.commandLine, {}};
         // Against a checkpoint (its values too with --values), or else against the layout.
         if (o.against) {
-            request.against =
-                CheckpointDiffRequest{o.checkpoint, *o.against, options, nullptr, nullptr};
+            auto against = placedRequest(o, options);
+            if (!against)
+                return fail(against.error());
+            request.against = std::move(*against);
             if (o.values) {
                 request.values = valueRequest(o);
                 if (o.layout) {
@@ -135,7 +162,10 @@ int runDiff(const DiffCommandOptions &o)
     }
 
     if (o.against) {
-        auto d = jobs::checkpointDiff({o.checkpoint, *o.against, options, nullptr, nullptr});
+        auto placed = placedRequest(o, options);
+        if (!placed)
+            return fail(placed.error());
+        auto d = jobs::checkpointDiff(*placed);
         if (!d)
             return fail(d.error());
         if (o.json) {

@@ -4,6 +4,7 @@
 #include "configlayout.h"
 
 #include <shardscope/layout.h>
+#include <shardscope/remote.h>
 #include <shardscope/session.h>
 
 #include <cstdint>
@@ -49,6 +50,10 @@ struct DiffCommandOptions
     std::string backend = "auto";
     std::optional<std::string> reportPath; ///< report: -o FILE.md|.html|.json
     std::string commandLine;               ///< for the report's reproduce section
+    /** --against with the two sides in different places (one here, or two hosts): where each
+     *  side is opened (null: here); the comparison runs here over both indexes. */
+    bool acrossHosts = false;
+    RemoteSession *checkpointAt = nullptr, *againstAt = nullptr;
 };
 int runDiff(const DiffCommandOptions &options);
 /** diff --against --values (valuescommand.cpp). */

@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace shardscope::cli;
@@ -23,8 +24,10 @@ using shardscope::kVersion;
 namespace {
 
 // The command as it runs on the remote host: without --ssh and --server (what a report and
-// a fix's manifest record, so that they are those the same command writes there).
-std::vector<std::string> remoteArguments(int argc, char **argv)
+// a fix's manifest record, so that they are those the same command writes there). `layout`:
+// where the layout named by --layout is there (a fix's layout file here travels and is written
+// beside its OUT); empty: as given.
+std::vector<std::string> remoteArguments(int argc, char **argv, const std::string &layout = {})
 {
     std::vector<std::string> args;
     for (int i = 0; i < argc; ++i) {
@@ -35,9 +38,93 @@ std::vector<std::string> remoteArguments(int argc, char **argv)
         }
         if (a.starts_with("--ssh=") || a.starts_with("--server="))
             continue;
-        args.emplace_back(a);
+        if (!layout.empty() && a == "--layout" && i + 1 < argc) {
+            args.emplace_back(a);
+            args.push_back(layout);
+            ++i;
+            continue;
+        }
+        args.emplace_back(!layout.empty() && a.starts_with("--layout=") ? "--layout=" + layout
+                                                                        : std::string(a));
     }
     return args;
+}
+
+// A local file (what --ssh sends along rather than naming).
+bool isLocalFile(const std::string &path)
+{
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+using shardscope::RemoteLocation;
+using shardscope::RemoteSession;
+using shardscope::RemoteTarget;
+
+shardscope::Result<std::shared_ptr<RemoteSession>> connectTo(const RemoteTarget &target,
+                                                             bool noCache)
+{
+    shardscope::RemoteConnectOptions options;
+    options.noCache = noCache;
+    return RemoteSession::connect(target, options);
+}
+
+// diff's and report's checkpoint and --against: each here (a plain path without --ssh), on
+// --ssh's host (a plain path with it), or where its ssh://HOST/PATH or HOST:/PATH says. Both
+// in one place: that place's session runs the command as --ssh does. In two: each index is
+// opened where it lives and the comparison runs here. False: no side names a host of its own
+// (--ssh alone decides, as for every command).
+shardscope::Result<bool> placeSides(DiffCommandOptions &diff, const std::string &ssh,
+                                    const std::string &server, bool noCache,
+                                    std::vector<std::shared_ptr<RemoteSession>> &sessions)
+{
+    std::vector<std::string *> args{&diff.checkpoint};
+    if (diff.against)
+        args.push_back(&*diff.against);
+    std::vector<std::optional<RemoteTarget>> targets;
+    bool named = false;
+    for (std::string *a : args) {
+        std::optional<RemoteTarget> target;
+        if (auto location = RemoteLocation::parse(*a)) {
+            if (!*location)
+                return location->error();
+            target = (*location)->target;
+            *a = (*location)->path;
+            named = true;
+        } else if (!ssh.empty()) {
+            auto t = RemoteTarget::parse(ssh);
+            if (!t)
+                return t.error();
+            target = *t;
+        }
+        if (target)
+            target->server = server;
+        targets.push_back(std::move(target));
+    }
+    if (!named)
+        return false;
+    const auto same = [](const std::optional<RemoteTarget> &a,
+                         const std::optional<RemoteTarget> &b) {
+        return a.has_value() == b.has_value() && (!a || (a->host == b->host && a->port == b->port));
+    };
+    diff.acrossHosts = targets.size() == 2 && !same(targets[0], targets[1]);
+    std::vector<RemoteSession *> at;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        RemoteSession *s = nullptr;
+        if (i == 1 && !diff.acrossHosts) {
+            s = at[0];
+        } else if (targets[i]) {
+            auto connected = connectTo(*targets[i], noCache);
+            if (!connected)
+                return connected.error();
+            sessions.push_back(std::move(*connected));
+            s = sessions.back().get();
+        }
+        at.push_back(s);
+    }
+    diff.checkpointAt = at[0];
+    diff.againstAt = at.size() > 1 ? at[1] : nullptr;
+    return true;
 }
 
 } // namespace
@@ -82,10 +169,11 @@ int main(int argc, char **argv)
         "--ssh", sshDestination,
         "[user@]host[:port]: run the command on that host (the system's ssh, as configured), "
         "on its paths; --layout and --config files here are sent along, report -o is written "
-        "here, fix's output there");
-    app.add_option("--server", serverPath,
-                   "With --ssh: the shardscope-cli to run there (default: the one on its PATH)")
-        ->needs(sshOption);
+        "here, fix's output there (with a layout file here written beside it, OUT.layout.json)");
+    auto *serverOption = app.add_option(
+        "--server", serverPath,
+        "With --ssh or a checkpoint on another host: the shardscope-cli to run there (default: "
+        "the one on its PATH)");
     app.fallthrough(); // --no-cache after the subcommand too
 
     InspectOptions inspect;
@@ -161,13 +249,20 @@ int main(int argc, char **argv)
 
     DiffCommandOptions diff;
     auto addDiffOptions = [&diff](CLI::App *c) {
-        c->add_option("checkpoint", diff.checkpoint, "The checkpoint to check")->required();
+        c->add_option("checkpoint", diff.checkpoint,
+                      "The checkpoint to check: a path here (with --ssh, there), or on a host: "
+                      "HOST:/PATH or ssh://[user@]HOST[:PORT]/PATH")
+            ->required();
         auto *l = c->add_option("--layout", diff.layout,
                                 "What the model expects (layout JSON); with --values, what names "
                                 "both checkpoints' tensors");
         addConfigLayoutOptions(c, diff.config);
         l->excludes(c->get_option("--config"));
-        auto *a = c->add_option("--against", diff.against, "Another checkpoint");
+        auto *a = c->add_option(
+            "--against", diff.against,
+            "Another checkpoint, here or on a host (HOST:/PATH, ssh://HOST/PATH): two "
+            "checkpoints in two places are compared here over both indexes (no tensor data "
+            "moves); --values needs both in one place");
         auto *v = c->add_flag("--values", diff.values,
                               "With --against: compare every tensor value by value, through "
                               "the rules (exit 0 every tensor within tolerance, 1 differences "
@@ -321,7 +416,26 @@ int main(int argc, char **argv)
         return shardscope::serveStdio();
     // --ssh: the job runs there, through one session that lives until the command ends.
     std::shared_ptr<shardscope::RemoteSession> session;
-    if (!sshDestination.empty()) {
+    // diff and report: a side named ssh://HOST/PATH or HOST:/PATH is opened there.
+    std::vector<std::shared_ptr<RemoteSession>> sides;
+    bool placed = false;
+    if (*dif || *rep) {
+        auto p = placeSides(diff, sshDestination, serverPath, noCache, sides);
+        if (!p) {
+            std::cerr << "shardscope-cli: " << p.error().toString() << "\n";
+            return ExitUnreadable;
+        }
+        placed = *p;
+        if (placed && !diff.acrossHosts && !sides.empty()) { // one host: as --ssh
+            session = sides.front();
+            setRemote(session.get());
+        }
+    }
+    if (serverOption->count() && sshDestination.empty() && !placed) {
+        std::cerr << "shardscope-cli: --server goes with --ssh or a checkpoint on another host\n";
+        return ExitUnreadable;
+    }
+    if (!sshDestination.empty() && !placed) {
         if (!*ins && !*dif && !*rep && !*ver && !*fx) {
             std::cerr << "shardscope-cli: --ssh runs inspect, diff, report, verify and fix; "
                          "this command runs here\n";
@@ -365,7 +479,11 @@ int main(int argc, char **argv)
     if (*rul)
         return runRules();
     if (*fx) {
-        fix.commandLine = shardscope::shellCommand(remoteArguments(argc, argv));
+        // With --ssh a layout file here travels and is written beside OUT there: the
+        // manifest's command names it there.
+        const bool sent = session && !fix.layout.empty() && isLocalFile(fix.layout);
+        fix.commandLine = shardscope::shellCommand(remoteArguments(
+            argc, argv, sent ? shardscope::layoutBesideOutput(fix.output) : std::string()));
         return runFix(fix);
     }
     if (*ver)

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <iostream>
 #include <unistd.h>
+#include <utility>
+#include <vector>
 
 namespace shardscope::cli {
 
@@ -32,8 +34,53 @@ ValueDiffRequest valueRequest(const DiffCommandOptions &o)
     return r;
 }
 
+namespace {
+
+// Two places: element by element would move every tensor's bytes over ssh, so each side's
+// tensors are hashed where they live and only the digests travel.
+int runValuesByHash(const DiffCommandOptions &o)
+{
+    if (o.layout || o.rtol != 0 || o.atol != 0) {
+        std::cerr << "shardscope-cli: checkpoints in two places are compared by each stored "
+                     "tensor's SHA-256, which takes no --layout or tolerance (run --values on a "
+                     "host that holds both for those)\n";
+        return ExitUnreadable;
+    }
+    catchInterrupt(true);
+    JobControl control;
+    control.cancel = interruptToken();
+    std::vector<Result<InspectResult>> sides;
+    for (auto [at, path] : {std::pair{o.checkpointAt, o.checkpoint},
+                            std::pair{o.againstAt, o.against.value_or("")}}) {
+        InspectRequest r;
+        r.path = path;
+        r.hash = true;
+        sides.push_back(at ? at->runInspect(r, control) : runInspect(r, control));
+        if (!sides.back())
+            break;
+    }
+    catchInterrupt(false);
+    for (const auto &side : sides)
+        if (!side) {
+            std::cerr << "shardscope-cli: " << side.error().toString() << "\n";
+            return ExitUnreadable;
+        }
+    ValueDiffResult result = valuesByHash(*sides[0], *sides[1]);
+    result.allowNotCompared = o.allowNotCompared;
+    const auto first = std::find_if(result.tensors.begin(), result.tensors.end(),
+                                    [](const TensorValueDiff &t) { return t.unreadable; });
+    if (first != result.tensors.end())
+        std::cerr << "shardscope-cli: " << visibleText(first->why) << "\n";
+    std::cout << (o.json ? valueDiffToJson(result) : renderValueDiffText(result));
+    return result.unreadable() ? ExitUnreadable : result.passes() ? ExitHealthy : ExitProblems;
+}
+
+} // namespace
+
 int runValues(const DiffCommandOptions &o)
 {
+    if (o.acrossHosts)
+        return runValuesByHash(o);
     const CommBackend backend = o.backend == "gloo"   ? CommBackend::Gloo
                                 : o.backend == "nccl" ? CommBackend::Nccl
                                                       : CommBackend::Auto;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The window's menus and their shortcuts: every action a panel offers is reachable from here.
 #include "mainwindow.h"
+#include "panelbinders.h"
 #include "remoteconnect.h"
 
 #include "model/checkpointfilterproxy.h"
@@ -74,12 +75,7 @@ void MainWindow::createActions()
     });
     QAction *compare = file->addAction(tr("Compare &With…"));
     compare->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
-    connect(compare, &QAction::triggered, this, [this] {
-        const QString dir = QFileDialog::getExistingDirectory(
-            this, tr("Checkpoint to compare with"), QFileInfo(m_session->path()).absolutePath());
-        if (!dir.isEmpty())
-            setComparePath(dir);
-    });
+    connect(compare, &QAction::triggered, this, [this] { chooseCompare(m_session, *this); });
     file->addSeparator();
     QAction *exportAction = file->addAction(tr("&Export Report…"));
     exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));

@@ -80,11 +80,13 @@ void MainWindow::saveRepaired(const QString &output)
     FixRequest request;
     request.output = QFile::encodeName(output).toStdString();
     request.options = m_diffPanel->options();
-    // The layout the manifest's command and "Check it with:" name outlives the window.
+    // The layout the manifest's command and "Check it with:" name outlives the window (on
+    // another host, the copy written there beside the output).
     const QString layout = m_session->keptLayoutPath(output);
     request.layout = QFile::encodeName(layout).toStdString();
     request.commandLine =
-        repro::commandLine(repro::fix(m_session->path(), layout, m_diffPanel->options(), output))
+        repro::commandLine(repro::fix(m_session->path(), m_session->repairLayoutPath(output),
+                                      m_diffPanel->options(), output))
             .toStdString();
     m_session->saveRepaired(std::move(request));
 }

@@ -27,6 +27,9 @@ void bindVerifyPanel(widgets::VerifyPanel *panel, model::CheckpointSession *sess
 /** The second checkpoint, its structure as soon as it is open, its values when asked. */
 void bindComparePanel(widgets::ComparePanel *panel, model::CheckpointSession *session,
                       WindowServices &window);
+/** Asks for the checkpoint to compare with (File ▸ Compare With…, the panel's Choose): on
+ *  this computer, on the open checkpoint's host, or on another host, then opens it. */
+void chooseCompare(model::CheckpointSession *session, WindowServices &window);
 /** A family's statistics across layers, and a clicked layer's tensor in the tree. */
 void bindLayerPlot(widgets::LayerPlot *plot, model::CheckpointSession *session,
                    WindowServices &window);

@@ -257,9 +257,23 @@ TEST_F(RemoteWindow, OpenDiffVerifyRepairExportAsHere)
     EXPECT_EQ(there.index, here.index);
     EXPECT_EQ(there.diff, here.diff);
     EXPECT_EQ(there.verify, here.verify);
-    EXPECT_EQ(there.repaired, here.repaired);
+    // The layout here is not on the server's host: it is written there beside the output,
+    // and the repair names it there (here, the layout file as it is).
+    const QString beside = out + QStringLiteral(".layout.json");
+    auto named = [&](QString text) { return text.replace(beside, layout); };
+    EXPECT_TRUE(there.repaired.contains(beside)) << there.repaired.toStdString();
+    EXPECT_EQ(named(there.repaired), here.repaired);
     EXPECT_FALSE(here.fixed.empty());
-    EXPECT_TRUE(there.fixed == here.fixed) << "the repaired checkpoint differs";
+    std::map<QString, QByteArray> fixedThere;
+    for (const auto &[name, bytes] : there.fixed)
+        fixedThere[name] = name.endsWith(QStringLiteral("shardscope-fix.json"))
+                               ? named(QString::fromUtf8(bytes)).toUtf8()
+                               : bytes;
+    EXPECT_TRUE(fixedThere == here.fixed) << "the repaired checkpoint differs";
+    QFile written(beside), sent(layout);
+    ASSERT_TRUE(written.open(QIODevice::ReadOnly) && sent.open(QIODevice::ReadOnly));
+    EXPECT_EQ(written.readAll(), sent.readAll())
+        << "the layout beside the output is not the one sent";
     EXPECT_FALSE(here.report.isEmpty());
     EXPECT_EQ(there.report, here.report);
     // A tensor's details, computed there, as here.
@@ -276,6 +290,85 @@ TEST_F(RemoteWindow, OpenDiffVerifyRepairExportAsHere)
     EXPECT_EQ(b.sha256, a.sha256);
     EXPECT_EQ(b.stats.fingerprint, a.stats.fingerprint);
     EXPECT_EQ(b.histogram, a.histogram);
+}
+
+// A structural comparison whose sides live in two places (one here, one on the host; either
+// open in the window) is the comparison of the same two checkpoints here.
+TEST_F(RemoteWindow, CompareWithACheckpointInAnotherPlaceAsHere)
+{
+    // A checkpoint whose keys differ from the demo's: the demo repaired by fix.
+    const QString other = dir.filePath(QStringLiteral("other"));
+    FixRequest fix;
+    fix.checkpoint = native(Demo);
+    fix.layout = native(layout);
+    fix.output = native(other);
+    fix.options.disabledRules = {"mla_down_proj"};
+    auto fixed = runFix(fix);
+    ASSERT_TRUE(fixed && fixed->written) << (fixed ? "not written" : fixed.error().toString());
+    QString failure;
+    auto compared = [&](CheckpointSession &s, auto open) {
+        s.open(Demo);
+        EXPECT_TRUE(waitFor(s, &CheckpointSession::opened, &failure)) << failure.toStdString();
+        open(s);
+        EXPECT_TRUE(waitFor(s, &CheckpointSession::compareOpened, &failure))
+            << failure.toStdString();
+        s.runCompare();
+        EXPECT_TRUE(waitFor(s, &CheckpointSession::comparisonChanged, &failure))
+            << failure.toStdString();
+        return s.comparison() ? QString::fromStdString(checkpointDiffToJson(*s.comparison()))
+                              : QString();
+    };
+    CheckpointSession local;
+    const QString here = compared(local, [&](CheckpointSession &s) { s.openCompare(other); });
+    ASSERT_TRUE(here.contains(QStringLiteral("\"changes\": ["))) << here.toStdString();
+    ASSERT_FALSE(local.comparison()->changes.empty()) << "nothing differs: nothing is tested";
+
+    // Open here, compared with the host's.
+    CheckpointSession toHost;
+    toHost.setRemoteConnector(
+        [this](const RemoteTarget &target) -> Result<std::shared_ptr<CheckpointBackend>> {
+            RemoteTarget t = target;
+            t.server = cli.toStdString();
+            auto b = RemoteBackend::connect(t, {});
+            if (!b)
+                return b.error();
+            return std::shared_ptr<CheckpointBackend>(*b);
+        });
+    EXPECT_EQ(
+        compared(toHost,
+                 [&](CheckpointSession &s) { s.openCompare(host + QLatin1Char(':') + other); }),
+        here);
+    EXPECT_EQ(toHost.compareLocation(), host);
+    EXPECT_EQ(toHost.comparePath(), other);
+
+    // Open on the host, compared with one here.
+    auto backend = connectRemote();
+    ASSERT_TRUE(backend);
+    CheckpointSession onHost(backend);
+    EXPECT_EQ(compared(onHost, [&](CheckpointSession &s) { s.openCompareHere(other); }), here);
+    EXPECT_TRUE(onHost.compareLocation().isEmpty());
+    // Values by each stored tensor's SHA-256, computed where each lives: the verdict of the
+    // element-by-element comparison here for every tensor both name by one stored key.
+    local.runValues();
+    ASSERT_TRUE(waitFor(local, &CheckpointSession::valuesChanged, &failure))
+        << failure.toStdString();
+    onHost.runValues();
+    ASSERT_TRUE(waitFor(onHost, &CheckpointSession::valuesChanged, &failure))
+        << failure.toStdString();
+    ASSERT_TRUE(local.values() && onHost.values());
+    EXPECT_TRUE(local.values()->method.empty());
+    EXPECT_EQ(onHost.values()->method, "sha256");
+    std::map<std::string, TensorValueDiff::Verdict> byDigest;
+    for (const TensorValueDiff &t : onHost.values()->tensors)
+        byDigest[t.name] = t.verdict;
+    size_t checked = 0;
+    for (const TensorValueDiff &t : local.values()->tensors)
+        if (t.keysA.size() == 1 && t.keysA == t.keysB) {
+            ++checked;
+            EXPECT_EQ(byDigest.count(t.keysA[0]) ? int(byDigest[t.keysA[0]]) : -1, int(t.verdict))
+                << t.keysA[0];
+        }
+    EXPECT_GT(checked, 0u);
 }
 
 TEST_F(RemoteWindow, AServerKilledMidJobLeavesTheWindowsStateAndReconnects)

@@ -39,6 +39,29 @@ struct RemoteTarget
 };
 
 /**
+ * A checkpoint on another host named in one argument, where a command takes two checkpoints
+ * (diff --against, the window's Compare With…), each here or on any host:
+ * `ssh://[user@]host[:port]/path` or scp's `[user@]host[:port]:/path` (the path absolute there;
+ * a path here of that form is written `./host:/path`).
+ */
+struct RemoteLocation
+{
+    RemoteTarget target;
+    std::string path; ///< the remote host's
+    /** nullopt: `text` names a path here; an error: it has the form but no valid host or path. */
+    static std::optional<Result<RemoteLocation>> parse(std::string_view text);
+    /** "host:/path", as RemoteSession::where() says it. */
+    std::string name() const;
+};
+
+/**
+ * Where a repair whose layout travelled from the client (a file there, not on the server's
+ * host) writes that layout: beside OUT, as OUT.layout.json, as the window writes a generated
+ * layout beside a local repair, so that the manifest's command runs on the server's host.
+ */
+std::string layoutBesideOutput(const std::string &output);
+
+/**
  * Answers a prompt of ssh's (a password, a 2FA code, a key's passphrase, a new host key's
  * fingerprint): the text typed, or nullopt to refuse. Called on a thread of the session's while
  * it connects; ssh waits for it.

@@ -171,6 +171,17 @@ struct ValueDiffRequest
 Result<ValueDiffResult> runValueDiff(const ValueDiffRequest &request,
                                      const JobControl &control = {});
 
+/**
+ * Two checkpoints in two places (here and a host, or two hosts) compared by each stored
+ * tensor's SHA-256, computed where its checkpoint lives (each side's runInspect with `hash`;
+ * over ssh only the digests travel, never tensor data). A tensor stored under the same key,
+ * dtype and shape on both sides is identical when its digests are and different when they are
+ * not (by how much needs both in one place: `differing` is -1); any other is not compared. The
+ * result's `method` is "sha256". Rules and layouts do not apply: stored keys are paired as
+ * they are.
+ */
+ValueDiffResult valuesByHash(const InspectResult &first, const InspectResult &second);
+
 // ---------------------------------------------------------------- verify
 
 struct VerifyRequest

@@ -65,6 +65,9 @@ struct ValueDiffResult
     bool cancelled = false;
     /** The user accepts tensors that cannot be compared (--allow-not-compared). */
     bool allowNotCompared = false;
+    /** How values were compared: empty, element by element; "sha256", by each stored
+     *  tensor's SHA-256 where each checkpoint lives (valuesByHash(): two places). */
+    std::string method;
     size_t count(TensorValueDiff::Verdict v) const;
     /** Every compared tensor within the tolerance; NotCompared ones do not count (passes()). */
     bool withinTolerance() const;

@@ -9,6 +9,7 @@
 #include "shardscope/escape.h"
 #include "shardscope/tensor.h"
 #include "shardscope/version.h"
+#include "shardscope/writefile.h"
 
 #include <algorithm>
 #include <chrono>
@@ -541,9 +542,21 @@ Result<json> Server::handle(uint32_t id, const std::string &op, const json &args
             return s.error();
         r.opened = handleArg(0);
         r.openedLayout = layout;
+        // A layout that travelled is a file of the client's, which this host lacks: it is
+        // written beside OUT, and the manifest and its commands name it there, so that they
+        // run here as a local repair's do.
+        const bool beside = layout && !r.output.empty();
+        if (beside)
+            r.layout = layoutBesideOutput(r.output);
         auto result = runFix(r, control);
         if (!result)
             return result.error();
+        if (beside && result->written)
+            if (auto error = writeFileAtomically(r.layout, layoutToJson(*layout)))
+                return makeError(error->code, "the repaired checkpoint was written, but not "
+                                              "its layout beside it: " +
+                                                  error->message)
+                    .inFile(r.layout);
         return toJson(*result);
     }
     return makeError(Error::Code::Unsupported, "no request '" + visibleText(op) + "'");

@@ -53,29 +53,31 @@ std::string valueDiffToJson(const ValueDiffResult &r)
     for (const TensorValueDiff &t : r.tensors)
         tensors.push_back(detail::tensorValueDiffToJson(t));
     using V = TensorValueDiff::Verdict;
-    return json{{"schema", "shardscope.value-diff/1"},
-                {"first", r.first},
-                {"second", r.second},
-                {"layout", r.layout},
-                {"rtol", r.rtol},
-                {"atol", r.atol},
-                {"allow_not_compared", r.allowNotCompared},
-                {"summary",
-                 {{"tensors", r.tensors.size()},
-                  {"not_compared", r.count(V::NotCompared)},
-                  {"identical", r.count(V::Identical)},
-                  {"within_tolerance", r.count(V::Within)},
-                  {"different", r.count(V::Different)},
-                  {"unreadable", r.unreadable()},
-                  {"within", r.withinTolerance()},
-                  {"passes", r.passes()}}},
-                {"processes", r.processes},
-                {"threads", r.threads},
-                {"bytes_read", r.bytesRead},
-                {"max_memory", r.maxMemory},
-                {"cancelled", r.cancelled},
-                {"tensors", std::move(tensors)}}
-        .dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    json j{{"schema", "shardscope.value-diff/1"},
+           {"first", r.first},
+           {"second", r.second},
+           {"layout", r.layout},
+           {"rtol", r.rtol},
+           {"atol", r.atol},
+           {"allow_not_compared", r.allowNotCompared},
+           {"summary",
+            {{"tensors", r.tensors.size()},
+             {"not_compared", r.count(V::NotCompared)},
+             {"identical", r.count(V::Identical)},
+             {"within_tolerance", r.count(V::Within)},
+             {"different", r.count(V::Different)},
+             {"unreadable", r.unreadable()},
+             {"within", r.withinTolerance()},
+             {"passes", r.passes()}}},
+           {"processes", r.processes},
+           {"threads", r.threads},
+           {"bytes_read", r.bytesRead},
+           {"max_memory", r.maxMemory},
+           {"cancelled", r.cancelled},
+           {"tensors", std::move(tensors)}};
+    if (!r.method.empty()) // two places: by digest (valuesByHash())
+        j["method"] = r.method;
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 } // namespace shardscope

@@ -83,7 +83,7 @@ std::vector<ValueGroup> valueGroups(const ValueDiffResult &r)
 
 std::string valueFigures(const TensorValueDiff &t)
 {
-    if (t.verdict == V::NotCompared)
+    if (t.verdict == V::NotCompared || t.differing < 0) // differing < 0: by digest, no figures
         return t.why;
     if (t.verdict == V::Identical)
         return plural(size_t(t.count), "element", "elements") + " identical" +
@@ -158,6 +158,9 @@ std::string renderValueDiffText(const ValueDiffResult &r)
            (r.rtol == 0 && r.atol == 0 ? std::string("bit-exact")
                                        : "rtol " + num(r.rtol) + ", atol " + num(r.atol)) +
            "\n";
+    if (r.method == "sha256")
+        out += "compared:   by each stored tensor's SHA-256, computed where each checkpoint "
+               "lives (no tensor data moved): identical or not, without figures\n";
     out += "result:     " + valueSummary(r) + (r.cancelled ? " (cancelled)" : "") + "\n";
     out += "verdict:    " + valueVerdict(r) + "\n";
     std::string device = "cpu";
