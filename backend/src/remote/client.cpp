@@ -402,6 +402,20 @@ void RemoteSession::Impl::takeEntry(Message &m, const std::string &origin,
 {
     early.entry = m.control.value("entry", "");
     const json held = m.control.value("held", json());
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Timing
+    {
+        std::chrono::steady_clock::time_point t0;
+        bool held;
+        ~Timing()
+        {
+            if (std::getenv("SHARDSCOPE_TIMING"))
+                std::fprintf(
+                    stderr, "timing: client: the entry ahead (%s) decoded in %.3f s\n",
+                    held ? "kept here" : "sent",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+    } timing{t0, held.is_string()};
     Result<std::shared_ptr<CheckpointIndex>> entry = makeError(Error::Code::Internal, "none");
     if (held.is_string()) {
         // Kept here: decoded while the server looked it up (the newest kept one), else now;

@@ -3,6 +3,7 @@
 // request runs on a thread of its own, so that a tensor's statistics need not wait for a verify;
 // their frames interleave.
 #include "read/indexcache.h"
+#include "read/mappedfile.h"
 #include "remote/codec.h"
 #include "remote/host.h"
 #include "remote/launch.h"
@@ -12,6 +13,7 @@
 #include "shardscope/version.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -360,15 +362,36 @@ std::string Server::sendEntryAhead(uint32_t id, const std::string &path, const j
     // root's tracker are added or followed by the open).
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (m_minor < 1 || !fs::is_directory(path, ec) ||
-        fs::exists(fs::path(path) / "common.pt", ec) ||
-        fs::exists(fs::path(path) / "latest_checkpointed_iteration.txt", ec))
+    if (m_minor < 1 || !fs::is_directory(path, ec))
+        return {};
+    fs::path dir = path;
+    if (fs::exists(dir / "latest_checkpointed_iteration.txt", ec)) {
+        // A Megatron root: the iteration its tracker names, as the open follows it (anything
+        // else in it is the open's to say).
+        auto text = readTextFile((dir / "latest_checkpointed_iteration.txt").string(), 64);
+        if (!text)
+            return {};
+        std::string it = *text;
+        std::erase_if(it, [](unsigned char c) { return std::isspace(c); });
+        if (it == "release") {
+            dir /= "release";
+        } else if (!it.empty() && it.size() <= 12 &&
+                   std::all_of(it.begin(), it.end(),
+                               [](unsigned char c) { return std::isdigit(c); })) {
+            char name[32];
+            std::snprintf(name, sizeof name, "iter_%07llu", std::stoull(it));
+            dir /= name;
+        } else {
+            return {};
+        }
+    }
+    if (fs::exists(dir / "common.pt", ec)) // its keys are added by the open
         return {};
     StepTimer timer("entry");
-    auto entry = currentIndexEntry(path);
-    timer.step("found");
+    auto entry = currentIndexEntry(dir.string());
     if (!entry)
         return {};
+    timer.step("found");
     const std::string_view bytes(reinterpret_cast<const char *>(entry->bytes.data()),
                                  entry->bytes.size());
     const std::string sum = entryIdentity(bytes);
