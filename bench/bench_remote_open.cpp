@@ -123,6 +123,24 @@ int main(int argc, char **argv)
             out["remote_tensor_round_trip_seconds"] = best;
         }
     }
+    {
+        // The reopen again, best of three as the local cached open is (the kept file's mapping
+        // made once per process, as the local entry's is).
+        double best = out["remote_reopen"]["first_paint_seconds"].get<double>();
+        for (int i = 0; i < 2; ++i) {
+            double keys = -1;
+            t0 = std::chrono::steady_clock::now();
+            auto index =
+                (*session)->open(dir, {}, [&](const CheckpointIndex &) { keys = since(t0); });
+            const double seconds = since(t0);
+            if (!index) {
+                std::cerr << index.error().toString() << "\n";
+                return 2;
+            }
+            best = std::min(best, keys >= 0 ? keys : seconds);
+        }
+        out["remote_reopen_best_first_paint_seconds"] = best;
+    }
     if (argc > 4) { // a checkpoint with data: one tensor's statistics and hash, here and there
         auto here = openCheckpoint(argv[4]);
         auto there = (*session)->open(argv[4]);
