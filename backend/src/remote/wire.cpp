@@ -350,8 +350,8 @@ Status BlobReceiver::decompress(std::string_view bytes)
 {
     State &s = *m_state;
     ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
-    // Several frames one after the other: the call after one's end starts the next.
-    bool ended = false;
+    // Several frames one after the other (minor 1) decode as one stream: zstd starts the next
+    // frame itself.
     for (;;) {
         ZSTD_outBuffer o{s.out.data(), s.out.capacity(), s.out.size()};
         const size_t before = in.pos, had = o.pos;
@@ -368,17 +368,12 @@ Status BlobReceiver::decompress(std::string_view bytes)
         if (in.pos == in.size && o.pos < o.size)
             break; // all taken, and zstd holds nothing back
         if (o.pos == had && in.pos == before) {
-            if (r == 0 && in.pos < in.size && !ended) {
-                ended = true;
-                continue;
-            }
             if (in.pos < in.size)
                 return makeError(Error::Code::Format, "a blob is longer than the " +
                                                           std::to_string(m_raw) +
                                                           " bytes it announced");
             break;
         }
-        ended = false;
     }
     return Ok{};
 }
