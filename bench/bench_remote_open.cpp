@@ -97,13 +97,16 @@ int main(int argc, char **argv)
                 receiving = since(t0);
             return true;
         };
-        auto index = (*session)->open(dir, control);
+        double keys = -1; // when the window paints the tree: the keys, or the whole index
+        auto index =
+            (*session)->open(dir, control, [&](const CheckpointIndex &) { keys = since(t0); });
         const double seconds = since(t0);
         if (!index) {
             std::cerr << index.error().toString() << "\n";
             return 2;
         }
         out[name] = {{"seconds", seconds},
+                     {"first_paint_seconds", keys >= 0 ? keys : seconds},
                      {"bytes_received", s.bytesReceived() - before},
                      {"first_bytes_seconds", receiving},
                      {"chunks", (*index)->chunkCount()}};
@@ -119,6 +122,24 @@ int main(int argc, char **argv)
             }
             out["remote_tensor_round_trip_seconds"] = best;
         }
+    }
+    {
+        // The reopen again, best of three as the local cached open is (the kept file's mapping
+        // made once per process, as the local entry's is).
+        double best = out["remote_reopen"]["first_paint_seconds"].get<double>();
+        for (int i = 0; i < 2; ++i) {
+            double keys = -1;
+            t0 = std::chrono::steady_clock::now();
+            auto index =
+                (*session)->open(dir, {}, [&](const CheckpointIndex &) { keys = since(t0); });
+            const double seconds = since(t0);
+            if (!index) {
+                std::cerr << index.error().toString() << "\n";
+                return 2;
+            }
+            best = std::min(best, keys >= 0 ? keys : seconds);
+        }
+        out["remote_reopen_best_first_paint_seconds"] = best;
     }
     if (argc > 4) { // a checkpoint with data: one tensor's statistics and hash, here and there
         auto here = openCheckpoint(argv[4]);

@@ -88,13 +88,14 @@ OpenedIndex RemoteBackend::openedAt(const std::string &path) const
     return it == m_opened.end() ? nullptr : it->second.lock();
 }
 
-Result<IndexSnapshot> RemoteBackend::openShared(const std::string &path, const OpenOptions &,
+Result<IndexSnapshot> RemoteBackend::openShared(const std::string &path, const OpenOptions &options,
                                                 const JobControl &control)
 {
-    // The server opens it as the CLI there would (its persistent index, the integrity checks);
-    // the keys come with the whole index, which is when the tree is shown.
+    // The server opens it as the CLI there would (its persistent index, the integrity checks).
+    // Where its persistent index holds the metadata as it is now, the keys come first (the
+    // tree is shown while the server checks the data files), then the whole index.
     auto s = session();
-    auto index = s->open(path, control);
+    auto index = s->open(path, control, options.onKeysKnown);
     if (!index)
         return index.error();
     std::lock_guard lock(m_mutex);

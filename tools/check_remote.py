@@ -41,6 +41,11 @@ Cases:
   repair    through sshd, fix --ssh with a layout file here: the layout is written beside OUT
             there, the manifest and its "check:" commands name it there, and those commands
             run there (the file here moved away) as they run here
+  compressed  the server keeps its persistent entry's compressed wire form beside the entry
+            and sends it as it is, ahead of its open (the keys current, the index then the one
+            opened here); a compressed form corrupt, cut short or of an earlier entry is not
+            used; a checkpoint rewritten by torch, or a data file cut short, after the client
+            kept its index: the index opened here
   window    through sshd, the window's session (CheckpointSession over a RemoteBackend) against
             the same session here (--window: tests/model/remote_window_tests)
   confined  through sshd, the server under strace: every command above and a torchrun launch
@@ -967,6 +972,92 @@ def shlex_quote(text: str) -> str:
     return shlex.quote(text)
 
 
+TORCH_SAVE = """
+import sys, torch, torch.distributed.checkpoint as dcp
+n = int(sys.argv[2])
+dcp.save({f"layer{i}.weight": torch.arange(64.0 * (i + n)).reshape(8, -1) for i in range(n)},
+         checkpoint_id=sys.argv[1])
+"""
+
+
+def case_compressed(tally: Tally, s: Setup) -> None:
+    if not s.api:
+        print("SKIP: no --api binary")
+        return SKIP
+    _, env = s.loopback()
+    server_cache, client_cache, log = s.tmp / "server-cache", s.tmp / "client-cache", s.tmp / "log"
+    env = dict(env, SHARDSCOPE_CACHE_MIN_BYTES="0", SHARDSCOPE_CACHE_SETTLE_SECONDS="0",
+               LOOPBACK_CACHE_DIR=str(server_cache), SHARDSCOPE_CACHE_DIR=str(client_cache),
+               LOOPBACK_STDERR=str(log), SHARDSCOPE_TIMING="1")
+    ckpt = s.tmp / "written-by-torch"
+    rc, _, err = run([sys.executable, "-c", TORCH_SAVE, ckpt, "3"], env=env)
+    if rc != 0:
+        tally.unit("compressed: torch writes a checkpoint", [err.strip()[-500:]])
+        return None
+
+    def open_(what: str, ahead: bool, keep_client: bool = True, want: tuple = (),
+              refuse: tuple = ()) -> None:
+        if not keep_client:
+            shutil.rmtree(client_cache, ignore_errors=True)
+        log.write_text("")
+        rc, out, err = run([s.api, "--gtest_filter=Remote.TheKeysAheadAreCurrentAndTheIndexIsTheOneHere"],
+                           env=dict(env, SHARDSCOPE_TEST_DEMO=str(ckpt), SHARDSCOPE_TEST_CLI=s.cli,
+                                    SHARDSCOPE_TEST_LAYOUT=str(s.layout),
+                                    SHARDSCOPE_TEST_KEYS_AHEAD="1" if ahead else "0"))
+        said = log.read_text()
+        problems = [] if rc == 0 and "[  PASSED  ] 1 test" in out else [(out + err).strip()[-1500:]]
+        problems += [f"the server did not say {w!r}: {said!r}" for w in want if w not in said]
+        problems += [f"the server said {w!r}: {said!r}" for w in refuse if w in said]
+        tally.unit(f"compressed: {what}", problems)
+
+    def kept() -> Path | None:
+        found = sorted(server_cache.glob("*.ssidx.zst"), key=lambda p: p.stat().st_mtime)
+        return found[-1] if found else None
+
+    sent_as_kept = "entry: sent its kept compressed form"
+    open_("first open: compressed, and its compressed form kept", False, False,
+          want=("index: compressed and sent",), refuse=("entry:",))
+    if not kept():
+        tally.unit("compressed: the compressed form is kept beside the entry",
+                   [f"none in {sorted(p.name for p in server_cache.glob('*'))}"])
+        return None
+    open_("the kept compressed form sent as it is, ahead of the open", True, False,
+          want=(sent_as_kept,), refuse=("compressed and sent",))
+    open_("a reopen: the entry kept here named, nothing compressed", True,
+          refuse=("compressed",))
+    z = kept()
+    good = z.read_bytes()
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0x55
+    z.write_bytes(bytes(bad))
+    open_("a corrupt compressed form is not used", True, False,
+          want=("its compressed form not used", "checksum mismatch"), refuse=(sent_as_kept,))
+    open_("… and is written anew", True, False, want=(sent_as_kept,))
+    z.write_bytes(good[: len(good) // 2])
+    open_("a compressed form cut short is not used", True, False,
+          want=("its compressed form not used",), refuse=(sent_as_kept,))
+    # The checkpoint rewritten by torch after the client kept its index: the new index.
+    stale = kept().read_bytes()
+    open_("(kept here)", True)
+    rc, _, err = run([sys.executable, "-c", TORCH_SAVE, ckpt, "4"], env=env)
+    if rc != 0:
+        tally.unit("compressed: torch rewrites the checkpoint", [err.strip()[-500:]])
+        return None
+    open_("rewritten after the client kept it: the new index", False)
+    open_("rewritten: its new entry goes ahead", True, False, want=(sent_as_kept,))
+    kept().write_bytes(stale)
+    open_("the compressed form of the earlier entry is not used", True, False,
+          want=("its compressed form not used", "earlier entry"), refuse=(sent_as_kept,))
+    # A data file cut short after the client kept the index: the same keys go ahead, then the
+    # index with the integrity checks' problems.
+    open_("(kept here again)", True)
+    data = next(ckpt.glob("*.distcp"))
+    with open(data, "r+b") as f:
+        f.truncate(data.stat().st_size - 100)
+    open_("a data file cut short after the client kept it: the keys, then its problems", True)
+    return None
+
+
 def case_window(tally: Tally, s: Setup) -> int:
     """The window's session over a RemoteBackend through sshd (tests/model/remote_window_test)."""
     if not s.window:
@@ -1012,15 +1103,15 @@ def main() -> int:
     ap.add_argument("--window", help="the remote_window_tests binary (window)")
     ap.add_argument("--fixtures", help="tools/make_fixtures.py's output (cached: torch_dist)")
     ap.add_argument("case", choices=["loopback", "sshd", "killed", "version", "askpass",
-                                     "torchrun", "cancel", "cached", "confined", "window",
-                                     "compare", "repair"])
+                                     "torchrun", "cancel", "cached", "compressed", "confined",
+                                     "window", "compare", "repair"])
     a = ap.parse_args()
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="shardscope-remote-") as tmp:
         s = Setup(a, Path(tmp))
         code = {"loopback": case_loopback, "sshd": case_sshd, "killed": case_killed,
                 "version": case_version, "askpass": case_askpass, "torchrun": case_torchrun,
-                "cancel": case_cancel, "cached": case_cached,
+                "cancel": case_cancel, "cached": case_cached, "compressed": case_compressed,
                 "confined": case_confined, "window": case_window,
                 "compare": case_compare, "repair": case_repair}[a.case](tally, s)
         if code == SKIP:

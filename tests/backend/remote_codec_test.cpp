@@ -16,6 +16,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 #include <unistd.h>
 
@@ -165,6 +166,89 @@ TEST(RemoteWire, ABlobThatIsNotWhatWasSentIsRefused)
         (void)flipped.chunk(bad);
         EXPECT_FALSE(flipped.finish(frames[2].payload)); // its checksum
     }
+}
+
+// An index's blob (minor 1): its header compressed there, then its entry's frame as it was
+// kept, one zstd frame after another, frames and chunks meeting anywhere.
+TEST(RemoteWire, ABlobOfSeveralFramesOneOfThemKeptArrivesWhole)
+{
+    std::string entry(9 << 20, '\0'); // noise: frames longer than a chunk
+    uint64_t x = 7;
+    for (char &c : entry) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        c = char(x >> 60); // four bits of noise a byte: zstd shrinks it, not to nothing
+    }
+    const std::string header(1000, 'h');
+    auto receive = [](const std::function<void(FrameWriter &)> &send,
+                      uint64_t announced) -> Result<std::string> {
+        int p[2];
+        if (::pipe(p) != 0)
+            return makeError(Error::Code::Io, "pipe");
+        std::thread writer([&] {
+            FrameWriter w(p[1]);
+            send(w);
+            ::close(p[1]);
+        });
+        FrameReader r(p[0]);
+        Result<std::string> out = makeError(Error::Code::Io, "no end");
+        auto c = r.next();
+        BlobReceiver blob(announced);
+        Status s = Ok{};
+        while (auto f = r.next()) {
+            if (f->kind == FrameKind::BlobEnd) {
+                auto got = blob.finish(f->payload);
+                out = got ? Result<std::string>(std::string(got->view())) : got.error();
+                break;
+            }
+            if (s)
+                s = blob.chunk(f->payload);
+        }
+        writer.join();
+        ::close(p[0]);
+        if (!s)
+            return s.error();
+        return out;
+    };
+    // The first time the entry's frame is made, and kept.
+    std::string kept;
+    using Part = FrameWriter::Part;
+    auto first = receive(
+        [&](FrameWriter &w) {
+            EXPECT_TRUE(
+                w.controlWithFrames(1, {{"type", "index"}}, {Part{header}, Part{entry, &kept}}));
+        },
+        header.size() + entry.size());
+    ASSERT_TRUE(first) << first.error().message;
+    EXPECT_TRUE(*first == header + entry);
+    ASSERT_FALSE(kept.empty());
+    EXPECT_LT(kept.size(), entry.size());
+    // Then sent as it was kept, behind a header compressed now, and alone.
+    auto again = receive(
+        [&](FrameWriter &w) {
+            EXPECT_TRUE(w.controlWithFrames(2, {{"type", "index"}},
+                                            {Part{header}, Part{{}, nullptr, kept, entry.size()}}));
+        },
+        header.size() + entry.size());
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_TRUE(*again == header + entry);
+    auto alone = receive(
+        [&](FrameWriter &w) {
+            EXPECT_TRUE(w.controlWithFrames(3, {{"type", "entry"}},
+                                            {Part{{}, nullptr, kept, entry.size()}}));
+        },
+        entry.size());
+    ASSERT_TRUE(alone) << alone.error().message;
+    EXPECT_TRUE(*alone == entry);
+    // A kept frame that is not what it was said to be: refused, never a short blob.
+    auto cut = receive(
+        [&](FrameWriter &w) {
+            (void)w.controlWithFrames(
+                4, {{"type", "entry"}},
+                {Part{
+                    {}, nullptr, std::string_view(kept).substr(0, kept.size() / 2), entry.size()}});
+        },
+        entry.size());
+    EXPECT_FALSE(cut);
 }
 
 TEST(RemoteWire, TheReadyLineIsFoundPastAShellsChatterAndNotForever)

@@ -156,9 +156,17 @@ public:
      * Opens a checkpoint on the remote host. Its index travels once, zstd-compressed (the
      * persistent index's entry, on the wire); the session keeps it, and requests that name
      * this path (or carry this index as `opened`) use the server's open index. Progress:
-     * "open" while the server reads it, "receive" (bytes) while it travels.
+     * "open" while the server reads it, "receive" (bytes) while it travels, "check" while the
+     * server checks the data files after it sent the keys.
+     *
+     * `onKeysKnown` (as OpenOptions'): where the server holds a persistent index entry for the
+     * metadata as it is now, that entry comes (or, when this side kept it, is named) before the
+     * server's open, and the index it makes is passed here first: keys, shapes and chunks that
+     * are current, with the sizes, problems and info of the last open here (none when it was
+     * not kept) until open() returns the index as the whole open there found it.
      */
-    Result<OpenedIndex> open(const std::string &path, const JobControl &control = {});
+    Result<OpenedIndex> open(const std::string &path, const JobControl &control = {},
+                             const std::function<void(const CheckpointIndex &)> &onKeysKnown = {});
     /** Forgets an index open() returned, here and on the server (which also forgets it when
      *  the last copy here goes). */
     void release(const OpenedIndex &index);

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -128,6 +129,8 @@ std::string entryName(const IndexCacheKey &key)
 }
 
 // Least recently used first (a hit sets the file's modification time), until the entries fit.
+// An entry's compressed form (ENTRY.zst) counts with it and goes with it; one whose entry is
+// gone goes too.
 void evict(const std::string &dir, uint64_t maxBytes)
 {
     struct Entry
@@ -137,6 +140,7 @@ void evict(const std::string &dir, uint64_t maxBytes)
         fs::path path;
     };
     std::vector<Entry> entries;
+    std::map<std::string, uint64_t> compressed; // by the entry's name
     uint64_t total = 0;
     std::error_code ec;
     const auto now = fs::file_time_type::clock::now();
@@ -147,9 +151,14 @@ void evict(const std::string &dir, uint64_t maxBytes)
         const uint64_t size = e.file_size(ec2);
         if (ec2)
             continue;
-        if (n.starts_with('.') && n.find(".ssidx.shardscope-") != std::string::npos) {
+        if (n.starts_with('.') && (n.find(".ssidx.shardscope-") != std::string::npos ||
+                                   n.find(".ssidx.zst.shardscope-") != std::string::npos)) {
             if (now - used > std::chrono::hours(1)) // left by a process that died writing it
                 fs::remove(e.path(), ec2);
+            continue;
+        }
+        if (n.ends_with(".ssidx.zst")) {
+            compressed[n.substr(0, n.size() - 4)] = size;
             continue;
         }
         if (!n.ends_with(".ssidx"))
@@ -157,12 +166,23 @@ void evict(const std::string &dir, uint64_t maxBytes)
         entries.push_back({used, size, e.path()});
         total += size;
     }
+    for (Entry &e : entries)
+        if (auto it = compressed.find(e.path.filename().string()); it != compressed.end()) {
+            e.size += it->second;
+            total += it->second;
+            compressed.erase(it);
+        }
+    for (const auto &[name, size] : compressed) { // its entry is gone
+        std::error_code ec2;
+        fs::remove(fs::path(dir) / (name + ".zst"), ec2);
+    }
     std::sort(entries.begin(), entries.end(),
               [](const Entry &a, const Entry &b) { return a.used < b.used; });
     for (const Entry &e : entries) {
         if (total <= maxBytes)
             break;
         std::error_code ec2;
+        fs::remove(e.path.string() + ".zst", ec2);
         if (fs::remove(e.path, ec2))
             total -= e.size;
     }
@@ -255,14 +275,16 @@ PendingWrites &pendingWrites()
 
 } // namespace
 
-Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads,
-                     const std::function<void(const CheckpointIndex &)> &onKeysKnown,
-                     const IndexCacheSettings &settings)
+namespace {
+
+// The key of `dir`'s metadata as it is now, and the entry file it would be kept in; none when
+// the persistent index is off, the metadata is small, or a file of it cannot be signed.
+std::optional<std::pair<IndexCacheKey, std::string>> entryFor(const std::string &dir,
+                                                              const std::vector<std::string> &metas,
+                                                              const IndexCacheSettings &settings)
 {
-    const bool stream = threads != 1;
-    const std::vector<std::string> metas = listDcpMetadata(dir);
     if (settings.dir.empty() || metas.empty())
-        return readDcp(dir, index, stream, onKeysKnown);
+        return std::nullopt;
     IndexCacheKey key;
     key.build = std::string("shardscope ") + kVersion + ", index schema " +
                 std::to_string(kIndexCacheSchema);
@@ -275,15 +297,46 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
             total += n;
     }
     if (total < settings.minBytes)
-        return readDcp(dir, index, stream, onKeysKnown);
+        return std::nullopt;
     for (const std::string &m : metas) {
         FileSignature f;
         if (!sign(dir, m, f))
-            return readDcp(dir, index, stream, onKeysKnown); // it says what is wrong
+            return std::nullopt; // readDcp says what is wrong
         key.files.push_back(std::move(f));
     }
+    std::string entry = (fs::path(settings.dir) / (entryName(key) + ".ssidx")).string();
+    return std::pair(std::move(key), std::move(entry));
+}
 
-    const std::string entry = (fs::path(settings.dir) / (entryName(key) + ".ssidx")).string();
+} // namespace
+
+std::optional<CurrentIndexEntry> currentIndexEntry(const std::string &dir)
+{
+    const IndexCacheSettings settings = IndexCacheSettings::fromEnvironment();
+    auto found = entryFor(dir, listDcpMetadata(dir), settings);
+    if (!found)
+        return std::nullopt;
+    waitForIndexWrites(); // one this process is still writing
+    const auto &[key, path] = *found;
+    auto file = MappedFile::open(path);
+    if (!file)
+        return std::nullopt;
+    auto stored = decodeIndexKey((*file)->bytes(), path);
+    if (!stored || *stored != key)
+        return std::nullopt;
+    return CurrentIndexEntry{path, *file, (*file)->bytes()};
+}
+
+Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads,
+                     const std::function<void(const CheckpointIndex &)> &onKeysKnown,
+                     const IndexCacheSettings &settings)
+{
+    const bool stream = threads != 1;
+    auto found = entryFor(dir, listDcpMetadata(dir), settings);
+    if (!found)
+        return readDcp(dir, index, stream, onKeysKnown);
+    const IndexCacheKey &key = found->first;
+    const std::string &entry = found->second;
     waitForIndexWrites(); // one this process is still writing is cheaper than a decode
     std::string why;      // why an entry that was there was not used
     if (auto file = KeptMappings::instance().map(entry)) {
@@ -350,6 +403,9 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
         pendingWrites().bytes[entry] = bytes;
     }
     entryWriter().submit([bytes, settings, entry] {
+        // The compressed form of the entry this one replaces is no longer its form.
+        std::error_code ec;
+        fs::remove(entry + ".zst", ec);
         if (store(settings.dir, entry, std::string_view(bytes->data(), bytes->size())).empty())
             evict(settings.dir, settings.maxBytes);
         std::lock_guard lock(pendingWrites().mutex);
@@ -358,6 +414,72 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
             pendingWrites().bytes.erase(it);
     });
     return note("writing to " + entry);
+}
+
+namespace {
+
+constexpr std::string_view kCompressedMagic = "SSIDXZ1\n";
+constexpr size_t kCompressedHeader = 32;
+
+// The entry's own checksum (its header's last field), which covers its key and body.
+uint64_t entryChecksum(std::span<const uint8_t> entry)
+{
+    uint64_t sum = 0;
+    if (entry.size() >= 40)
+        std::memcpy(&sum, entry.data() + 32, sizeof sum);
+    return sum;
+}
+
+} // namespace
+
+Result<CompressedEntry> keptCompressedEntry(const std::string &entryPath,
+                                            std::span<const uint8_t> entry)
+{
+    const std::string path = entryPath + ".zst";
+    auto bad = [&](const std::string &why) {
+        return makeError(Error::Code::Format, why).inFile(path);
+    };
+    auto file = MappedFile::open(path, true);
+    if (!file)
+        return makeError(Error::Code::NotFound, "none kept").inFile(path);
+    const std::span<const uint8_t> bytes = (*file)->bytes();
+    if (bytes.size() < kCompressedHeader ||
+        std::memcmp(bytes.data(), kCompressedMagic.data(), kCompressedMagic.size()) != 0)
+        return bad("not a compressed entry");
+    uint64_t size = 0, sum = 0, hash = 0;
+    std::memcpy(&size, bytes.data() + 8, 8);
+    std::memcpy(&sum, bytes.data() + 16, 8);
+    std::memcpy(&hash, bytes.data() + 24, 8);
+    if (size != entry.size() || sum != entryChecksum(entry))
+        return bad("the compressed form of an earlier entry");
+    const std::span<const uint8_t> frame = bytes.subspan(kCompressedHeader);
+    if (XXH3_64bits(frame.data(), frame.size()) != hash)
+        return bad("checksum mismatch");
+    CompressedEntry kept;
+    kept.frame = std::string_view(reinterpret_cast<const char *>(frame.data()), frame.size());
+    kept.keep = std::move(*file);
+    return kept;
+}
+
+void keepCompressedEntry(const std::string &entryPath, std::span<const uint8_t> entry,
+                         std::string frame)
+{
+    std::string header(kCompressedMagic);
+    header.resize(kCompressedHeader);
+    const uint64_t size = entry.size(), sum = entryChecksum(entry),
+                   hash = XXH3_64bits(frame.data(), frame.size());
+    std::memcpy(header.data() + 8, &size, 8);
+    std::memcpy(header.data() + 16, &sum, 8);
+    std::memcpy(header.data() + 24, &hash, 8);
+    auto bytes = std::make_shared<std::string>(std::move(header) + frame);
+    const uint64_t maxBytes = IndexCacheSettings::fromEnvironment().maxBytes;
+    entryWriter().submit([bytes, entryPath, maxBytes] {
+        const std::string dir = fs::path(entryPath).parent_path().string();
+        if (!fs::exists(entryPath)) // its entry was not written (or evicted meanwhile)
+            return;
+        if (!writeFileAtomically(entryPath + ".zst", *bytes, AtomicWriteOptions{false, 0600}))
+            evict(dir, maxBytes);
+    });
 }
 
 void waitForIndexWrites()

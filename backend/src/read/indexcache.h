@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 
 namespace shardscope::detail {
@@ -42,6 +44,42 @@ struct IndexCacheSettings
 Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads,
                      const std::function<void(const CheckpointIndex &)> &onKeysKnown,
                      const IndexCacheSettings &settings = IndexCacheSettings::fromEnvironment());
+
+class MappedFile;
+
+/** The persistent index's entry for a DCP directory's metadata as it is now (its key matches:
+ *  only its header and key were read, not its body), mapped. */
+struct CurrentIndexEntry
+{
+    std::string path;
+    std::shared_ptr<const MappedFile> file;
+    std::span<const uint8_t> bytes;
+};
+std::optional<CurrentIndexEntry> currentIndexEntry(const std::string &dir);
+
+/**
+ * The remote wire's form of an entry (a zstd frame of its bytes, remote/wire.h), kept beside it
+ * as ENTRY.zst so that a server sends it as it is instead of compressing 200 MiB on every open:
+ *
+ *   "SSIDXZ1\n", u64 entry bytes, u64 the entry's checksum (its header's), u64 XXH3-64 of the
+ *   frame, then the frame
+ *
+ * It is used only for the entry whose size and checksum it names, and only when its frame's
+ * hash holds; it goes with its entry (evicted, replaced) and counts towards the cache's size.
+ */
+struct CompressedEntry
+{
+    std::shared_ptr<const void> keep; ///< the mapping `frame` lies in
+    std::string_view frame;
+};
+/** The compressed form kept beside the entry file `entryPath`, when it is the form of
+ *  `entry` (that file's bytes); else why not ("none kept", "for an earlier entry", …). */
+Result<CompressedEntry> keptCompressedEntry(const std::string &entryPath,
+                                            std::span<const uint8_t> entry);
+/** Keeps `frame`, the compressed form of `entry` (the bytes of the entry file `entryPath`),
+ *  beside it: written after that entry (the order writes were submitted), atomically. */
+void keepCompressedEntry(const std::string &entryPath, std::span<const uint8_t> entry,
+                         std::string frame);
 
 /** Returns when every entry this process began writing is written (or failed to be). */
 void waitForIndexWrites();

@@ -68,7 +68,8 @@ struct RemoteSession::Impl
     void fail(const std::string &why);
     Error lostError(const char *during) const;
     Result<Message> call(const std::string &op, const json &args, const JobControl &control,
-                         const std::string &what, std::vector<Message> *extras = nullptr);
+                         const std::string &what, std::vector<Message> *extras = nullptr,
+                         const std::function<void(Message &)> &onEntry = {});
     json handleOf(const OpenedIndex &index) const;
     /** A kept index decoded ahead, while the server opens (its identity, and the entry). */
     struct Guess
@@ -76,9 +77,20 @@ struct RemoteSession::Impl
         std::string identity;
         std::future<Result<std::shared_ptr<CheckpointIndex>>> entry;
     };
+    /** The entry the server sent (or named, when it is kept here) ahead of its open. */
+    struct Early
+    {
+        std::string entry; ///< its checksum: an identity's second part
+        std::shared_ptr<CheckpointIndex> index;
+        std::shared_ptr<Bytes> bytes; ///< as received (to be kept); null when it was kept here
+        std::optional<Error> error;
+    };
+    void takeEntry(Message &m, const std::string &origin, const ClientIndexCache &cache,
+                   Guess &guess, Early &early);
     Result<std::shared_ptr<const CheckpointIndex>> takeIndex(Message &m, const std::string &origin,
                                                              const ClientIndexCache &cache,
-                                                             Guess *guess = nullptr);
+                                                             Guess *guess = nullptr,
+                                                             Early *early = nullptr);
     template<typename T>
     Result<T> resultOf(const Message &m);
 };
@@ -191,7 +203,8 @@ void RemoteSession::Impl::readLoop()
 
 Result<Message> RemoteSession::Impl::call(const std::string &op, const json &args,
                                           const JobControl &control, const std::string &what,
-                                          std::vector<Message> *extras)
+                                          std::vector<Message> *extras,
+                                          const std::function<void(Message &)> &onEntry)
 {
     uint32_t id;
     {
@@ -256,6 +269,8 @@ Result<Message> RemoteSession::Impl::call(const std::string &op, const json &arg
                                        m.control.value("total", uint64_t(0))};
             if (!cancelSent && !control.report(progress))
                 cancel();
+        } else if (type == "entry" && onEntry) {
+            onEntry(m);
         } else if (type == "index" && extras) {
             extras->push_back(std::move(m));
         } else if (type == "result") {
@@ -282,7 +297,7 @@ json RemoteSession::Impl::handleOf(const OpenedIndex &index) const
 
 Result<std::shared_ptr<const CheckpointIndex>>
 RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const ClientIndexCache &cache,
-                               Guess *guess)
+                               Guess *guess, Early *early)
 {
     const std::string identity = m.control.value("identity", "");
     Result<std::shared_ptr<const CheckpointIndex>> decoded =
@@ -299,8 +314,21 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
     } timing{t0};
-    if (m.control.value("held", false) && guess && guess->entry.valid() &&
-        guess->identity == identity) {
+    const bool held = m.control.value("held", false), sent = m.control.value("entry_sent", false);
+    if ((held || sent) && early && early->index && entryPartOf(identity) == early->entry) {
+        // The entry that came ahead (shown already, its keys current): the header of the
+        // server's whole open now, its sizes, kinds and info.
+        if (auto s = applyIndexHeader(m.blob.view(), *early->index, origin); !s)
+            return s.error();
+        decoded = std::shared_ptr<const CheckpointIndex>(std::move(early->index));
+        if (!held && early->bytes && !identity.empty())
+            cache.store(identity, std::string(m.blob.view()), early->bytes->view(), early->bytes);
+    } else if (sent) {
+        if (early && early->error)
+            return *early->error;
+        return makeError(Error::Code::Format, "the server named an entry it did not send")
+            .inFile(origin);
+    } else if (held && guess && guess->entry.valid() && guess->identity == identity) {
         // The one decoded while the server opened: its header now.
         auto entry = guess->entry.get();
         if (!entry)
@@ -308,7 +336,7 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
         if (auto s = applyIndexHeader(m.blob.view(), **entry, origin); !s)
             return s.error();
         decoded = std::shared_ptr<const CheckpointIndex>(std::move(*entry));
-    } else if (m.control.value("held", false)) {
+    } else if (held) {
         // Ours already: the server sent its header alone, the entry is the one kept here.
         auto file = cache.blob(identity);
         if (!file)
@@ -344,6 +372,82 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
     std::lock_guard lock(mutex);
     handles[index.get()] = {index, handle};
     return index;
+}
+
+namespace {
+
+// The entry of the blob kept here under `identity`, and (when `header`) its header.
+Result<std::shared_ptr<CheckpointIndex>> decodeKept(const ClientIndexCache &cache,
+                                                    const std::string &identity,
+                                                    const std::string &origin,
+                                                    std::string *header = nullptr)
+{
+    using R = Result<std::shared_ptr<CheckpointIndex>>;
+    auto file = cache.blob(identity);
+    if (!file)
+        return R(makeError(Error::Code::NotFound, "the index kept here is gone").inFile(origin));
+    const std::string_view kept(reinterpret_cast<const char *>(file->bytes().data()), file->size());
+    auto parts = splitIndexBlob(kept);
+    if (!parts)
+        return R(parts.error().inFile(file->path()));
+    if (header)
+        *header = std::string(parts->first);
+    return decodeIndexEntry(parts->second, origin, 0, file->local());
+}
+
+} // namespace
+
+void RemoteSession::Impl::takeEntry(Message &m, const std::string &origin,
+                                    const ClientIndexCache &cache, Guess &guess, Early &early)
+{
+    early.entry = m.control.value("entry", "");
+    const json held = m.control.value("held", json());
+    const auto t0 = std::chrono::steady_clock::now();
+    struct Timing
+    {
+        std::chrono::steady_clock::time_point t0;
+        bool held;
+        ~Timing()
+        {
+            if (std::getenv("SHARDSCOPE_TIMING"))
+                std::fprintf(
+                    stderr, "timing: client: the entry ahead (%s) decoded in %.3f s\n",
+                    held ? "kept here" : "sent",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+    } timing{t0, held.is_string()};
+    Result<std::shared_ptr<CheckpointIndex>> entry = makeError(Error::Code::Internal, "none");
+    if (held.is_string()) {
+        // Kept here: decoded while the server looked it up (the newest kept one), else now;
+        // with the header of the open it came from until the server's own comes.
+        const std::string id = held.get<std::string>();
+        std::string header;
+        if (guess.entry.valid() && guess.identity == id) {
+            entry = guess.entry.get();
+            if (auto file = cache.blob(id); file && entry)
+                if (auto parts = splitIndexBlob(std::string_view(
+                        reinterpret_cast<const char *>(file->bytes().data()), file->size())))
+                    header = std::string(parts->first);
+        } else {
+            entry = decodeKept(cache, id, origin, &header);
+        }
+        if (entry && !header.empty())
+            if (auto s = applyIndexHeader(header, **entry, origin); !s)
+                entry = s.error();
+    } else {
+        auto bytes = std::make_shared<Bytes>(std::move(m.blob));
+        entry = decodeIndexEntry(bytes->view(), origin, 0, false);
+        if (entry) {
+            (*entry)->inputPath = origin;
+            (*entry)->dataDir = origin;
+            early.bytes = std::move(bytes);
+        }
+    }
+    if (!entry) {
+        early.error = entry.error();
+        return;
+    }
+    early.index = std::move(*entry);
 }
 
 template<typename T>
@@ -516,7 +620,9 @@ uint64_t RemoteSession::bytesReceived() const
 
 // ---------------------------------------------------------------- the front door
 
-Result<OpenedIndex> RemoteSession::open(const std::string &path, const JobControl &control)
+Result<OpenedIndex>
+RemoteSession::open(const std::string &path, const JobControl &control,
+                    const std::function<void(const CheckpointIndex &)> &onKeysKnown)
 {
     const ClientIndexCache cache(m->target, path);
     // Twice at most: a kept index that went between asking and reading is asked for whole.
@@ -528,25 +634,23 @@ Result<OpenedIndex> RemoteSession::open(const std::string &path, const JobContro
         if (!have.empty())
             guess = {have.front(),
                      std::async(std::launch::async, [&cache, id = have.front(), path] {
-                         using R = Result<std::shared_ptr<CheckpointIndex>>;
-                         auto file = cache.blob(id);
-                         if (!file)
-                             return R(makeError(Error::Code::NotFound, "gone"));
-                         const std::string_view kept(
-                             reinterpret_cast<const char *>(file->bytes().data()), file->size());
-                         auto parts = splitIndexBlob(kept);
-                         if (!parts)
-                             return R(parts.error().inFile(file->path()));
-                         return decodeIndexEntry(parts->second, path, 0, file->local());
+                         return decodeKept(cache, id, path);
                      })};
+        Impl::Early early;
+        auto onEntry = [&](Message &e) {
+            m->takeEntry(e, path, cache, guess, early);
+            if (early.index && onKeysKnown && !control.cancel.cancelled())
+                onKeysKnown(*early.index);
+        };
         std::vector<Message> extras;
-        auto reply = m->call("open", {{"path", path}, {"have", have}}, control, "open", &extras);
+        auto reply =
+            m->call("open", {{"path", path}, {"have", have}}, control, "open", &extras, onEntry);
         if (!reply)
             return reply.error();
         if (extras.empty())
             return makeError(Error::Code::Format,
                              "the server opened " + visibleName(path) + " but sent no index");
-        auto index = m->takeIndex(extras.front(), path, cache, &guess);
+        auto index = m->takeIndex(extras.front(), path, cache, &guess, &early);
         if (index)
             return OpenedIndex(std::move(*index));
         if (!useKept || index.error().code != Error::Code::NotFound)

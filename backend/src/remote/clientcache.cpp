@@ -152,6 +152,26 @@ void ClientIndexCache::store(const std::string &identity, std::string_view blob,
         });
 }
 
+void ClientIndexCache::store(const std::string &identity, std::string header,
+                             std::string_view entry, std::shared_ptr<const void> keep) const
+{
+    if (!enabled() || header.size() + entry.size() > m_maxBytes)
+        return;
+    writer().submit([dir = m_dir, prefix = m_prefix, path = fileOf(identity),
+                     header = std::move(header), entry, keep, max = m_maxBytes] {
+        std::string blob;
+        blob.reserve(header.size() + entry.size());
+        blob.append(header).append(entry);
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        AtomicWriteOptions o;
+        o.flush = false; // a cache: the entry's own checksum finds a torn file
+        o.mode = 0600;
+        if (!writeFileAtomically(path, blob, o))
+            evict(dir, prefix, path, max);
+    });
+}
+
 void waitForClientCacheWrites()
 {
     writer().drain();

@@ -31,6 +31,9 @@ public:
      *  older ones go, and the least recently used past SHARDSCOPE_CACHE_MAX_MB. */
     void store(const std::string &identity, std::string_view blob,
                std::shared_ptr<const void> keep) const;
+    /** The same for a blob received as its header and its entry apart. */
+    void store(const std::string &identity, std::string header, std::string_view entry,
+               std::shared_ptr<const void> keep) const;
 
 private:
     std::string fileOf(const std::string &identity) const;

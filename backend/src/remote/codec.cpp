@@ -301,6 +301,7 @@ IndexBlob indexBlob(const CheckpointIndex &index)
             blob.entry =
                 std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size());
             blob.keep = keep;
+            blob.entryPath = path;
         }
     if (!blob.keep) {
         IndexCacheKey key;
@@ -316,11 +317,17 @@ IndexBlob indexBlob(const CheckpointIndex &index)
     same["info"].erase("index_cache");
     const std::string stable = toPack(same);
     char hex[40];
-    std::snprintf(hex, sizeof hex, "%016llx-%016llx",
-                  (unsigned long long)XXH3_64bits(stable.data(), stable.size()),
-                  (unsigned long long)entryChecksum(blob.entry));
-    blob.identity = hex;
+    std::snprintf(hex, sizeof hex, "%016llx-",
+                  (unsigned long long)XXH3_64bits(stable.data(), stable.size()));
+    blob.identity = hex + entryIdentity(blob.entry);
     return blob;
+}
+
+std::string entryIdentity(std::string_view entry)
+{
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)entryChecksum(entry));
+    return hex;
 }
 
 std::string encodeIndexBlob(const CheckpointIndex &index)

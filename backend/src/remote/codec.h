@@ -46,11 +46,20 @@ struct IndexBlob
      *  to encode), else encoded here. */
     std::shared_ptr<const void> keep;
     std::string_view entry;
+    /** The persistent index's file the entry is (its compressed form is kept beside it), or
+     *  one still being written; empty when it was encoded here. */
+    std::string entryPath;
     /** What names these bytes: the entry's checksum and the header's (a client that holds a
      *  blob of this identity holds this index). */
     std::string identity;
 };
 IndexBlob indexBlob(const CheckpointIndex &index);
+/** The entry's part of an identity (its checksum), which the "entry" message names. */
+std::string entryIdentity(std::string_view entry);
+inline std::string_view entryPartOf(std::string_view identity)
+{
+    return identity.size() > 17 ? identity.substr(17) : std::string_view();
+}
 /** indexBlob() as one string (tests). */
 std::string encodeIndexBlob(const CheckpointIndex &index);
 Result<std::shared_ptr<const CheckpointIndex>>

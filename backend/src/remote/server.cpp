@@ -2,6 +2,8 @@
 // `shardscope-cli serve --stdio`: one client's requests on stdin, replies on stdout. Each
 // request runs on a thread of its own, so that a tensor's statistics need not wait for a verify;
 // their frames interleave.
+#include "read/indexcache.h"
+#include "read/mappedfile.h"
 #include "remote/codec.h"
 #include "remote/host.h"
 #include "remote/launch.h"
@@ -12,12 +14,14 @@
 #include "shardscope/writefile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -89,7 +93,11 @@ private:
     Result<json> handle(uint32_t id, const std::string &op, const json &args,
                         const JobControl &control);
     JobControl controlFor(uint32_t id, const CancelToken &cancel);
-    Status sendIndex(uint32_t id, const Opened &opened, int64_t handle, const json &have);
+    Status sendIndex(uint32_t id, const Opened &opened, int64_t handle, const json &have,
+                     const std::string &ahead = {});
+    std::string sendEntryAhead(uint32_t id, const std::string &path, const json &have);
+    Status sendEntry(uint32_t id, const json &message, std::string_view header,
+                     std::string_view entry, const std::string &entryPath, StepTimer &timer);
     void sendError(uint32_t id, const Error &e);
     OpenedIndex opened(const json &handle) const;
     int64_t keep(Opened opened);
@@ -97,6 +105,7 @@ private:
     FrameReader m_reader;
     FrameWriter m_writer;
     int m_threads = 1;
+    int m_minor = 0;       ///< the protocol's minor version both sides speak
     uint64_t m_memory = 0; ///< 0: the front door's default
     mutable std::mutex m_mutex;
     std::condition_variable m_idle;
@@ -127,9 +136,10 @@ Status Server::hello(const Frame &f)
     if (j->value("no_cache", false))
         ::setenv("SHARDSCOPE_NO_CACHE", "1", 1);
     const std::string srun = findOnPath("srun"), torchrun = findOnPath("torchrun");
+    m_minor = std::min(kWireMinor, j->value("minor", 0));
     return m_writer.control(f.id, {{"type", "hello"},
                                    {"major", kWireMajor},
-                                   {"minor", std::min(kWireMinor, j->value("minor", 0))},
+                                   {"minor", m_minor},
                                    {"version", kVersion},
                                    {"host", hostName()},
                                    {"executable", selfExecutable()},
@@ -315,20 +325,110 @@ int64_t Server::keep(Opened o)
     return h;
 }
 
-Status Server::sendIndex(uint32_t id, const Opened &o, int64_t handle, const json &have)
+Status Server::sendEntry(uint32_t id, const json &message, std::string_view header,
+                         std::string_view entry, const std::string &entryPath, StepTimer &timer)
+{
+    using Part = FrameWriter::Part;
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t *>(entry.data()),
+                                         entry.size());
+    // The persistent index's entry: its compressed form kept beside it goes as it is (the
+    // compression is most of a cached open's time), never one that is not this entry's.
+    if (!entryPath.empty()) {
+        auto kept = keptCompressedEntry(entryPath, bytes);
+        if (kept) {
+            const Part frame{{}, nullptr, kept->frame, entry.size()};
+            const Status s = header.empty()
+                                 ? m_writer.controlWithFrames(id, message, {frame})
+                                 : m_writer.controlWithFrames(id, message, {Part{header}, frame});
+            timer.step("sent its kept compressed form");
+            return s;
+        }
+        if (std::getenv("SHARDSCOPE_TIMING"))
+            std::fprintf(stderr, "timing: index: its compressed form not used: %s\n",
+                         kept.error().toString().c_str());
+    }
+    std::string frame;
+    const Part part{entry, entryPath.empty() ? nullptr : &frame};
+    const Status s = header.empty() ? m_writer.controlWithFrames(id, message, {part})
+                                    : m_writer.controlWithFrames(id, message, {Part{header}, part});
+    if (s && !entryPath.empty())
+        keepCompressedEntry(entryPath, bytes, std::move(frame));
+    timer.step("compressed and sent");
+    return s;
+}
+
+std::string Server::sendEntryAhead(uint32_t id, const std::string &path, const json &have)
+{
+    // A DCP directory whose persistent entry is the index (common.pt's keys and a Megatron
+    // root's tracker are added or followed by the open).
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (m_minor < 1 || !fs::is_directory(path, ec))
+        return {};
+    fs::path dir = path;
+    if (fs::exists(dir / "latest_checkpointed_iteration.txt", ec)) {
+        // A Megatron root: the iteration its tracker names, as the open follows it (anything
+        // else in it is the open's to say).
+        auto text = readTextFile((dir / "latest_checkpointed_iteration.txt").string(), 64);
+        if (!text)
+            return {};
+        std::string it = *text;
+        std::erase_if(it, [](unsigned char c) { return std::isspace(c); });
+        if (it == "release") {
+            dir /= "release";
+        } else if (!it.empty() && it.size() <= 12 &&
+                   std::all_of(it.begin(), it.end(),
+                               [](unsigned char c) { return std::isdigit(c); })) {
+            char name[32];
+            std::snprintf(name, sizeof name, "iter_%07llu", std::stoull(it));
+            dir /= name;
+        } else {
+            return {};
+        }
+    }
+    if (fs::exists(dir / "common.pt", ec)) // its keys are added by the open
+        return {};
+    StepTimer timer("entry");
+    auto entry = currentIndexEntry(dir.string());
+    if (!entry)
+        return {};
+    timer.step("found");
+    const std::string_view bytes(reinterpret_cast<const char *>(entry->bytes.data()),
+                                 entry->bytes.size());
+    const std::string sum = entryIdentity(bytes);
+    json message = {{"type", "entry"}, {"entry", sum}};
+    if (have.is_array())
+        for (const json &h : have)
+            if (h.is_string() && entryPartOf(h.get<std::string>()) == sum) {
+                message["held"] = h;
+                return m_writer.control(id, message) ? sum : std::string();
+            }
+    return sendEntry(id, message, {}, bytes, entry->path, timer) ? sum : std::string();
+}
+
+Status Server::sendIndex(uint32_t id, const Opened &o, int64_t handle, const json &have,
+                         const std::string &ahead)
 {
     StepTimer timer("index");
     const IndexBlob blob = indexBlob(*o.index);
     timer.step("encoded");
     json message = {{"type", "index"}, {"handle", handle}, {"identity", blob.identity}};
-    // The client keeps the indexes it received: one it holds travels as its header alone.
+    // The client keeps the indexes it received: one it holds travels as its header alone, as
+    // does one whose entry went ahead of the open.
     if (have.is_array() && std::find(have.begin(), have.end(), blob.identity) != have.end()) {
         message["held"] = true;
         return m_writer.controlWithBlob(id, message, blob.header);
     }
-    Status s = m_writer.controlWithBlob(id, message, {blob.header, blob.entry});
-    timer.step("compressed and sent");
-    return s;
+    if (!ahead.empty() && entryPartOf(blob.identity) == ahead) {
+        message["entry_sent"] = true;
+        return m_writer.controlWithBlob(id, message, blob.header);
+    }
+    if (m_minor < 1) {
+        Status s = m_writer.controlWithBlob(id, message, {blob.header, blob.entry});
+        timer.step("compressed and sent");
+        return s;
+    }
+    return sendEntry(id, message, blob.header, blob.entry, blob.entryPath, timer);
 }
 
 void Server::runRequest(uint32_t id, const std::string &op, const json &args,
@@ -371,6 +471,11 @@ Result<json> Server::handle(uint32_t id, const std::string &op, const json &args
         const std::string path = arg("path").is_string() ? arg("path").get<std::string>() : "";
         if (!control.report({"open", 0, 0}))
             return makeError(Error::Code::Cancelled, "cancelled");
+        // The persistent index's entry for the metadata as it is now goes first (the client
+        // shows its keys), then the index as the whole open found it (the data files checked).
+        const std::string ahead = sendEntryAhead(id, path, arg("have"));
+        if (!ahead.empty() && !control.report({"check", 0, 0}))
+            return makeError(Error::Code::Cancelled, "cancelled");
         StepTimer timer("open");
         auto index = openCheckpoint(path);
         timer.step("opened");
@@ -378,7 +483,7 @@ Result<json> Server::handle(uint32_t id, const std::string &op, const json &args
             return index.error();
         Opened o{path, std::make_shared<const CheckpointIndex>(std::move(*index))};
         const int64_t h = keep(o);
-        if (auto s = sendIndex(id, o, h, arg("have")); !s)
+        if (auto s = sendIndex(id, o, h, arg("have"), ahead); !s)
             return s.error();
         return json{{"handle", h}};
     }

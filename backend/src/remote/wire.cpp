@@ -145,6 +145,68 @@ Status FrameWriter::controlWithBlob(uint32_t id, json message,
     return send(FrameKind::BlobEnd, id, be64(XXH3_64bits_digest(hash.get())));
 }
 
+Status FrameWriter::controlWithFrames(uint32_t id, json message, std::initializer_list<Part> parts)
+{
+    uint64_t raw = 0;
+    for (const Part &p : parts)
+        raw += p.frame.empty() ? p.raw.size() : p.rawSize;
+    message["blob"] = {{"raw", raw}};
+    if (auto s = control(id, message); !s)
+        return s;
+    std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx *)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+    std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t *)> hash(XXH3_createState(),
+                                                                          XXH3_freeState);
+    XXH3_64bits_reset(hash.get());
+    std::string out(kBlobChunk, '\0');
+    size_t used = 0; // chunks go out full, but for the last
+    auto put = [&](std::string_view bytes) -> Status {
+        while (!bytes.empty()) {
+            const size_t n = std::min(bytes.size(), out.size() - used);
+            std::memcpy(out.data() + used, bytes.data(), n);
+            used += n;
+            bytes.remove_prefix(n);
+            if (used == out.size()) {
+                XXH3_64bits_update(hash.get(), out.data(), used);
+                used = 0;
+                if (auto s = send(FrameKind::BlobChunk, id, out); !s)
+                    return s;
+            }
+        }
+        return Ok{};
+    };
+    for (const Part &p : parts) {
+        if (!p.frame.empty()) {
+            if (auto s = put(p.frame); !s)
+                return s;
+            continue;
+        }
+        // Level 3 on one thread, as controlWithBlob.
+        ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
+        ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, 3);
+        ZSTD_CCtx_setPledgedSrcSize(cctx.get(), p.raw.size());
+        std::string piece(1 << 20, '\0');
+        ZSTD_inBuffer in{p.raw.data(), p.raw.size(), 0};
+        for (size_t left = 1; left;) {
+            ZSTD_outBuffer o{piece.data(), piece.size(), 0};
+            left = ZSTD_compressStream2(cctx.get(), &o, &in, ZSTD_e_end);
+            if (ZSTD_isError(left))
+                return makeError(Error::Code::Internal,
+                                 std::string("zstd: ") + ZSTD_getErrorName(left));
+            const std::string_view made(piece.data(), o.pos);
+            if (p.keepFrame)
+                p.keepFrame->append(made);
+            if (auto s = put(made); !s)
+                return s;
+        }
+    }
+    if (used) {
+        XXH3_64bits_update(hash.get(), out.data(), used);
+        if (auto s = send(FrameKind::BlobChunk, id, std::string_view(out.data(), used)); !s)
+            return s;
+    }
+    return send(FrameKind::BlobEnd, id, be64(XXH3_64bits_digest(hash.get())));
+}
+
 ssize_t FrameReader::readSome(char *data, size_t size)
 {
     while (m_keepWaiting) {
@@ -288,6 +350,8 @@ Status BlobReceiver::decompress(std::string_view bytes)
 {
     State &s = *m_state;
     ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+    // Several frames one after the other (minor 1) decode as one stream: zstd starts the next
+    // frame itself.
     for (;;) {
         ZSTD_outBuffer o{s.out.data(), s.out.capacity(), s.out.size()};
         const size_t before = in.pos, had = o.pos;

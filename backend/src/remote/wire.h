@@ -8,7 +8,8 @@
 // "progress" | "cancel" | "result" | "error" | "refused" | "release", …}); kind 1: a chunk of
 // the blob the last control message of that id announced ({"blob": {"raw": BYTES}}),
 // at most 4 MiB, so that progress and cancel interleave with a large transfer; kind 2: the
-// blob's end, the XXH3-64 (BE) of its chunks' bytes. Every blob is one zstd frame. Whatever
+// blob's end, the XXH3-64 (BE) of its chunks' bytes. Every blob is zstd: one frame, or (minor 1,
+// an index) several one after the other, one of which may be sent as it was kept. Whatever
 // may hold bytes from a checkpoint (paths, keys, messages) travels in a blob as MessagePack,
 // which keeps any byte string (JSON text would have to be UTF-8).
 #pragma once
@@ -33,8 +34,9 @@ using json = nlohmann::json;
 /** The wire's major version: a client and a server of different majors do not talk. The
  *  ready line and the hello never change shape, so that any two versions can say so. */
 inline constexpr int kWireMajor = 1;
-/** Minor versions add messages and fields; the lower of the two sides' is used. */
-inline constexpr int kWireMinor = 0;
+/** Minor versions add messages and fields; the lower of the two sides' is used. 1: an index's
+ *  entry is sent ahead of the server's open ("entry"), in a frame of its own. */
+inline constexpr int kWireMinor = 1;
 /** The server's first line: "SHARDSCOPE-SERVE <major> <version>". */
 inline constexpr std::string_view kReadyPrefix = "SHARDSCOPE-SERVE ";
 /** Shell start-up output (.bashrc, a banner) skipped before the ready line, at most. */
@@ -77,6 +79,17 @@ public:
     /** The same for a blob made of pieces, sent as one. */
     Status controlWithBlob(uint32_t id, json message,
                            std::initializer_list<std::string_view> pieces);
+    /** One frame of a blob: `raw` compressed here (its frame put in `keepFrame` when that is
+     *  set), or `frame`, a zstd frame of `rawSize` bytes compressed before, sent as it is. */
+    struct Part
+    {
+        std::string_view raw;
+        std::string *keepFrame = nullptr;
+        std::string_view frame;
+        uint64_t rawSize = 0;
+    };
+    /** `message` with its blob, the parts' frames one after the other (minor 1). */
+    Status controlWithFrames(uint32_t id, json message, std::initializer_list<Part> parts);
     uint64_t bytesWritten() const { return m_bytes.load(); }
 
 private:
