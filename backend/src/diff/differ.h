@@ -39,9 +39,9 @@ struct Scratch
     bool otherForm = false;           // the last torch_dist lookup found another form
     std::pair<bool, bool> storedForm; // its layers and experts stacked
     std::string key;                  // Disk::findOptimizer's
-    // request(p, false) of the last parameter evaluateParam saw (what it reads of p is kept to
+    // A request for the last parameter evaluateParam saw (what it reads of p is kept to
     // compare): the optimizer's states ask for it again, each.
-    struct
+    struct CachedRequest
     {
         std::string name, absorbs;
         std::vector<int64_t> shape;
@@ -53,7 +53,20 @@ struct Scratch
             return valid && name == p.name && shape == p.shape && absorbs == p.absorbs &&
                    fusion == p.fusion;
         }
-    } cached;
+        void keep(const LayoutParam &p, Request q)
+        {
+            request = std::move(q);
+            name = p.name;
+            shape = p.shape;
+            absorbs = p.absorbs;
+            fusion = p.fusion;
+            valid = true;
+        }
+    };
+    CachedRequest cached; ///< request(p, false)
+    /** request(p, true): what a loader with every handler asks for, looked up for each state of
+     *  a parameter the load does not find (half of them with a fused rule off). */
+    CachedRequest ideal;
 };
 
 /** This thread's Scratch: forEachIndex gives each of its threads one, Differ::run the caller's. */

@@ -151,14 +151,8 @@ DiffEntry Differ::evaluateParam(const LayoutParam &p, const std::string &state)
     e.dtype = state.empty() ? p.dtype : std::string();
 
     // Each optimizer state asks for the same request: build it once per parameter.
-    if (!scratch().cached.holds(p)) {
-        scratch().cached.request = request(p, false);
-        scratch().cached.name = p.name;
-        scratch().cached.shape = p.shape;
-        scratch().cached.absorbs = p.absorbs;
-        scratch().cached.fusion = p.fusion;
-        scratch().cached.valid = true;
-    }
+    if (!scratch().cached.holds(p))
+        scratch().cached.keep(p, request(p, false));
     const Request *qp = &scratch().cached.request;
     setRequest(e, *qp, state);
     std::vector<DiskKey *> found;
@@ -205,13 +199,18 @@ DiffEntry Differ::evaluateParam(const LayoutParam &p, const std::string &state)
 
     // 2. The loader lacks a handler that would have found it, or (torch_dist) the data is there
     // in another form of sharded keys than the load asks for.
-    Request ideal = request(p, true);
+    if (!scratch().ideal.holds(p))
+        scratch().ideal.keep(p, request(p, true));
+    const Request *idealp = &scratch().ideal.request; // nothing below evaluates another
+    Request halves;
     scratch().anyForm = true;
-    bool there = lookup(ideal, state, found);
+    bool there = lookup(*idealp, state, found);
     if (!there && m_torchDist && p.fusion && p.fusion->rule == "swiglu") {
-        ideal = request(p, true, !m_singleton);
-        there = lookup(ideal, state, found);
+        halves = request(p, true, !m_singleton);
+        idealp = &halves;
+        there = lookup(halves, state, found);
     }
+    const Request &ideal = *idealp;
     const bool otherForm = m_torchDist && (scratch().otherForm || ideal.split != qp->split);
     scratch().anyForm = false;
     if (there) {

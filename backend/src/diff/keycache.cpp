@@ -25,9 +25,9 @@ std::vector<Cached> s_cache;
 
 } // namespace
 
-std::shared_ptr<const SortedKeys>
-sortedKeys(const std::shared_ptr<const CheckpointIndex> &index, bool stripWrappers,
-           bool literalNames, const std::function<void(SortedKeys &)> &make)
+std::shared_ptr<const SortedKeys> sortedKeys(const std::shared_ptr<const CheckpointIndex> &index,
+                                             bool stripWrappers, bool literalNames,
+                                             const std::function<void(SortedKeys &)> &make)
 {
     if (!index) {
         auto made = std::make_shared<SortedKeys>();

@@ -17,16 +17,16 @@ struct SortedKeys
 {
     Disk disk;
     std::unordered_map<std::string, uint32_t> extraStateKeys; ///< stored `_extra_state` keys
-    bool stackedLayers = false; ///< torch_dist keys with a layer axis
-    bool mayBeStacked = false;  ///< some key has a layer or expert axis
+    bool stackedLayers = false;                               ///< torch_dist keys with a layer axis
+    bool mayBeStacked = false; ///< some key has a layer or expert axis
 };
 
 /**
  * The sorted keys of `index` for these settings: made by `make` on the first call, then the
  * same until the index is released (its views point into it). `index` null: made every time.
  */
-std::shared_ptr<const SortedKeys>
-sortedKeys(const std::shared_ptr<const CheckpointIndex> &index, bool stripWrappers,
-           bool literalNames, const std::function<void(SortedKeys &)> &make);
+std::shared_ptr<const SortedKeys> sortedKeys(const std::shared_ptr<const CheckpointIndex> &index,
+                                             bool stripWrappers, bool literalNames,
+                                             const std::function<void(SortedKeys &)> &make);
 
 } // namespace shardscope::detail
