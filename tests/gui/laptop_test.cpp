@@ -8,6 +8,7 @@
 
 #include "model/checkpointbackend.h"
 #include "model/checkpointsession.h"
+#include "model/remotebackend.h"
 #include "widgets/elidedlabel.h"
 
 #include <QAbstractButton>
@@ -211,6 +212,46 @@ INSTANTIATE_TEST_SUITE_P(Laptops, LaptopTest, ::testing::Values(Size{1280, 720},
                              return std::to_string(i.param.width) + "x" +
                                     std::to_string(i.param.height);
                          });
+
+// A remote window's Verify panel has a row more (where its verification runs: the host's
+// threads or a job there), wrapped to fit: every control in reach at 1366×768 too. The window's
+// server runs here, through the loopback transport (tools/loopback_ssh.sh).
+TEST(LaptopRemote, TheVerifyLaunchRowIsInReach)
+{
+    qputenv("SHARDSCOPE_SSH", SHARDSCOPE_TEST_LOOPBACK_SSH);
+    RemoteTarget target;
+    target.host = "cluster";
+    target.server = SHARDSCOPE_TEST_CLI;
+    auto backend = RemoteBackend::connect(target, {});
+    ASSERT_TRUE(backend) << backend.error().toString();
+    MainWindow w(*backend);
+    const QRect room = QGuiApplication::primaryScreen()->availableGeometry();
+    const bool maximised = managed() && room.width() <= 1366;
+    if (maximised) {
+        w.showMaximized();
+    } else {
+        w.resize(1366, 768);
+        w.show();
+    }
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+    openNegativeControl(w);
+    w.showPanel(QStringLiteral("verify"));
+    auto *launcher = w.findChild<QComboBox *>(QStringLiteral("launcher"));
+    ASSERT_NE(launcher, nullptr);
+    // A job's settings are the widest the row gets.
+    launcher->setCurrentIndex(launcher->findData(int(RemoteLaunch::Launcher::Srun)));
+    QCoreApplication::processEvents();
+    EXPECT_TRUE(launcher->isVisible());
+    auto *right = w.findChild<QTabWidget *>(QStringLiteral("rightTabs"));
+    ASSERT_NE(right, nullptr);
+    for (int r = 0; r < right->count(); ++r) {
+        right->setCurrentIndex(r);
+        QCoreApplication::processEvents();
+        SCOPED_TRACE(right->tabText(r).toStdString() + " beside");
+        for (const std::string &problem : unreachable(&w))
+            ADD_FAILURE() << problem;
+    }
+}
 
 // A window saved at 1900×1150 on a bigger screen opens within this one, whole.
 TEST(LaptopWindowTest, RestoredWithinTheScreen)
