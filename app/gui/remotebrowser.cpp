@@ -81,8 +81,9 @@ RemoteBrowser::RemoteBrowser(std::shared_ptr<RemoteSession> session, const QStri
     layout->addWidget(m_status);
     layout->addWidget(buttons);
     // Fits a laptop's screen with room for the window behind it.
-    resize(QSize(640, 420).boundedTo(parent ? parent->size() : QSize(640, 420)).expandedTo(
-        QSize(420, 300)));
+    resize(QSize(640, 420)
+               .boundedTo(parent ? parent->size() : QSize(640, 420))
+               .expandedTo(QSize(420, 300)));
 
     connect(m_up, &QPushButton::clicked, this, &RemoteBrowser::up);
     connect(m_path, &QLineEdit::returnPressed, this, [this] { showDirectory(m_path->text()); });
@@ -111,8 +112,8 @@ void RemoteBrowser::showDirectory(const QString &path)
     control.cancel = m_cancel;
     QPointer<RemoteBrowser> self(this);
     std::thread([session = m_session, where = path.toStdString(), control, self, generation] {
-        auto result = std::make_shared<Result<RemoteListing>>(
-            session->listDirectory(where, control));
+        auto result =
+            std::make_shared<Result<RemoteListing>>(session->listDirectory(where, control));
         QMetaObject::invokeMethod(qApp, [self, generation, result] {
             if (self)
                 self->received(generation, *result);
@@ -183,8 +184,8 @@ void RemoteBrowser::received(int generation, const Result<RemoteListing> &listin
     QString status =
         listing->checkpoint ? tr("This directory looks like a checkpoint: Open opens it.")
         : checkpoints == 1  ? tr("%1; 1 looks like a checkpoint (bold).").arg(entries)
-        : checkpoints       ? tr("%1; %2 look like a checkpoint (bold).").arg(entries).arg(checkpoints)
-                            : entries + QLatin1Char('.');
+        : checkpoints ? tr("%1; %2 look like a checkpoint (bold).").arg(entries).arg(checkpoints)
+                      : entries + QLatin1Char('.');
     if (listing->leftOut)
         status += QLatin1Char(' ') + tr("%1 more left out (past the listing's bound, or names "
                                         "that are not UTF-8).")

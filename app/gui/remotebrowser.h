@@ -29,8 +29,8 @@ class RemoteBrowser : public QDialog
 
 public:
     /** Lists `start` ("" or "~": the remote home) through `session`, named `host` in titles. */
-    RemoteBrowser(std::shared_ptr<RemoteSession> session, const QString &host,
-                  const QString &start, QWidget *parent = nullptr);
+    RemoteBrowser(std::shared_ptr<RemoteSession> session, const QString &host, const QString &start,
+                  QWidget *parent = nullptr);
     ~RemoteBrowser() override;
 
     /** The directory listed (absolute, as the server resolved it). */

@@ -57,15 +57,15 @@ public:
     void set(const char *name, const QByteArray &value)
     {
         if (!m_old.count(name))
-            m_old[name] = qEnvironmentVariableIsSet(name) ? std::optional(qgetenv(name))
-                                                          : std::nullopt;
+            m_old[name] =
+                qEnvironmentVariableIsSet(name) ? std::optional(qgetenv(name)) : std::nullopt;
         qputenv(name, value);
     }
     void unset(const char *name)
     {
         if (!m_old.count(name))
-            m_old[name] = qEnvironmentVariableIsSet(name) ? std::optional(qgetenv(name))
-                                                          : std::nullopt;
+            m_old[name] =
+                qEnvironmentVariableIsSet(name) ? std::optional(qgetenv(name)) : std::nullopt;
         qunsetenv(name);
     }
     ~Env()
@@ -97,12 +97,20 @@ public:
             return std::function<void()>([handle, t] { handle(t); });
         });
     }
+    // A message box nobody expected (a failed connection) is noted and closed, so that a
+    // failure fails the test instead of waiting on a modal dialog forever.
     Driver()
     {
+        on<QMessageBox>([this](QMessageBox *box) {
+            messages << box->text();
+            box->reject();
+        });
         m_timer.setInterval(20);
         QObject::connect(&m_timer, &QTimer::timeout, this, [this] { poll(); });
         m_timer.start();
     }
+
+    QStringList messages;
 
 private:
     // A handler runs as an event of its own, not inside this timer's: one that opens a dialog
@@ -258,14 +266,20 @@ TEST_F(RemoteGui, OpenRemoteDialogBrowsesAndOpensInOneConnection)
         ASSERT_TRUE(waitFor([&] { return !b->listing(); }, 30'000));
         homeRows = rows(b);
         doubleClick(b, QStringLiteral("runs"));
-        ASSERT_TRUE(waitFor([&] { return !b->listing() && b->directory().endsWith(QStringLiteral("/runs")); }, 30'000));
+        ASSERT_TRUE(waitFor(
+            [&] { return !b->listing() && b->directory().endsWith(QStringLiteral("/runs")); },
+            30'000));
         runsRows = rows(b);
         browseStatus = b->findChild<QLabel *>(QStringLiteral("status"))->text();
         QTest::mouseClick(b->findChild<QPushButton *>(QStringLiteral("up")), Qt::LeftButton);
-        ASSERT_TRUE(waitFor([&] { return !b->listing() && !b->directory().endsWith(QStringLiteral("/runs")); }, 30'000));
+        ASSERT_TRUE(waitFor(
+            [&] { return !b->listing() && !b->directory().endsWith(QStringLiteral("/runs")); },
+            30'000));
         afterUp = b->directory();
         doubleClick(b, QStringLiteral("runs"));
-        ASSERT_TRUE(waitFor([&] { return !b->listing() && b->directory().endsWith(QStringLiteral("/runs")); }, 30'000));
+        ASSERT_TRUE(waitFor(
+            [&] { return !b->listing() && b->directory().endsWith(QStringLiteral("/runs")); },
+            30'000));
         b->list()->setCurrentItem(rowNamed(b, QStringLiteral("demo")));
         QTest::mouseClick(b->findChild<QPushButton *>(QStringLiteral("open")), Qt::LeftButton);
     });
@@ -287,6 +301,7 @@ TEST_F(RemoteGui, OpenRemoteDialogBrowsesAndOpensInOneConnection)
     });
     openRemoteDialog(nullptr);
 
+    EXPECT_EQ(driver.messages, QStringList());
     EXPECT_EQ(hostsOffered, (QStringList{QStringLiteral("recent-host"), QStringLiteral("cluster-a"),
                                          QStringLiteral("cluster-b"), QStringLiteral("login2")}));
     EXPECT_EQ(recentPaths, (QStringList{QStringLiteral("/ckpt/two"), QStringLiteral("/ckpt/one")}));
@@ -301,7 +316,7 @@ TEST_F(RemoteGui, OpenRemoteDialogBrowsesAndOpensInOneConnection)
     EXPECT_EQ(runsRows.size(), 6u);
     const std::pair<QString, bool> checkpoint{QStringLiteral("checkpoint"), true};
     EXPECT_EQ(runsRows[QStringLiteral("demo")],
-              std::pair(QStringLiteral("checkpoint, link"), true)); // a DCP .metadata inside
+              std::pair(QStringLiteral("checkpoint, link"), true));  // a DCP .metadata inside
     EXPECT_EQ(runsRows[QStringLiteral("hf")], checkpoint);           // safetensors inside
     EXPECT_EQ(runsRows[QStringLiteral("iter_0000100")], checkpoint); // mp_rank_* inside
     EXPECT_EQ(runsRows[QStringLiteral("weights.pt")], checkpoint);
@@ -315,12 +330,14 @@ TEST_F(RemoteGui, OpenRemoteDialogBrowsesAndOpensInOneConnection)
 
     // Open made a window on the remote demo, in Browse's connection: no second prompt.
     MainWindow *window = nullptr;
-    ASSERT_TRUE(waitFor([&] {
-        for (QWidget *w : QApplication::topLevelWidgets())
-            if (auto *m = qobject_cast<MainWindow *>(w); m && m->session()->index())
-                window = m;
-        return window != nullptr;
-    }, 60'000));
+    ASSERT_TRUE(waitFor(
+        [&] {
+            for (QWidget *w : QApplication::topLevelWidgets())
+                if (auto *m = qobject_cast<MainWindow *>(w); m && m->session()->index())
+                    window = m;
+            return window != nullptr;
+        },
+        60'000));
     EXPECT_EQ(window->session()->location(), QStringLiteral("me@cluster-a"));
     EXPECT_TRUE(window->windowTitle().contains(QStringLiteral("me@cluster-a")))
         << window->windowTitle().toStdString();
@@ -344,6 +361,7 @@ TEST_F(RemoteGui, AWrongOrRefusedPasswordFailsInOneLine)
         });
         QString error;
         EXPECT_EQ(connectTo(QStringLiteral("cluster"), &error), nullptr);
+        EXPECT_EQ(driver.messages, QStringList());
         EXPECT_EQ(asked, 1);
         EXPECT_TRUE(error.contains(refuse ? QStringLiteral("askpass refused")
                                           : QStringLiteral("wrong answer")))
@@ -409,9 +427,11 @@ std::vector<pid_t> launchedRanks()
             argv.push_back(cmd.substr(at, end - at));
             at = end + 1;
         }
-        auto has = [&](const char *a) { return std::find(argv.begin(), argv.end(), a) != argv.end(); };
-        if (!argv.empty() && argv[0].ends_with("shardscope-cli") && has("verify") && has("--json") &&
-            has("--quiet"))
+        auto has = [&](const char *a) {
+            return std::find(argv.begin(), argv.end(), a) != argv.end();
+        };
+        if (!argv.empty() && argv[0].ends_with("shardscope-cli") && has("verify") &&
+            has("--json") && has("--quiet"))
             out.push_back(pid_t(std::stoi(name)));
     }
     return out;
@@ -475,6 +495,8 @@ TEST_F(RemoteGui, VerifyRunsAsAJobFromTheWindowAndCancelStopsIt)
     panel->run();
     ASSERT_TRUE(waitFor([&] { return s->verification() && !s->isJobRunning(); }, 180'000));
     EXPECT_EQ(s->verification()->result.world, 2);
+    RecordProperty("summary",
+                   panel->findChild<QLabel *>(QStringLiteral("summary"))->text().toStdString());
     EXPECT_TRUE(panel->findChild<QLabel *>(QStringLiteral("summary"))
                     ->text()
                     .contains(QStringLiteral("2 ranks")));

@@ -26,7 +26,11 @@ bool validUtf8(const std::string &s)
 {
     for (size_t i = 0; i < s.size();) {
         const auto c = static_cast<unsigned char>(s[i]);
-        const int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
+        const int n = c < 0x80         ? 0
+                      : (c >> 5) == 6  ? 1
+                      : (c >> 4) == 14 ? 2
+                      : (c >> 3) == 30 ? 3
+                                       : -1;
         if (n < 0 || i + size_t(n) >= s.size())
             return false;
         for (int k = 1; k <= n; ++k)
@@ -48,8 +52,8 @@ std::string home()
 
 bool endsWith(const std::string &s, std::string_view suffix)
 {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(),
-                                                  suffix.data(), suffix.size()) == 0;
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
 }
 
 // What the names inside a directory say: a DCP .metadata, Megatron's mp_rank_* directories or
@@ -156,8 +160,8 @@ Result<RemoteListing> listDirectory(const std::string &path, const CancelToken &
             entry.size = uint64_t(es.st_size);
         }
         const bool dir = entry.kind == RemoteDirEntry::Kind::Directory;
-        entry.checkpoint = (dir || entry.kind == RemoteDirEntry::Kind::File) &&
-                           checkpointName(name, dir);
+        entry.checkpoint =
+            (dir || entry.kind == RemoteDirEntry::Kind::File) && checkpointName(name, dir);
         if (dir && !entry.checkpoint && peeked < kPeekedDirectories) {
             ++peeked;
             const int sub =
@@ -207,9 +211,10 @@ try {
         RemoteDirEntry entry;
         entry.name = e["name"].get<std::string>();
         const int kind = e.value("kind", int(RemoteDirEntry::Kind::Other));
-        entry.kind = kind == int(RemoteDirEntry::Kind::File)        ? RemoteDirEntry::Kind::File
-                     : kind == int(RemoteDirEntry::Kind::Directory) ? RemoteDirEntry::Kind::Directory
-                                                                    : RemoteDirEntry::Kind::Other;
+        entry.kind = kind == int(RemoteDirEntry::Kind::File) ? RemoteDirEntry::Kind::File
+                     : kind == int(RemoteDirEntry::Kind::Directory)
+                         ? RemoteDirEntry::Kind::Directory
+                         : RemoteDirEntry::Kind::Other;
         entry.link = e.value("link", false);
         entry.size = e.value("size", uint64_t(0));
         entry.checkpoint = e.value("checkpoint", false);
