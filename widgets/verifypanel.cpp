@@ -3,6 +3,7 @@
 #include "plaintooltips.h"
 
 #include "columnfit.h"
+#include "flowlayout.h"
 #include "model/formatting.h"
 #include "model/verifytablemodel.h"
 #include "statusstyle.h"
@@ -13,10 +14,12 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QStyle>
 #include <QStyledItemDelegate>
 #include <QTreeView>
@@ -111,6 +114,14 @@ VerifyPanel::VerifyPanel(QWidget *parent)
     , m_summary(new QLabel(this))
     , m_show(new QComboBox(this))
     , m_view(new QTreeView(this))
+    , m_launchRow(new QWidget(this))
+    , m_launcher(new QComboBox(m_launchRow))
+    , m_collectives(new QComboBox(m_launchRow))
+    , m_nodes(new QSpinBox(m_launchRow))
+    , m_ranks(new QSpinBox(m_launchRow))
+    , m_partition(new QLineEdit(m_launchRow))
+    , m_time(new QLineEdit(m_launchRow))
+    , m_account(new QLineEdit(m_launchRow))
 {
     m_tp = sizeBox(this, 0, tr("Tensor-parallel size (0: the layout's)"));
     m_pp = sizeBox(this, 0, tr("Pipeline-parallel size"));
@@ -209,10 +220,77 @@ VerifyPanel::VerifyPanel(QWidget *parent)
                         current.data(VerifyTableModel::SourceKeyRole).toString());
             });
 
+    // Where a remote checkpoint's verification runs: the CLI's `--ssh … verify --launch`
+    // options, the same RemoteLaunch value. Wraps on a laptop (flowlayout.h).
+    using L = RemoteLaunch::Launcher;
+    m_launcher->setObjectName(QStringLiteral("launcher"));
+    m_launcher->addItem(QString(), int(L::None)); // named by setRemoteHost()
+    m_launcher->addItem(tr("as a job: srun, else torchrun"), int(L::Auto));
+    m_launcher->addItem(tr("as a job: srun"), int(L::Srun));
+    m_launcher->addItem(tr("as a job: torchrun (one node)"), int(L::Torchrun));
+    m_launcher->setToolTip(tr("In the server's process, on the threads it may use there, or as a "
+                              "job of several processes the server launches (srun where Slurm "
+                              "is, torchrun on its own node); rank 0's progress and the result "
+                              "come back, and Cancel stops the whole job"));
+    m_nodes->setObjectName(QStringLiteral("nodes"));
+    m_nodes->setRange(1, 100000);
+    m_nodes->setToolTip(tr("Nodes the job asks Slurm for (srun --nodes)"));
+    m_ranks->setObjectName(QStringLiteral("ranks"));
+    m_ranks->setRange(1, 1000000);
+    m_ranks->setToolTip(tr("Processes in all, over every node (srun --ntasks; torchrun "
+                           "--nproc-per-node on its one node)"));
+    m_partition->setObjectName(QStringLiteral("partition"));
+    m_partition->setPlaceholderText(tr("default"));
+    m_partition->setToolTip(tr("Slurm's partition (srun --partition)"));
+    m_time->setObjectName(QStringLiteral("timeLimit"));
+    m_time->setPlaceholderText(tr("default"));
+    m_time->setToolTip(tr("Slurm's time limit, e.g. 0:30:00 (srun --time)"));
+    m_account->setObjectName(QStringLiteral("account"));
+    m_account->setPlaceholderText(tr("default"));
+    m_account->setToolTip(tr("Slurm's account (srun --account)"));
+    m_collectives->setObjectName(QStringLiteral("collectives"));
+    for (const char *b : {"auto", "gloo", "nccl"})
+        m_collectives->addItem(QString::fromLatin1(b), QString::fromLatin1(b));
+    m_collectives->setToolTip(
+        tr("The ranks' collectives: gloo (CPU), nccl (GPU) or auto (nccl where CUDA is)"));
+    for (QLineEdit *e : {m_partition, m_time, m_account})
+        e->setMaximumWidth(fontMetrics().horizontalAdvance(QLatin1Char('x')) * 14);
+    auto *launchFlow = new FlowLayout(m_launchRow);
+    launchFlow->setContentsMargins(0, 0, 0, 0);
+    const std::pair<QString, QWidget *> launchItems[] = {
+        {tr("Run"), m_launcher},           {tr("Nodes"), m_nodes}, {tr("Ranks"), m_ranks},
+        {tr("Partition"), m_partition},    {tr("Time"), m_time},   {tr("Account"), m_account},
+        {tr("Collectives"), m_collectives}};
+    for (const auto &[label, widget] : launchItems) {
+        // Label and field stay together when the row wraps.
+        auto *pair = new QWidget(m_launchRow);
+        auto *h = new QHBoxLayout(pair);
+        h->setContentsMargins(0, 0, 0, 0);
+        auto *l = new QLabel(label, pair);
+        l->setBuddy(widget);
+        widget->setParent(pair);
+        h->addWidget(l);
+        h->addWidget(widget);
+        launchFlow->addWidget(pair);
+    }
+    connect(m_launcher, &QComboBox::currentIndexChanged, this, [this] {
+        updateLaunchControls();
+        Q_EMIT launchChanged(launch());
+    });
+    connect(m_collectives, &QComboBox::currentIndexChanged, this,
+            [this] { Q_EMIT launchChanged(launch()); });
+    for (QSpinBox *b : {m_nodes, m_ranks})
+        connect(b, &QSpinBox::valueChanged, this, [this] { Q_EMIT launchChanged(launch()); });
+    for (QLineEdit *e : {m_partition, m_time, m_account})
+        connect(e, &QLineEdit::editingFinished, this, [this] { Q_EMIT launchChanged(launch()); });
+    m_launchRow->hide(); // a local checkpoint verifies in this process
+    updateLaunchControls();
+
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addLayout(sizes);
     layout->addLayout(stages);
+    layout->addWidget(m_launchRow);
     layout->addLayout(run);
     layout->addWidget(m_view, 1);
     setReady(false, tr("Open a checkpoint and a layout or model config first."));
@@ -232,6 +310,73 @@ shardscope::VerifyRequest VerifyPanel::request() const
     r.threads = m_threads->value();
     r.hash = m_hash->isChecked();
     return r;
+}
+
+void VerifyPanel::setRemoteHost(const QString &host, bool srun, bool torchrun)
+{
+    m_remote = !host.isEmpty();
+    m_launchRow->setVisible(m_remote);
+    m_hasSrun = srun;
+    m_hasTorchrun = torchrun;
+    m_launcher->setItemText(0, tr("on %1's threads").arg(host));
+    // A launcher the server did not find stays listed, off, with the reason.
+    auto *items = qobject_cast<QStandardItemModel *>(m_launcher->model());
+    const QString missing = tr("%1 is not on the PATH of the server on %2 (a non-interactive "
+                               "ssh shell may lack the module that adds it)");
+    const std::tuple<int, bool, QString> offered[] = {
+        {1, srun || torchrun, missing.arg(QStringLiteral("srun nor torchrun"), host)},
+        {2, srun, missing.arg(QStringLiteral("srun"), host)},
+        {3, torchrun, missing.arg(QStringLiteral("torchrun"), host)}};
+    for (const auto &[row, there, why] : offered)
+        if (QStandardItem *item = items ? items->item(row) : nullptr) {
+            item->setEnabled(there);
+            item->setToolTip(there ? QString() : why);
+        }
+    updateLaunchControls();
+}
+
+shardscope::RemoteLaunch VerifyPanel::launch() const
+{
+    RemoteLaunch l;
+    if (!m_remote)
+        return l; // a local checkpoint
+    l.launcher = RemoteLaunch::Launcher(m_launcher->currentData().toInt());
+    l.nodes = m_nodes->value();
+    l.ranks = m_ranks->value();
+    l.partition = m_partition->text().trimmed().toStdString();
+    l.timeLimit = m_time->text().trimmed().toStdString();
+    l.account = m_account->text().trimmed().toStdString();
+    l.backend = m_collectives->currentData().toString().toStdString();
+    return l;
+}
+
+void VerifyPanel::setLaunch(const shardscope::RemoteLaunch &launch)
+{
+    const QSignalBlocker blocks[] = {QSignalBlocker(m_launcher), QSignalBlocker(m_nodes),
+                                     QSignalBlocker(m_ranks), QSignalBlocker(m_collectives)};
+    m_launcher->setCurrentIndex(std::max(0, m_launcher->findData(int(launch.launcher))));
+    m_nodes->setValue(launch.nodes);
+    m_ranks->setValue(launch.ranks);
+    m_partition->setText(QString::fromStdString(launch.partition));
+    m_time->setText(QString::fromStdString(launch.timeLimit));
+    m_account->setText(QString::fromStdString(launch.account));
+    m_collectives->setCurrentIndex(
+        std::max(0, m_collectives->findData(QString::fromStdString(launch.backend))));
+    updateLaunchControls();
+}
+
+void VerifyPanel::updateLaunchControls()
+{
+    using L = RemoteLaunch::Launcher;
+    const auto which = L(m_launcher->currentData().toInt());
+    const bool job = which != L::None;
+    // Slurm's own options mean nothing to torchrun, which runs on the server's node.
+    const bool slurm = which == L::Srun || (which == L::Auto && m_hasSrun);
+    m_ranks->setEnabled(job);
+    m_collectives->setEnabled(job);
+    for (QWidget *w : {static_cast<QWidget *>(m_nodes), static_cast<QWidget *>(m_partition),
+                       static_cast<QWidget *>(m_time), static_cast<QWidget *>(m_account)})
+        w->setEnabled(slurm);
 }
 
 void VerifyPanel::run()

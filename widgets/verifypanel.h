@@ -3,6 +3,8 @@
 
 #include "model/snapshots.h"
 
+#include <shardscope/remote.h>
+
 #include <QWidget>
 
 class QCheckBox;
@@ -12,6 +14,7 @@ class QPushButton;
 class QSortFilterProxyModel;
 class QSpinBox;
 class QComboBox;
+class QLineEdit;
 class QTreeView;
 
 namespace shardscope::model {
@@ -26,6 +29,9 @@ namespace shardscope::widgets {
  * long lane and the panel shows its stage, progress, time left and a Cancel. The result is a
  * table, worst outcome first, that a filter narrows to the problems; selecting a row names the
  * parameter (the window selects it in the tree), and selectStoredKey() goes the other way.
+ * For a checkpoint on another host a row more says where it runs: on that host's threads (in
+ * its server) or as a job the server launches there (srun or torchrun, nodes, ranks, partition,
+ * time limit, account: the CLI's `verify --launch` options).
  */
 class VerifyPanel : public QWidget
 {
@@ -43,6 +49,14 @@ public:
     bool selectStoredKey(const QString &key);
     model::VerifyTableModel *tableModel() const { return m_model; }
 
+    /** Shows the launch row for a checkpoint on `host` (hidden when `host` is empty: a local
+     *  checkpoint verifies in this process); `srun`/`torchrun`: what the server found on its
+     *  PATH (a launcher it lacks is offered with a tooltip that says so). */
+    void setRemoteHost(const QString &host, bool srun, bool torchrun);
+    /** How verify runs on the remote host (Launcher::None: in the server's process). */
+    shardscope::RemoteLaunch launch() const;
+    void setLaunch(const shardscope::RemoteLaunch &launch);
+
 public Q_SLOTS:
     /** Asks for a run with what the controls say (runRequested), as the Run button does. */
     void run();
@@ -53,11 +67,14 @@ public Q_SLOTS:
 Q_SIGNALS:
     void runRequested(const shardscope::VerifyRequest &request);
     void cancelRequested();
+    /** The launch row changed (a remote checkpoint only). */
+    void launchChanged(const shardscope::RemoteLaunch &launch);
     /** A row was selected: the parameter, and the stored key it draws from first. */
     void parameterSelected(const QString &name, const QString &storedKey);
 
 private:
     void updateSummary();
+    void updateLaunchControls();
 
     model::VerifyTableModel *m_model;
     QSortFilterProxyModel *m_proxy;
@@ -68,6 +85,11 @@ private:
     QLabel *m_stage, *m_summary;
     QComboBox *m_show;
     QTreeView *m_view;
+    QWidget *m_launchRow;
+    QComboBox *m_launcher, *m_collectives;
+    QSpinBox *m_nodes, *m_ranks;
+    QLineEdit *m_partition, *m_time, *m_account;
+    bool m_remote = false, m_hasSrun = false, m_hasTorchrun = false;
     model::DiffSnapshot m_diff;
     bool m_running = false;
 };

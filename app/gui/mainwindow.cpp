@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "mainwindow.h"
 #include "panelbinders.h"
+#include "remotebrowser.h"
 #include "remoteconnect.h"
 #include "steptimer.h"
 
@@ -61,7 +62,8 @@ MainWindow::MainWindow(QWidget *parent)
 
 MainWindow::MainWindow(std::shared_ptr<CheckpointBackend> backend, QWidget *parent)
     : QMainWindow(parent)
-    , m_session(new CheckpointSession(std::move(backend), this))
+    , m_session(new CheckpointSession(backend, this))
+    , m_remote(std::dynamic_pointer_cast<model::RemoteBackend>(std::move(backend)))
     , m_treeModel(new CheckpointTreeModel(this))
     , m_proxy(new CheckpointFilterProxy(this))
     , m_problemModel(new ProblemListModel(this))
@@ -249,7 +251,7 @@ MainWindow::MainWindow(std::shared_ptr<CheckpointBackend> backend, QWidget *pare
     // Each panel's own wiring to the session (panelbinders.h), after the window's: the status
     // bar hears of a job before the panel running it does.
     bindDiffPanel(m_diffPanel, m_session, *this);
-    bindVerifyPanel(m_verifyPanel, m_session, *this);
+    bindVerifyPanel(m_verifyPanel, m_session, *this, m_remote);
     bindComparePanel(m_comparePanel, m_session, *this);
     bindLayerPlot(m_layerPlot, m_session, *this);
 
@@ -265,6 +267,14 @@ void MainWindow::setFlatList(bool on)
 
 void MainWindow::openDirectoryDialog()
 {
+    if (m_remote) { // a path there, browsed through the same connection
+        const QString shown = m_session->path();
+        const QString path =
+            browseRemote(this, m_remote, shown.isEmpty() ? QString() : QFileInfo(shown).path());
+        if (!path.isEmpty())
+            openPath(path);
+        return;
+    }
     const QString dir = QFileDialog::getExistingDirectory(
         this, tr("Open Checkpoint Directory"), QFileInfo(m_session->path()).absolutePath());
     if (!dir.isEmpty())
@@ -273,6 +283,10 @@ void MainWindow::openDirectoryDialog()
 
 void MainWindow::openFileDialog()
 {
+    if (m_remote) {
+        openDirectoryDialog();
+        return;
+    }
     const QString file = QFileDialog::getOpenFileName(
         this, tr("Open Checkpoint File"), QFileInfo(m_session->path()).absolutePath(),
         tr("Checkpoints (*.pt *.pth *.bin *.safetensors *.index.json .metadata *.metadata);;"

@@ -23,6 +23,7 @@ namespace shardscope::model {
 class CheckpointBackend;
 class CheckpointSession;
 class CheckpointFilterProxy;
+class RemoteBackend;
 class CheckpointTreeModel;
 class ProblemListModel;
 } // namespace shardscope::model
@@ -182,6 +183,8 @@ private:
     void showError(const QString &title, const QString &message) override;
 
     model::CheckpointSession *m_session = nullptr;
+    /** The session's backend when the checkpoint is on another host (its paths are there). */
+    std::shared_ptr<model::RemoteBackend> m_remote;
     model::CheckpointTreeModel *m_treeModel = nullptr;
     model::CheckpointFilterProxy *m_proxy = nullptr;
     model::ProblemListModel *m_problemModel = nullptr;

@@ -3,8 +3,11 @@
 // a session job, what the session announces reaches the panel. One file each.
 #pragma once
 
+#include <memory>
+
 namespace shardscope::model {
 class CheckpointSession;
+class RemoteBackend;
 } // namespace shardscope::model
 
 namespace shardscope::widgets {
@@ -21,9 +24,11 @@ class WindowServices;
 /** The rules and strictness controls run the diff again; a selected entry shows in the tree. */
 void bindDiffPanel(widgets::DiffPanel *panel, model::CheckpointSession *session,
                    WindowServices &window);
-/** Run and Cancel, the progress of a verification, its result and the tree's marks. */
+/** Run and Cancel, the progress of a verification, its result and the tree's marks; for a
+ *  checkpoint on another host (`remote`), where it runs there, kept per host. */
 void bindVerifyPanel(widgets::VerifyPanel *panel, model::CheckpointSession *session,
-                     WindowServices &window);
+                     WindowServices &window,
+                     const std::shared_ptr<model::RemoteBackend> &remote = nullptr);
 /** The second checkpoint, its structure as soon as it is open, its values when asked. */
 void bindComparePanel(widgets::ComparePanel *panel, model::CheckpointSession *session,
                       WindowServices &window);

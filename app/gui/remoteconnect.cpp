@@ -2,6 +2,7 @@
 #include "remoteconnect.h"
 
 #include "mainwindow.h"
+#include "remotebrowser.h"
 
 #include <QApplication>
 #include <QComboBox>
@@ -11,11 +12,13 @@
 #include <QEventLoop>
 #include <QFile>
 #include <QFormLayout>
+#include <QHBoxLayout>
 #include <QInputDialog>
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPointer>
 #include <QProgressDialog>
+#include <QPushButton>
 #include <QRegularExpression>
 #include <QSettings>
 #include <QTextStream>
@@ -142,22 +145,57 @@ QString remoteServerFor(const QString &host)
         .toString();
 }
 
-void openRemoteWindow(QWidget *parent, const QString &host, const QString &path,
-                      const QString &server)
+RemoteLaunch remoteLaunchFor(const QString &host)
+{
+    QSettings settings;
+    settings.beginGroup(QStringLiteral("remoteLaunch/") + host);
+    RemoteLaunch l;
+    const int which = settings.value(QStringLiteral("launcher"), 0).toInt();
+    if (which >= int(RemoteLaunch::Launcher::None) &&
+        which <= int(RemoteLaunch::Launcher::Torchrun))
+        l.launcher = RemoteLaunch::Launcher(which);
+    l.nodes = std::max(1, settings.value(QStringLiteral("nodes"), 1).toInt());
+    l.ranks = std::max(1, settings.value(QStringLiteral("ranks"), 1).toInt());
+    l.partition = settings.value(QStringLiteral("partition")).toString().toStdString();
+    l.timeLimit = settings.value(QStringLiteral("time")).toString().toStdString();
+    l.account = settings.value(QStringLiteral("account")).toString().toStdString();
+    l.backend = settings.value(QStringLiteral("collectives"), QStringLiteral("auto"))
+                    .toString()
+                    .toStdString();
+    return l;
+}
+
+void setRemoteLaunchFor(const QString &host, const RemoteLaunch &launch)
+{
+    QSettings settings;
+    settings.beginGroup(QStringLiteral("remoteLaunch/") + host);
+    settings.setValue(QStringLiteral("launcher"), int(launch.launcher));
+    settings.setValue(QStringLiteral("nodes"), launch.nodes);
+    settings.setValue(QStringLiteral("ranks"), launch.ranks);
+    settings.setValue(QStringLiteral("partition"), QString::fromStdString(launch.partition));
+    settings.setValue(QStringLiteral("time"), QString::fromStdString(launch.timeLimit));
+    settings.setValue(QStringLiteral("account"), QString::fromStdString(launch.account));
+    settings.setValue(QStringLiteral("collectives"), QString::fromStdString(launch.backend));
+}
+
+namespace {
+
+RemoteTarget targetFor(const QString &host, const QString &server, QString *error)
 {
     auto target = RemoteTarget::parse(host.toStdString());
     if (!target) {
-        QMessageBox::warning(parent, QObject::tr("Open Remote"),
-                             QString::fromStdString(target.error().message));
-        return;
+        *error = QString::fromStdString(target.error().message);
+        return {};
     }
     target->server = server.isEmpty() ? std::string("shardscope-cli") : server.toStdString();
-    QString error;
-    auto backend = connectRemote(parent, *target, &error);
-    if (!backend) {
-        QMessageBox::warning(parent, QObject::tr("Open Remote"), error);
-        return;
-    }
+    return *target;
+}
+
+} // namespace
+
+void openRemoteWindow(const std::shared_ptr<model::RemoteBackend> &backend, const QString &host,
+                      const QString &path, const QString &server)
+{
     addRecentRemoteLocation(host, path, server);
     auto *window = new MainWindow(backend);
     window->setAttribute(Qt::WA_DeleteOnClose);
@@ -165,13 +203,30 @@ void openRemoteWindow(QWidget *parent, const QString &host, const QString &path,
     window->openPath(path);
 }
 
-void openRemoteDialog(QWidget *parent, const QString &initial)
+void openRemoteWindow(QWidget *parent, const QString &host, const QString &path,
+                      const QString &server)
 {
-    QDialog dialog(parent);
-    dialog.setWindowTitle(QObject::tr("Open Remote"));
-    auto *form = new QFormLayout(&dialog);
-    auto *host = new QComboBox(&dialog);
-    host->setEditable(true);
+    QString error;
+    const RemoteTarget target = targetFor(host, server, &error);
+    auto backend = error.isEmpty() ? connectRemote(parent, target, &error) : nullptr;
+    if (!backend) {
+        QMessageBox::warning(parent, QObject::tr("Open Remote"), error);
+        return;
+    }
+    openRemoteWindow(backend, host, path, server);
+}
+
+OpenRemoteDialog::OpenRemoteDialog(QWidget *parent, const QString &initial)
+    : QDialog(parent)
+    , m_host(new QComboBox(this))
+    , m_path(new QComboBox(this))
+    , m_server(new QLineEdit(this))
+    , m_browse(new QPushButton(tr("&Browse…"), this))
+{
+    setWindowTitle(tr("Open Remote"));
+    auto *form = new QFormLayout(this);
+    m_host->setObjectName(QStringLiteral("host"));
+    m_host->setEditable(true);
     QStringList hosts;
     for (const QString &where : recentRemoteLocations())
         if (const QString h = where.section(QLatin1Char(':'), 0, 0); !hosts.contains(h))
@@ -179,40 +234,102 @@ void openRemoteDialog(QWidget *parent, const QString &initial)
     for (const QString &h : sshConfigHosts())
         if (!hosts.contains(h))
             hosts << h;
-    host->addItems(hosts);
-    host->setToolTip(QObject::tr("[user@]host[:port], or a Host of ~/.ssh/config; ssh connects "
-                                 "as it would from a terminal"));
-    auto *path = new QComboBox(&dialog);
-    path->setEditable(true);
-    path->setMinimumContentsLength(40);
-    auto *server = new QLineEdit(&dialog);
-    auto fill = [&](const QString &h) {
-        path->clear();
-        for (const QString &where : recentRemoteLocations())
-            if (where.section(QLatin1Char(':'), 0, 0) == h)
-                path->addItem(where.section(QLatin1Char(':'), 1));
-        server->setText(remoteServerFor(h));
-    };
-    QObject::connect(host, &QComboBox::currentTextChanged, &dialog, fill);
+    m_host->addItems(hosts);
+    m_host->setToolTip(tr("[user@]host[:port], or a Host of ~/.ssh/config; ssh connects as it "
+                          "would from a terminal"));
+    m_path->setObjectName(QStringLiteral("path"));
+    m_path->setEditable(true);
+    m_path->setMinimumContentsLength(40);
+    m_path->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_server->setObjectName(QStringLiteral("server"));
+    m_browse->setObjectName(QStringLiteral("browse"));
+    m_browse->setToolTip(tr("Connect and list the host's directories (the connection is kept "
+                            "for Open)"));
+    connect(m_browse, &QPushButton::clicked, this, &OpenRemoteDialog::browse);
+    connect(m_host, &QComboBox::currentTextChanged, this, &OpenRemoteDialog::fill);
     if (!initial.isEmpty()) {
-        host->setCurrentText(initial.section(QLatin1Char(':'), 0, 0));
-        fill(host->currentText());
-        path->setCurrentText(initial.section(QLatin1Char(':'), 1));
+        m_host->setCurrentText(initial.section(QLatin1Char(':'), 0, 0));
+        fill(m_host->currentText());
+        m_path->setCurrentText(initial.section(QLatin1Char(':'), 1));
     } else {
-        fill(host->currentText());
+        fill(m_host->currentText());
     }
-    form->addRow(QObject::tr("&Host:"), host);
-    form->addRow(QObject::tr("&Checkpoint there:"), path);
-    form->addRow(QObject::tr("&Server:"), server);
+    auto *pathRow = new QHBoxLayout;
+    pathRow->addWidget(m_path, 1);
+    pathRow->addWidget(m_browse);
+    form->addRow(tr("&Host:"), m_host);
+    form->addRow(tr("&Checkpoint there:"), pathRow);
+    form->addRow(tr("&Server:"), m_server);
     auto *buttons = new QDialogButtonBox(QDialogButtonBox::Open | QDialogButtonBox::Cancel);
     form->addRow(buttons);
-    QObject::connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
-    QObject::connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
-    if (dialog.exec() != QDialog::Accepted || host->currentText().trimmed().isEmpty() ||
-        path->currentText().trimmed().isEmpty())
+    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+}
+
+void OpenRemoteDialog::fill(const QString &host)
+{
+    m_path->clear();
+    for (const QString &where : recentRemoteLocations())
+        if (where.section(QLatin1Char(':'), 0, 0) == host)
+            m_path->addItem(where.section(QLatin1Char(':'), 1));
+    m_server->setText(remoteServerFor(host));
+}
+
+QString OpenRemoteDialog::host() const
+{
+    return m_host->currentText().trimmed();
+}
+
+QString OpenRemoteDialog::path() const
+{
+    return m_path->currentText().trimmed();
+}
+
+QString OpenRemoteDialog::server() const
+{
+    return m_server->text().trimmed();
+}
+
+std::shared_ptr<model::RemoteBackend> OpenRemoteDialog::connection() const
+{
+    if (!m_connection || m_connectedHost != host() || m_connectedServer != server() ||
+        !m_connection->connected())
+        return nullptr;
+    return m_connection;
+}
+
+void OpenRemoteDialog::browse()
+{
+    if (host().isEmpty())
         return;
-    openRemoteWindow(parent, host->currentText().trimmed(), path->currentText().trimmed(),
-                     server->text().trimmed());
+    auto backend = connection();
+    if (!backend) {
+        QString error;
+        const RemoteTarget target = targetFor(host(), server(), &error);
+        backend = error.isEmpty() ? connectRemote(this, target, &error) : nullptr;
+        if (!backend) {
+            QMessageBox::warning(this, tr("Open Remote"), error);
+            return;
+        }
+        m_connection = backend;
+        m_connectedHost = host();
+        m_connectedServer = server();
+    }
+    // From the path typed, or its directory when it names a file; else the remote home.
+    const QString chosen = browseRemote(this, backend, path());
+    if (!chosen.isEmpty())
+        m_path->setCurrentText(chosen);
+}
+
+void openRemoteDialog(QWidget *parent, const QString &initial)
+{
+    OpenRemoteDialog dialog(parent, initial);
+    if (dialog.exec() != QDialog::Accepted || dialog.host().isEmpty() || dialog.path().isEmpty())
+        return;
+    if (auto connected = dialog.connection()) // Browse… connected: open in that connection
+        openRemoteWindow(connected, dialog.host(), dialog.path(), dialog.server());
+    else
+        openRemoteWindow(parent, dialog.host(), dialog.path(), dialog.server());
 }
 
 } // namespace shardscope::gui

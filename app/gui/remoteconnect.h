@@ -7,11 +7,15 @@
 
 #include "model/remotebackend.h"
 
+#include <QDialog>
 #include <QString>
 #include <QStringList>
 
 #include <memory>
 
+class QComboBox;
+class QLineEdit;
+class QPushButton;
 class QWidget;
 
 namespace shardscope::gui {
@@ -30,11 +34,57 @@ void addRecentRemoteLocation(const QString &host, const QString &path, const QSt
 /** The server command last used with `host` (shardscope-cli when none). */
 QString remoteServerFor(const QString &host);
 
-/** Asks for a host, path and server (File ▸ Open Remote…), connects and opens the checkpoint
- *  in a new window; `initial` ("host:/path") fills the dialog in. */
+/** How verify last ran on `host` (File ▸ Open Remote's hosts as named), kept in QSettings. */
+RemoteLaunch remoteLaunchFor(const QString &host);
+void setRemoteLaunchFor(const QString &host, const RemoteLaunch &launch);
+
+/**
+ * File ▸ Open Remote…: a host (recent ones first, then ~/.ssh/config's), the checkpoint there
+ * (that host's recent paths) and the server command. Browse… connects first (the prompts in
+ * dialogs, as Open's), lists directories there, and keeps the connection: Open then opens in
+ * it instead of connecting again.
+ */
+class OpenRemoteDialog : public QDialog
+{
+    Q_OBJECT
+
+public:
+    /** `initial` ("host:/path") fills it in. */
+    explicit OpenRemoteDialog(QWidget *parent = nullptr, const QString &initial = {});
+
+    QString host() const;
+    QString path() const;
+    QString server() const;
+    /** The connection Browse… made, while it is to host() with server() and up; else null. */
+    std::shared_ptr<model::RemoteBackend> connection() const;
+
+    QComboBox *hostBox() const { return m_host; }
+    QComboBox *pathBox() const { return m_path; }
+    QLineEdit *serverEdit() const { return m_server; }
+    QPushButton *browseButton() const { return m_browse; }
+
+public Q_SLOTS:
+    /** Connects (unless connected) and browses the host; the chosen path fills the dialog. */
+    void browse();
+
+private:
+    void fill(const QString &host);
+
+    QComboBox *m_host, *m_path;
+    QLineEdit *m_server;
+    QPushButton *m_browse;
+    std::shared_ptr<model::RemoteBackend> m_connection;
+    QString m_connectedHost, m_connectedServer;
+};
+
+/** Asks for a host, path and server (OpenRemoteDialog), connects and opens the checkpoint in a
+ *  new window; `initial` ("host:/path") fills the dialog in. */
 void openRemoteDialog(QWidget *parent, const QString &initial = {});
 /** Connects to `host` and opens `path` there in a new window (a recent remote location). */
 void openRemoteWindow(QWidget *parent, const QString &host, const QString &path,
                       const QString &server);
+/** Opens `path` in a new window over a connection already made to `host`. */
+void openRemoteWindow(const std::shared_ptr<model::RemoteBackend> &backend, const QString &host,
+                      const QString &path, const QString &server);
 
 } // namespace shardscope::gui

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "panelbinders.h"
+#include "remoteconnect.h"
 #include "windowservices.h"
 
 #include "model/checkpointsession.h"
@@ -12,8 +13,25 @@ using model::JobInfo;
 using model::JobKind;
 using widgets::VerifyPanel;
 
-void bindVerifyPanel(VerifyPanel *panel, CheckpointSession *session, WindowServices &window)
+void bindVerifyPanel(VerifyPanel *panel, CheckpointSession *session, WindowServices &window,
+                     const std::shared_ptr<model::RemoteBackend> &remote)
 {
+    // On another host a verification runs in the server or as a job it launches there, as the
+    // user last chose for that host.
+    if (remote) {
+        const QString host = remote->location();
+        const RemoteServerInfo &server = remote->session()->server();
+        panel->setRemoteHost(host, server.srun, server.torchrun);
+        const RemoteLaunch launch = remoteLaunchFor(host);
+        panel->setLaunch(launch);
+        remote->setLaunch(panel->launch());
+        QObject::connect(panel, &VerifyPanel::launchChanged, panel,
+                         [weak = std::weak_ptr(remote), host](const RemoteLaunch &l) {
+                             if (auto r = weak.lock())
+                                 r->setLaunch(l);
+                             setRemoteLaunchFor(host, l);
+                         });
+    }
     QObject::connect(panel, &VerifyPanel::parameterSelected, panel,
                      [&window](const QString &, const QString &storedKey) {
                          window.selectStoredKey(storedKey);

@@ -12,9 +12,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <regex>
@@ -324,6 +327,44 @@ TEST_F(Remote, ADroppedConnectionIsAnErrorAndAReconnectWorks)
     auto reopened = (*again)->open(demo);
     ASSERT_TRUE(reopened) << reopened.error().toString();
     EXPECT_EQ((*reopened)->tensors.size(), (*index)->tensors.size());
+}
+
+// A face's file browser: a directory's entries as the file system says, what looks like a
+// checkpoint marked; no request reads a file's bytes (the confined case runs this under strace).
+TEST_F(Remote, ADirectoryIsListedAsTheFileSystemSays)
+{
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::canonical(demo);
+    auto parent = session->listDirectory(dir.parent_path().string());
+    ASSERT_TRUE(parent) << parent.error().toString();
+    EXPECT_EQ(parent->path, dir.parent_path().string());
+    auto it = std::find_if(parent->entries.begin(), parent->entries.end(),
+                           [&](const RemoteDirEntry &e) { return e.name == dir.filename(); });
+    ASSERT_NE(it, parent->entries.end());
+    EXPECT_EQ(it->kind, RemoteDirEntry::Kind::Directory);
+    EXPECT_TRUE(it->checkpoint); // a DCP .metadata inside
+
+    auto listing = session->listDirectory(dir.string());
+    ASSERT_TRUE(listing) << listing.error().toString();
+    EXPECT_TRUE(listing->checkpoint);
+    std::map<std::string, uintmax_t> files;
+    for (const auto &e : fs::directory_iterator(dir))
+        if (e.is_regular_file())
+            files[e.path().filename().string()] = e.file_size();
+    std::map<std::string, uintmax_t> listed;
+    for (const RemoteDirEntry &e : listing->entries)
+        if (e.kind == RemoteDirEntry::Kind::File)
+            listed[e.name] = e.size;
+    EXPECT_EQ(listed, files);
+
+    auto missing = session->listDirectory(dir.string() + "/no-such-directory");
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("No such file"), std::string::npos)
+        << missing.error().toString();
+    auto file = session->listDirectory((dir / "config.json").string());
+    ASSERT_FALSE(file);
+    EXPECT_NE(file.error().toString().find("not a directory"), std::string::npos)
+        << file.error().toString();
 }
 
 TEST(RemotePrompt, TheHookAnswersSsh)

@@ -8,6 +8,7 @@
 
 #include "model/checkpointbackend.h"
 #include "model/checkpointsession.h"
+#include "model/remotebackend.h"
 #include "widgets/elidedlabel.h"
 
 #include <QAbstractButton>
@@ -203,6 +204,52 @@ TEST_P(LaptopTest, EveryControlIsInReachAndWhole)
         ASSERT_NE(label, nullptr) << name;
         EXPECT_TRUE(label->isVisible()) << name;
         EXPECT_FALSE(label->isElided()) << name << ": " << label->text().toStdString();
+    }
+}
+
+// A remote window's Verify panel has a row more (where its verification runs: the host's
+// threads or a job there), wrapped to fit: every control in reach on a laptop too. The window's
+// server runs here, through the loopback transport (tools/loopback_ssh.sh).
+TEST_P(LaptopTest, ARemoteWindowsVerifyRowIsInReach)
+{
+    const Size size = GetParam();
+    qputenv("SHARDSCOPE_SSH", SHARDSCOPE_TEST_LOOPBACK_SSH);
+    RemoteTarget target;
+    target.host = "cluster";
+    target.server = SHARDSCOPE_TEST_CLI;
+    auto backend = RemoteBackend::connect(target, {});
+    ASSERT_TRUE(backend) << backend.error().toString();
+    MainWindow w(*backend);
+    const QRect room = QGuiApplication::primaryScreen()->availableGeometry();
+    const bool maximised = managed() && size.width >= room.width();
+    if (maximised) {
+        w.showMaximized();
+    } else {
+        w.resize(size.width, size.height);
+        w.show();
+    }
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&w));
+    openNegativeControl(w);
+    w.showPanel(QStringLiteral("verify"));
+    auto *launcher = w.findChild<QComboBox *>(QStringLiteral("launcher"));
+    ASSERT_NE(launcher, nullptr);
+    // A job's settings are the widest the row gets.
+    launcher->setCurrentIndex(launcher->findData(int(RemoteLaunch::Launcher::Srun)));
+    QCoreApplication::processEvents();
+    EXPECT_TRUE(launcher->isVisible());
+    EXPECT_LE(w.minimumSizeHint().width(), size.width);
+    EXPECT_LE(w.minimumSizeHint().height(), size.height);
+    const QRect shown = maximised ? w.geometry() : w.frameGeometry();
+    EXPECT_TRUE(w.screen()->availableGeometry().contains(shown))
+        << shown.x() << "," << shown.y() << " " << shown.width() << "x" << shown.height();
+    auto *right = w.findChild<QTabWidget *>(QStringLiteral("rightTabs"));
+    ASSERT_NE(right, nullptr);
+    for (int r = 0; r < right->count(); ++r) {
+        right->setCurrentIndex(r);
+        QCoreApplication::processEvents();
+        SCOPED_TRACE(right->tabText(r).toStdString() + " beside");
+        for (const std::string &problem : unreachable(&w))
+            ADD_FAILURE() << problem;
     }
 }
 

@@ -3,6 +3,8 @@
 // apart from the user's (QStandardPaths test mode), the model's metatypes.
 #include "model/tensordetails.h"
 
+#include <shardscope/remote.h>
+
 #include <QApplication>
 #include <QStandardPaths>
 
@@ -10,6 +12,9 @@
 
 int main(int argc, char **argv)
 {
+    // ssh's SSH_ASKPASS while a test connects through a prompt: this binary, as the app is.
+    if (auto code = shardscope::runAskpassHelper(argc, argv))
+        return *code;
     QStandardPaths::setTestModeEnabled(true);
     // Headless by default (test discovery at build time runs this too).
     if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM"))

@@ -121,6 +121,30 @@ struct RemoteTensorDetails
     uint64_t bytes = 0; ///< the tensor's bytes the server read
 };
 
+/** One entry of a directory on the remote host (RemoteSession::listDirectory). */
+struct RemoteDirEntry
+{
+    enum class Kind : uint8_t { File, Directory, Other };
+    std::string name;
+    Kind kind = Kind::Other; ///< what a symbolic link points to (Other when it points nowhere)
+    bool link = false;       ///< a symbolic link
+    uint64_t size = 0;       ///< a file's bytes
+    /** Looks like a checkpoint to open: a directory holding a DCP `.metadata`, `mp_rank_*`
+     *  directories, Megatron's `latest_checkpointed_iteration.txt` or safetensors, an
+     *  `mp_rank_*` directory, a .safetensors, .pt, .pth or .bin
+     *  file. A guess from names, for the eye: opening decides. */
+    bool checkpoint = false;
+};
+
+/** A directory on the remote host, read by its server: the names only, nothing opened. */
+struct RemoteListing
+{
+    std::string path;                    ///< absolute, symbolic links resolved (its parent is "Up")
+    bool checkpoint = false;             ///< the directory itself looks like a checkpoint
+    std::vector<RemoteDirEntry> entries; ///< directories first, then by name
+    size_t leftOut = 0; ///< entries past the listing's bound, or whose names are not UTF-8
+};
+
 /**
  * A connection to a server. Its calls are the front door's (same requests, same results) and
  * may come from several threads at once: each is one request, and the replies interleave.
@@ -189,6 +213,10 @@ public:
     /** Written on the remote host, beside the source. The result's `index` (the output's) is
      *  not sent: open() it to show it. */
     Result<FixResult> runFix(const FixRequest &request, const JobControl &control = {});
+
+    /** A directory there (empty: the remote home), for a face's file browser. The server
+     *  reads its names and each entry's kind and size; it opens no file. */
+    Result<RemoteListing> listDirectory(const std::string &path, const JobControl &control = {});
 
     /** One tensor of an index open() returned (an entry of it): read, its health computed
      *  and hashed there. The server finds it by its place in the index, without a search. */

@@ -2,6 +2,7 @@
 // RemoteSession: the client of `shardscope-cli serve --stdio`, through ssh.
 #include "remote/clientcache.h"
 #include "remote/codec.h"
+#include "remote/listing.h"
 #include "remote/ssh.h"
 #include "remote/wire.h"
 #include "shardscope/escape.h"
@@ -830,6 +831,18 @@ Result<RemoteTensorDetails> RemoteSession::tensorDetails(const OpenedIndex &inde
     if (!reply)
         return reply.error();
     return m->resultOf<RemoteTensorDetails>(*reply);
+}
+
+Result<RemoteListing> RemoteSession::listDirectory(const std::string &path,
+                                                   const JobControl &control)
+{
+    auto reply = m->call("list", {{"path", path}}, control, "list");
+    if (!reply)
+        return reply.error();
+    auto packed = fromPack(reply->blob.view());
+    if (!packed)
+        return packed.error();
+    return listingFromJson(*packed);
 }
 
 Result<PyValue> RemoteSession::readObject(const OpenedIndex &index, const ObjectEntry &object,

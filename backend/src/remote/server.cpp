@@ -7,6 +7,7 @@
 #include "remote/codec.h"
 #include "remote/host.h"
 #include "remote/launch.h"
+#include "remote/listing.h"
 #include "remote/wire.h"
 #include "shardscope/escape.h"
 #include "shardscope/tensor.h"
@@ -66,8 +67,9 @@ private:
 };
 
 // The requests the protocol names; nothing else runs.
-const std::set<std::string> kOps = {"open",   "inspect", "diff", "checkpoint_diff", "value_diff",
-                                    "verify", "report",  "fix",  "tensor",          "object"};
+const std::set<std::string> kOps = {"open",       "inspect", "diff",   "checkpoint_diff",
+                                    "value_diff", "verify",  "report", "fix",
+                                    "tensor",     "object",  "list"};
 
 class Server
 {
@@ -486,6 +488,13 @@ Result<json> Server::handle(uint32_t id, const std::string &op, const json &args
         if (auto s = sendIndex(id, o, h, arg("have"), ahead); !s)
             return s.error();
         return json{{"handle", h}};
+    }
+    if (op == "list") { // names, kinds and sizes only: a client's file browser
+        auto listing = listDirectory(arg("path").is_string() ? arg("path").get<std::string>() : "",
+                                     control.cancel);
+        if (!listing)
+            return listing.error();
+        return listingToJson(*listing);
     }
     if (op == "tensor" || op == "object") {
         // By its place in the index both sides hold (no search among a million keys), and
