@@ -435,21 +435,18 @@ void CheckpointSession::openCompareAt(const QString &path, const QString &file,
     supersede(JobKind::OpenCompare);
     m_compareOpeningPath = path;
     RemoteConnector connect = m_connector;
-    if (target && !connect) {
-        // The system's ssh, with the server this session's host runs (tests: a build's CLI).
-        std::string server;
-        if (auto *remote = dynamic_cast<RemoteBackend *>(m_backend.get()))
-            server = remote->session()->target().server;
-        connect = [server](const RemoteTarget &t) -> Result<std::shared_ptr<CheckpointBackend>> {
-            RemoteTarget with = t;
-            if (!server.empty())
-                with.server = server;
-            auto connected = RemoteBackend::connect(with, {});
+    if (target && !connect) // the system's ssh, its prompts on its terminal
+        connect = [](const RemoteTarget &t) -> Result<std::shared_ptr<CheckpointBackend>> {
+            auto connected = RemoteBackend::connect(t, {});
             if (!connected)
                 return connected.error();
             return std::shared_ptr<CheckpointBackend>(*connected);
         };
-    }
+    // The server this session's host runs (tests: a build's CLI), whichever connects.
+    if (target)
+        if (auto *remote = dynamic_cast<RemoteBackend *>(m_backend.get()))
+            if (const std::string &server = remote->session()->target().server; !server.empty())
+                target->server = server;
     using Opened = std::pair<std::shared_ptr<CheckpointBackend>, IndexSnapshot>;
     m_runner->start<Opened>(
         {JobKind::OpenCompare, tr("Open %1 to compare").arg(fileName(file)), Lane::Quick, {}},

@@ -70,6 +70,7 @@ MainWindow::MainWindow(std::shared_ptr<CheckpointBackend> backend, QWidget *pare
 {
     setWindowTitle(QStringLiteral("ShardScope"));
     setAcceptDrops(true);
+    m_session->setRemoteConnector(windowConnector(this)); // a compare's prompts in dialogs
     m_proxy->setSourceModel(m_treeModel);
 
     // Left: filter bar over the tree. Right: details. Bottom: problems.

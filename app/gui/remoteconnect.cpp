@@ -98,6 +98,28 @@ std::shared_ptr<model::RemoteBackend> connectRemote(QWidget *parent, const Remot
     return *result;
 }
 
+model::CheckpointSession::RemoteConnector windowConnector(QWidget *parent)
+{
+    QPointer<QWidget> owner(parent);
+    return
+        [owner](const RemoteTarget &target) -> Result<std::shared_ptr<model::CheckpointBackend>> {
+            // Called on the compare job's thread: the prompts go to the GUI thread (askInWindow).
+            RemoteConnectOptions options;
+            const QString host = QString::fromStdString(target.name());
+            options.askpass = [owner, host](const std::string &prompt) {
+                return askInWindow(owner.data(), host, prompt);
+            };
+            // A location names no server: the one last used with that host (Open Remote…'s).
+            RemoteTarget with = target;
+            if (with.server == RemoteTarget().server)
+                with.server = remoteServerFor(host).toStdString();
+            auto connected = model::RemoteBackend::connect(with, options);
+            if (!connected)
+                return connected.error();
+            return std::shared_ptr<model::CheckpointBackend>(*connected);
+        };
+}
+
 QStringList sshConfigHosts()
 {
     QStringList hosts;

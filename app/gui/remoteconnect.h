@@ -5,6 +5,7 @@
 // from ~/.ssh/config, recent remote locations) and the window opened on it.
 #pragma once
 
+#include "model/checkpointsession.h"
 #include "model/remotebackend.h"
 
 #include <QDialog>
@@ -24,6 +25,10 @@ namespace shardscope::gui {
  *  in dialogs over `parent`; null and `error` set when it fails or is cancelled. */
 std::shared_ptr<model::RemoteBackend> connectRemote(QWidget *parent, const RemoteTarget &target,
                                                     QString *error);
+
+/** How the window's session connects to another host to compare with a checkpoint there
+ *  (CheckpointSession::setRemoteConnector): ssh's prompts asked in dialogs over `parent`. */
+model::CheckpointSession::RemoteConnector windowConnector(QWidget *parent);
 
 /** The hosts named in ~/.ssh/config (its Host lines, wildcards left out). */
 QStringList sshConfigHosts();

@@ -370,6 +370,33 @@ TEST_F(RemoteGui, AWrongOrRefusedPasswordFailsInOneLine)
     }
 }
 
+// Compare With… a checkpoint on a host, from a window on this computer: ssh's password asked
+// in the window, as Open Remote… asks it, and the server the one last used with that host.
+TEST_F(RemoteGui, ACompareOnAHostAsksItsPromptInTheWindow)
+{
+    addRecentRemoteLocation(QStringLiteral("me@cluster-c"), QStringLiteral("/elsewhere"), Cli);
+    askPassword(QStringLiteral("me@cluster-c's password: "), QStringLiteral("s3cret"));
+    QStringList prompts;
+    Driver driver;
+    driver.on<QInputDialog>([&](QInputDialog *d) {
+        prompts << d->labelText();
+        d->setTextValue(QStringLiteral("s3cret"));
+        d->accept();
+    });
+    auto *w = new MainWindow;
+    w->resize(1366, 768);
+    w->show();
+    CheckpointSession *s = w->session();
+    w->openPath(Demo);
+    ASSERT_TRUE(waitFor([&] { return s->index() && !s->isJobRunning(); }, 60'000));
+    s->openCompare(QStringLiteral("me@cluster-c:") + Demo);
+    ASSERT_TRUE(waitFor([&] { return s->compareIndex() && !s->isJobRunning(); }, 60'000))
+        << driver.messages.join(QLatin1Char('|')).toStdString();
+    EXPECT_EQ(prompts, QStringList{QStringLiteral("me@cluster-c's password:")});
+    EXPECT_EQ(s->compareLocation(), QStringLiteral("me@cluster-c"));
+    EXPECT_EQ(driver.messages, QStringList());
+}
+
 // Browsing confined to listing: a FIFO is listed as a special file and never opened (the
 // server would hang on it), a path that is not a directory lists its directory, one that is
 // not there says so.
