@@ -768,7 +768,7 @@ def case_cached(tally: Tally, s: Setup) -> None:
                                     f"{local[1] == remote[1]}; stderr: {remote[2][-300:]!r}")
                 if '"index_cache": "read from' not in local[1] and name == "inspect --json":
                     problems.append("the local open did not read the persistent index")
-                kept = list(cache.glob("remote-*.sswire"))
+                kept = list(cache.glob("remote-*.sskept"))
                 if not kept:
                     problems.append("the client kept no index")
                 tally.unit(f"cached: {what}: {name} ({turn})", problems)

@@ -75,6 +75,8 @@ struct RemoteSession::Impl
     struct Guess
     {
         std::string identity;
+        std::string header; ///< the kept one's, once `entry` is ready (declared first: the
+                            ///< future's destructor waits for the thread that writes it)
         std::future<Result<std::shared_ptr<CheckpointIndex>>> entry;
     };
     /** The entry the server sent (or named, when it is kept here) ahead of its open. */
@@ -338,15 +340,12 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
         decoded = std::shared_ptr<const CheckpointIndex>(std::move(*entry));
     } else if (held) {
         // Ours already: the server sent its header alone, the entry is the one kept here.
-        auto file = cache.blob(identity);
-        if (!file)
-            return makeError(Error::Code::NotFound, "the index kept here is gone").inFile(origin);
-        const std::string_view kept(reinterpret_cast<const char *>(file->bytes().data()),
-                                    file->size());
-        auto parts = splitIndexBlob(kept);
-        if (!parts)
-            return parts.error().inFile(file->path());
-        decoded = decodeIndexBlob(m.blob.view(), parts->second, origin, 0, file->local());
+        auto entry = cache.open(identity, origin);
+        if (!entry)
+            return entry.error();
+        if (auto s = applyIndexHeader(m.blob.view(), **entry, origin); !s)
+            return s.error();
+        decoded = std::shared_ptr<const CheckpointIndex>(std::move(*entry));
     } else {
         decoded = decodeIndexBlob(m.blob.view(), origin);
         if (decoded && !identity.empty()) {
@@ -373,29 +372,6 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
     handles[index.get()] = {index, handle};
     return index;
 }
-
-namespace {
-
-// The entry of the blob kept here under `identity`, and (when `header`) its header.
-Result<std::shared_ptr<CheckpointIndex>> decodeKept(const ClientIndexCache &cache,
-                                                    const std::string &identity,
-                                                    const std::string &origin,
-                                                    std::string *header = nullptr)
-{
-    using R = Result<std::shared_ptr<CheckpointIndex>>;
-    auto file = cache.blob(identity);
-    if (!file)
-        return R(makeError(Error::Code::NotFound, "the index kept here is gone").inFile(origin));
-    const std::string_view kept(reinterpret_cast<const char *>(file->bytes().data()), file->size());
-    auto parts = splitIndexBlob(kept);
-    if (!parts)
-        return R(parts.error().inFile(file->path()));
-    if (header)
-        *header = std::string(parts->first);
-    return decodeIndexEntry(parts->second, origin, 0, file->local());
-}
-
-} // namespace
 
 void RemoteSession::Impl::takeEntry(Message &m, const std::string &origin,
                                     const ClientIndexCache &cache, Guess &guess, Early &early)
@@ -424,12 +400,9 @@ void RemoteSession::Impl::takeEntry(Message &m, const std::string &origin,
         std::string header;
         if (guess.entry.valid() && guess.identity == id) {
             entry = guess.entry.get();
-            if (auto file = cache.blob(id); file && entry)
-                if (auto parts = splitIndexBlob(std::string_view(
-                        reinterpret_cast<const char *>(file->bytes().data()), file->size())))
-                    header = std::string(parts->first);
+            header = std::move(guess.header);
         } else {
-            entry = decodeKept(cache, id, origin, &header);
+            entry = cache.open(id, origin, &header);
         }
         if (entry && !header.empty())
             if (auto s = applyIndexHeader(header, **entry, origin); !s)
@@ -631,11 +604,13 @@ RemoteSession::open(const std::string &path, const JobControl &control,
             useKept ? cache.identities() : std::vector<std::string>();
         // The newest kept one is most likely the server's: decoded while the server opens.
         Impl::Guess guess;
-        if (!have.empty())
-            guess = {have.front(),
-                     std::async(std::launch::async, [&cache, id = have.front(), path] {
-                         return decodeKept(cache, id, path);
-                     })};
+        if (!have.empty()) {
+            guess.identity = have.front();
+            guess.entry = std::async(std::launch::async,
+                                     [&cache, id = have.front(), path, &header = guess.header] {
+                                         return cache.open(id, path, &header);
+                                     });
+        }
         Impl::Early early;
         auto onEntry = [&](Message &e) {
             m->takeEntry(e, path, cache, guess, early);
