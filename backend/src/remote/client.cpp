@@ -316,6 +316,20 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
     } timing{t0};
+    // An index not taken is let go on the server too (a kept one that did not check is asked
+    // for again, under another handle).
+    const int64_t handle = m.control.value("handle", int64_t(0));
+    struct Release
+    {
+        Impl *impl;
+        int64_t handle;
+        bool taken = false;
+        ~Release()
+        {
+            if (!taken && handle)
+                (void)impl->writer->control(0, {{"type", "release"}, {"handle", handle}});
+        }
+    } release{this, handle};
     const bool held = m.control.value("held", false), sent = m.control.value("entry_sent", false);
     if ((held || sent) && early && early->index && entryPartOf(identity) == early->entry) {
         // The entry that came ahead (shown already, its keys current): the header of the
@@ -356,7 +370,7 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
     if (!decoded)
         return decoded.error();
     // When the last copy here goes, the server lets its own go.
-    const int64_t handle = m.control.value("handle", int64_t(0));
+    release.taken = true;
     std::shared_ptr<const CheckpointIndex> index(
         decoded->get(), [held = *decoded, session = self, handle](const CheckpointIndex *) {
             if (auto s = session.lock()) {
@@ -658,23 +672,30 @@ json layoutArg(const std::shared_ptr<const Layout> &layout)
 Result<InspectResult> RemoteSession::runInspect(const InspectRequest &request,
                                                 const JobControl &control)
 {
-    std::vector<Message> extras;
     // Without an open index the server sends the one it ran on (not when it is ours already).
     const ClientIndexCache cache(m->target, request.path);
-    auto reply =
-        m->call("inspect",
-                {{"request", toJson(request)},
-                 {"opened", {m->handleOf(request.opened)}},
-                 {"have", request.opened ? std::vector<std::string>() : cache.identities()}},
-                control, "inspect", &extras);
-    if (!reply)
-        return reply.error();
+    Result<Message> reply = makeError(Error::Code::Internal, "not sent");
     OpenedIndex index = request.opened;
-    if (!extras.empty()) {
+    // Twice at most: a kept index that went, or did not check, is asked for whole.
+    for (bool useKept : {true, false}) {
+        std::vector<Message> extras;
+        const bool have = useKept && !request.opened;
+        reply = m->call("inspect",
+                        {{"request", toJson(request)},
+                         {"opened", {m->handleOf(request.opened)}},
+                         {"have", have ? cache.identities() : std::vector<std::string>()}},
+                        control, "inspect", &extras);
+        if (!reply)
+            return reply.error();
+        if (extras.empty())
+            break;
         auto taken = m->takeIndex(extras.front(), request.path, cache);
-        if (!taken)
+        if (taken) {
+            index = std::move(*taken);
+            break;
+        }
+        if (!useKept || taken.error().code != Error::Code::NotFound)
             return taken.error();
-        index = std::move(*taken);
     }
     if (!index)
         return makeError(Error::Code::Format, "the server inspected " + visibleName(request.path) +
