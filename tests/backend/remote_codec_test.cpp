@@ -4,6 +4,7 @@
 // what the same result writes here: the public JSON schemas, byte for byte.
 #include "testenv.h"
 
+#include "remote/clientcache.h"
 #include "remote/codec.h"
 #include "remote/wire.h"
 
@@ -346,6 +347,73 @@ TEST(RemoteCodec, AnIndexBlobCutOrForgedIsAnError)
     std::string forged = blob;
     forged[forged.size() - 100] ^= 0x55; // past the header: the entry's checksum sees it
     EXPECT_FALSE(decodeIndexBlob(forged, "x"));
+}
+
+// A reopen: the client opens the index it kept as a local open from the persistent index opens
+// its entry, viewing the mapped file (nothing copied), and never trusts one that does not check.
+TEST(RemoteClientCache, AKeptIndexIsViewedInItsFileAndACorruptOneIsNotTrusted)
+{
+    const fs::path dir =
+        fs::path(::testing::TempDir()) / ("clientcache-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    ::setenv("SHARDSCOPE_CACHE_DIR", dir.c_str(), 1);
+    auto opened = openCheckpoint(demoDir().string());
+    ASSERT_TRUE(opened) << opened.error().toString();
+    const auto here = std::make_shared<const CheckpointIndex>(std::move(*opened));
+    const IndexBlob blob = indexBlob(*here);
+    RemoteTarget target;
+    target.host = "cluster";
+    const std::string origin = here->inputPath;
+    const ClientIndexCache cache(target, origin);
+    ASSERT_TRUE(cache.enabled());
+    cache.store(blob.identity, blob.header, blob.entry, blob.keep);
+    waitForClientCacheWrites();
+    ASSERT_EQ(cache.identities(), std::vector<std::string>{blob.identity});
+
+    std::string header;
+    auto index = cache.open(blob.identity, origin, &header);
+    ASSERT_TRUE(index) << index.error().toString();
+    EXPECT_EQ(header, blob.header);
+    auto kept = cache.kept(blob.identity);
+    ASSERT_TRUE(kept) << kept.error().toString();
+    const std::span<const uint8_t> mapped = kept->file->bytes();
+    auto inFile = [&](const void *p) {
+        const auto *b = static_cast<const uint8_t *>(p);
+        return b >= mapped.data() && b < mapped.data() + mapped.size();
+    };
+    ASSERT_FALSE((*index)->tensors.empty());
+    size_t viewed = 0;
+    for (const TensorEntry &t : (*index)->tensors)
+        viewed += inFile(t.key.data()) && (t.shape.empty() || inFile(t.shape.data())) &&
+                  (t.chunks.empty() || inFile(t.chunks.data()));
+    EXPECT_EQ(viewed, (*index)->tensors.size()) << "tensors whose keys, shapes and chunks are "
+                                                   "the kept file's bytes, not copies";
+    ASSERT_TRUE(applyIndexHeader(header, **index, origin));
+    EXPECT_EQ(inspectAll(*index), inspectAll(here));
+
+    // Corrupt, as a torn write or another program would leave it (a new file, renamed over):
+    // a byte of its entry, then of its header. Not trusted: NotFound (the client asks the
+    // server for the whole index), and the file let go.
+    const fs::path file = kept->file->path();
+    std::string bytes;
+    {
+        std::ifstream in(file, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    for (size_t at : {bytes.size() - 100, size_t(30)}) {
+        std::string bad = bytes;
+        bad[at] ^= 0x55;
+        const fs::path tmp = dir / "torn";
+        std::ofstream(tmp, std::ios::binary) << bad;
+        fs::rename(tmp, file);
+        auto corrupt = cache.open(blob.identity, origin);
+        ASSERT_FALSE(corrupt) << "byte " << at;
+        EXPECT_EQ(corrupt.error().code, Error::Code::NotFound) << corrupt.error().toString();
+        EXPECT_FALSE(fs::exists(file)) << "byte " << at;
+        EXPECT_TRUE(cache.identities().empty());
+    }
+    ::unsetenv("SHARDSCOPE_CACHE_DIR");
+    fs::remove_all(dir);
 }
 
 TEST(RemoteCodec, ResultsTravelWholeAndWriteTheirSchemasAsHere)

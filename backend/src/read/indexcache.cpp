@@ -275,6 +275,21 @@ PendingWrites &pendingWrites()
 
 } // namespace
 
+std::shared_ptr<const MappedFile> mapIndexFile(const std::string &path)
+{
+    return KeptMappings::instance().map(path);
+}
+
+Status openIndexEntry(const std::shared_ptr<const MappedFile> &file, std::span<const uint8_t> entry,
+                      const std::string &path, CheckpointIndex &index, int threads)
+{
+    const bool view = file->local();
+    Status st = decodeIndexBody(entry, path, index, threads, view);
+    if (st && view)
+        KeptMappings::instance().keep(file);
+    return st;
+}
+
 namespace {
 
 // The key of `dir`'s metadata as it is now, and the entry file it would be kept in; none when
@@ -339,7 +354,7 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
     const std::string &entry = found->second;
     waitForIndexWrites(); // one this process is still writing is cheaper than a decode
     std::string why;      // why an entry that was there was not used
-    if (auto file = KeptMappings::instance().map(entry)) {
+    if (auto file = mapIndexFile(entry)) {
         auto stored = decodeIndexKey(file->bytes(), entry);
         if (!stored) {
             why = "ignored " + stored.error().toString();
@@ -351,11 +366,8 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
             cached.inputPath = index.inputPath;
             cached.dataDir = index.dataDir;
             cached.info = index.info;
-            const bool view = file->local();
-            Status st = decodeIndexBody(file->bytes(), entry, cached, threads, view);
+            Status st = openIndexEntry(file, file->bytes(), entry, cached, threads);
             if (st) {
-                if (view)
-                    KeptMappings::instance().keep(file);
                 index = std::move(cached);
                 index.info["index_cache"] = "read from " + entry;
                 ::utimensat(AT_FDCWD, entry.c_str(), nullptr, 0); // most recently used

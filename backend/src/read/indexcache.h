@@ -47,6 +47,20 @@ Status readDcpCached(const std::string &dir, CheckpointIndex &index, int threads
 
 class MappedFile;
 
+/** An entry file mapped: the mapping an earlier openIndexEntry() of the same file (device,
+ *  inode, size) kept, if any; null when it cannot be opened. */
+std::shared_ptr<const MappedFile> mapIndexFile(const std::string &path);
+
+/**
+ * `entry`, the bytes of an entry that `file` holds (a whole entry file, or the one a remote
+ * client kept behind the header it came with), decoded into `index` as an open from the
+ * persistent index decodes it: checked whole (checksum, every record), then the tensors view the
+ * mapping where the file is on a local file system and the entry 8-byte aligned in it, and the
+ * mapping is kept for the life of the process; else copied (decodeIndexBody).
+ */
+Status openIndexEntry(const std::shared_ptr<const MappedFile> &file, std::span<const uint8_t> entry,
+                      const std::string &path, CheckpointIndex &index, int threads = 0);
+
 /** The persistent index's entry for a DCP directory's metadata as it is now (its key matches:
  *  only its header and key were read, not its body), mapped. */
 struct CurrentIndexEntry

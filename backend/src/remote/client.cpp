@@ -76,6 +76,8 @@ struct RemoteSession::Impl
     struct Guess
     {
         std::string identity;
+        std::string header; ///< the kept one's, once `entry` is ready (declared first: the
+                            ///< future's destructor waits for the thread that writes it)
         std::future<Result<std::shared_ptr<CheckpointIndex>>> entry;
     };
     /** The entry the server sent (or named, when it is kept here) ahead of its open. */
@@ -315,6 +317,20 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
     } timing{t0};
+    // An index not taken is let go on the server too (a kept one that did not check is asked
+    // for again, under another handle).
+    const int64_t handle = m.control.value("handle", int64_t(0));
+    struct Release
+    {
+        Impl *impl;
+        int64_t handle;
+        bool taken = false;
+        ~Release()
+        {
+            if (!taken && handle)
+                (void)impl->writer->control(0, {{"type", "release"}, {"handle", handle}});
+        }
+    } release{this, handle};
     const bool held = m.control.value("held", false), sent = m.control.value("entry_sent", false);
     if ((held || sent) && early && early->index && entryPartOf(identity) == early->entry) {
         // The entry that came ahead (shown already, its keys current): the header of the
@@ -339,15 +355,12 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
         decoded = std::shared_ptr<const CheckpointIndex>(std::move(*entry));
     } else if (held) {
         // Ours already: the server sent its header alone, the entry is the one kept here.
-        auto file = cache.blob(identity);
-        if (!file)
-            return makeError(Error::Code::NotFound, "the index kept here is gone").inFile(origin);
-        const std::string_view kept(reinterpret_cast<const char *>(file->bytes().data()),
-                                    file->size());
-        auto parts = splitIndexBlob(kept);
-        if (!parts)
-            return parts.error().inFile(file->path());
-        decoded = decodeIndexBlob(m.blob.view(), parts->second, origin, 0, file->local());
+        auto entry = cache.open(identity, origin);
+        if (!entry)
+            return entry.error();
+        if (auto s = applyIndexHeader(m.blob.view(), **entry, origin); !s)
+            return s.error();
+        decoded = std::shared_ptr<const CheckpointIndex>(std::move(*entry));
     } else {
         decoded = decodeIndexBlob(m.blob.view(), origin);
         if (decoded && !identity.empty()) {
@@ -358,7 +371,7 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
     if (!decoded)
         return decoded.error();
     // When the last copy here goes, the server lets its own go.
-    const int64_t handle = m.control.value("handle", int64_t(0));
+    release.taken = true;
     std::shared_ptr<const CheckpointIndex> index(
         decoded->get(), [held = *decoded, session = self, handle](const CheckpointIndex *) {
             if (auto s = session.lock()) {
@@ -374,29 +387,6 @@ RemoteSession::Impl::takeIndex(Message &m, const std::string &origin, const Clie
     handles[index.get()] = {index, handle};
     return index;
 }
-
-namespace {
-
-// The entry of the blob kept here under `identity`, and (when `header`) its header.
-Result<std::shared_ptr<CheckpointIndex>> decodeKept(const ClientIndexCache &cache,
-                                                    const std::string &identity,
-                                                    const std::string &origin,
-                                                    std::string *header = nullptr)
-{
-    using R = Result<std::shared_ptr<CheckpointIndex>>;
-    auto file = cache.blob(identity);
-    if (!file)
-        return R(makeError(Error::Code::NotFound, "the index kept here is gone").inFile(origin));
-    const std::string_view kept(reinterpret_cast<const char *>(file->bytes().data()), file->size());
-    auto parts = splitIndexBlob(kept);
-    if (!parts)
-        return R(parts.error().inFile(file->path()));
-    if (header)
-        *header = std::string(parts->first);
-    return decodeIndexEntry(parts->second, origin, 0, file->local());
-}
-
-} // namespace
 
 void RemoteSession::Impl::takeEntry(Message &m, const std::string &origin,
                                     const ClientIndexCache &cache, Guess &guess, Early &early)
@@ -425,12 +415,9 @@ void RemoteSession::Impl::takeEntry(Message &m, const std::string &origin,
         std::string header;
         if (guess.entry.valid() && guess.identity == id) {
             entry = guess.entry.get();
-            if (auto file = cache.blob(id); file && entry)
-                if (auto parts = splitIndexBlob(std::string_view(
-                        reinterpret_cast<const char *>(file->bytes().data()), file->size())))
-                    header = std::string(parts->first);
+            header = std::move(guess.header);
         } else {
-            entry = decodeKept(cache, id, origin, &header);
+            entry = cache.open(id, origin, &header);
         }
         if (entry && !header.empty())
             if (auto s = applyIndexHeader(header, **entry, origin); !s)
@@ -632,11 +619,13 @@ RemoteSession::open(const std::string &path, const JobControl &control,
             useKept ? cache.identities() : std::vector<std::string>();
         // The newest kept one is most likely the server's: decoded while the server opens.
         Impl::Guess guess;
-        if (!have.empty())
-            guess = {have.front(),
-                     std::async(std::launch::async, [&cache, id = have.front(), path] {
-                         return decodeKept(cache, id, path);
-                     })};
+        if (!have.empty()) {
+            guess.identity = have.front();
+            guess.entry = std::async(std::launch::async,
+                                     [&cache, id = have.front(), path, &header = guess.header] {
+                                         return cache.open(id, path, &header);
+                                     });
+        }
         Impl::Early early;
         auto onEntry = [&](Message &e) {
             m->takeEntry(e, path, cache, guess, early);
@@ -684,23 +673,30 @@ json layoutArg(const std::shared_ptr<const Layout> &layout)
 Result<InspectResult> RemoteSession::runInspect(const InspectRequest &request,
                                                 const JobControl &control)
 {
-    std::vector<Message> extras;
     // Without an open index the server sends the one it ran on (not when it is ours already).
     const ClientIndexCache cache(m->target, request.path);
-    auto reply =
-        m->call("inspect",
-                {{"request", toJson(request)},
-                 {"opened", {m->handleOf(request.opened)}},
-                 {"have", request.opened ? std::vector<std::string>() : cache.identities()}},
-                control, "inspect", &extras);
-    if (!reply)
-        return reply.error();
+    Result<Message> reply = makeError(Error::Code::Internal, "not sent");
     OpenedIndex index = request.opened;
-    if (!extras.empty()) {
+    // Twice at most: a kept index that went, or did not check, is asked for whole.
+    for (bool useKept : {true, false}) {
+        std::vector<Message> extras;
+        const bool have = useKept && !request.opened;
+        reply = m->call("inspect",
+                        {{"request", toJson(request)},
+                         {"opened", {m->handleOf(request.opened)}},
+                         {"have", have ? cache.identities() : std::vector<std::string>()}},
+                        control, "inspect", &extras);
+        if (!reply)
+            return reply.error();
+        if (extras.empty())
+            break;
         auto taken = m->takeIndex(extras.front(), request.path, cache);
-        if (!taken)
+        if (taken) {
+            index = std::move(*taken);
+            break;
+        }
+        if (!useKept || taken.error().code != Error::Code::NotFound)
             return taken.error();
-        index = std::move(*taken);
     }
     if (!index)
         return makeError(Error::Code::Format, "the server inspected " + visibleName(request.path) +

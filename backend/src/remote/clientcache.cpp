@@ -3,6 +3,7 @@
 
 #include "common/backgroundworker.h"
 #include "read/indexcache.h"
+#include "remote/codec.h"
 #include "shardscope/writefile.h"
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
-#include <mutex>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -20,7 +20,16 @@ namespace shardscope::detail::remote {
 
 namespace {
 
-constexpr const char *kSuffix = ".sswire";
+// A kept index: "SSKEPT1\n", u64 header bytes, u64 XXH3-64 of the header, the header (the
+// wire's: u32 length, MessagePack), zeros to a multiple of 8, then the persistent index's entry:
+// aligned in the file as an entry file is, so that its tensors view the mapping as a local open's
+// do (read/indexcodec.h: its pools are 8-byte aligned from its start). The wire's blob (header,
+// entry) left the entry anywhere: copied on every reopen. Files of that form (".sswire") are
+// never read, only let go.
+constexpr const char *kSuffix = ".sskept";
+constexpr const char *kOldSuffix = ".sswire";
+constexpr std::string_view kMagic = "SSKEPT1\n";
+constexpr size_t kPrefix = 24;
 
 BackgroundWorker &writer()
 {
@@ -28,30 +37,19 @@ BackgroundWorker &writer()
     return worker;
 }
 
-// Mappings whose bytes an index views: kept for the life of the process (shardscope/compact.h),
-// one per file (the same device, inode and size: a blob is replaced by a rename), as the
-// persistent index keeps its entries' (read/indexcache.cpp).
-std::shared_ptr<const MappedFile> mapKept(const std::string &path)
+std::string keptBytes(std::string_view header, std::string_view entry)
 {
-    static std::mutex mutex;
-    static std::vector<std::shared_ptr<const MappedFile>> &kept =
-        *new std::vector<std::shared_ptr<const MappedFile>>; // never unmapped, not even at exit
-    struct stat id
-    {
-    };
-    if (::stat(path.c_str(), &id) != 0)
-        return nullptr;
-    std::lock_guard lock(mutex);
-    for (const auto &file : kept)
-        if (file->path() == path && file->device() == uint64_t(id.st_dev) &&
-            file->inode() == uint64_t(id.st_ino) && file->size() == uint64_t(id.st_size))
-            return file;
-    auto file = MappedFile::open(path, true);
-    if (!file)
-        return nullptr;
-    if ((*file)->local()) // on a network file system an index copies it instead of viewing
-        kept.push_back(*file);
-    return *file;
+    std::string out(kMagic);
+    out.resize(kPrefix);
+    const uint64_t n = header.size(), hash = XXH3_64bits(header.data(), header.size());
+    std::memcpy(out.data() + 8, &n, 8);
+    std::memcpy(out.data() + 16, &hash, 8);
+    const size_t entryAt = (kPrefix + header.size() + 7) & ~size_t(7);
+    out.reserve(entryAt + entry.size());
+    out.append(header);
+    out.resize(entryAt, '\0');
+    out.append(entry);
+    return out;
 }
 
 // This path's older blobs, then the least recently used of every host's past the budget.
@@ -63,7 +61,8 @@ void evict(const std::string &dir, const std::string &prefix, const std::string 
     uint64_t total = 0;
     for (const auto &e : fs::directory_iterator(dir, ec)) {
         const std::string name = e.path().filename().string();
-        if (!name.starts_with("remote-") || !name.ends_with(kSuffix))
+        if (!name.starts_with("remote-") ||
+            !(name.ends_with(kSuffix) || name.ends_with(kOldSuffix)))
             continue;
         if (name.starts_with(prefix) && e.path() != keep) {
             fs::remove(e.path(), ec);
@@ -124,32 +123,72 @@ std::vector<std::string> ClientIndexCache::identities() const
     return ids;
 }
 
-std::shared_ptr<const MappedFile> ClientIndexCache::blob(const std::string &identity) const
+void ClientIndexCache::drop(const std::string &identity) const
 {
-    if (!enabled())
-        return nullptr;
+    std::error_code ec;
+    fs::remove(fileOf(identity), ec);
+}
+
+Result<ClientIndexCache::Kept> ClientIndexCache::kept(const std::string &identity) const
+{
     const std::string path = fileOf(identity);
-    auto file = mapKept(path);
-    if (file)
-        ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); // most recently used
-    return file;
+    auto gone = [&] {
+        return makeError(Error::Code::NotFound, "the index kept here is gone").inFile(path);
+    };
+    if (!enabled())
+        return gone();
+    auto file = mapIndexFile(path);
+    if (!file)
+        return gone();
+    const std::span<const uint8_t> bytes = file->bytes();
+    uint64_t n = 0, hash = 0;
+    if (bytes.size() >= kPrefix) {
+        std::memcpy(&n, bytes.data() + 8, 8);
+        std::memcpy(&hash, bytes.data() + 16, 8);
+    }
+    const uint64_t entryAt = (kPrefix + n + 7) & ~uint64_t(7);
+    if (bytes.size() < kPrefix || std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0 ||
+        n > bytes.size() - kPrefix || entryAt > bytes.size() ||
+        XXH3_64bits(bytes.data() + kPrefix, n) != hash) {
+        drop(identity);
+        return makeError(Error::Code::Format, "not an index kept here, or cut short").inFile(path);
+    }
+    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); // most recently used
+    Kept k;
+    k.header = std::string_view(reinterpret_cast<const char *>(bytes.data()) + kPrefix, n);
+    k.entry = bytes.subspan(entryAt);
+    k.file = std::move(file);
+    return k;
+}
+
+Result<std::shared_ptr<CheckpointIndex>> ClientIndexCache::open(const std::string &identity,
+                                                                const std::string &origin,
+                                                                std::string *header) const
+{
+    auto k = kept(identity);
+    auto unusable = [&](const Error &e) {
+        drop(identity);
+        return makeError(Error::Code::NotFound,
+                         "the index kept here is unusable (" + e.toString() + "); asked for anew")
+            .inFile(origin);
+    };
+    if (!k)
+        return k.error().code == Error::Code::NotFound ? k.error() : unusable(k.error());
+    auto index = std::make_shared<CheckpointIndex>();
+    if (auto s = openIndexEntry(k->file, k->entry, k->file->path(), *index); !s)
+        return unusable(s.error());
+    if (header)
+        *header = std::string(k->header);
+    return index;
 }
 
 void ClientIndexCache::store(const std::string &identity, std::string_view blob,
                              std::shared_ptr<const void> keep) const
 {
-    if (!enabled() || blob.size() > m_maxBytes)
+    auto parts = splitIndexBlob(blob);
+    if (!parts)
         return;
-    writer().submit(
-        [dir = m_dir, prefix = m_prefix, path = fileOf(identity), blob, keep, max = m_maxBytes] {
-            std::error_code ec;
-            fs::create_directories(dir, ec);
-            AtomicWriteOptions o;
-            o.flush = false; // a cache: the entry's own checksum finds a torn file
-            o.mode = 0600;
-            if (!writeFileAtomically(path, blob, o))
-                evict(dir, prefix, path, max);
-        });
+    store(identity, std::string(parts->first), parts->second, std::move(keep));
 }
 
 void ClientIndexCache::store(const std::string &identity, std::string header,
@@ -159,9 +198,7 @@ void ClientIndexCache::store(const std::string &identity, std::string header,
         return;
     writer().submit([dir = m_dir, prefix = m_prefix, path = fileOf(identity),
                      header = std::move(header), entry, keep, max = m_maxBytes] {
-        std::string blob;
-        blob.reserve(header.size() + entry.size());
-        blob.append(header).append(entry);
+        const std::string blob = keptBytes(header, entry);
         std::error_code ec;
         fs::create_directories(dir, ec);
         AtomicWriteOptions o;
