@@ -73,7 +73,7 @@ QString loadSummary(const DiffResult &diff)
     s += QStringLiteral(", ") + countOf(problems, "problem", "problems");
     // Short: the status bar has it whole at 1280 px beside the message and the reading's.
     if (bySection[1])
-        s += QCoreApplication::translate("shardscope", " (%1 in optimizer states)")
+        s += QCoreApplication::translate("shardscope", " (%1 optimizer)")
                  .arg(formatCount(bySection[1]));
     return s;
 }

@@ -386,7 +386,7 @@ TEST_F(RemoteGui, ACompareOnAHostAsksItsPromptInTheWindow)
     auto *w = new MainWindow;
     w->resize(1366, 768);
     w->show();
-    CheckpointSession *s = w->session();
+    model::CheckpointSession *s = w->session();
     w->openPath(Demo);
     ASSERT_TRUE(waitFor([&] { return s->index() && !s->isJobRunning(); }, 60'000));
     s->openCompare(QStringLiteral("me@cluster-c:") + Demo);

@@ -142,8 +142,7 @@ TEST(TrustTest, OneVocabularyCountedAsTheCliCounts)
             return e.section == Section::Optimizer && isLoadProblem(e);
         });
     ASSERT_GT(stateProblems, 0);
-    EXPECT_TRUE(
-        outcome->text().contains(QStringLiteral("(%1 in optimizer states)").arg(stateProblems)))
+    EXPECT_TRUE(outcome->text().contains(QStringLiteral("(%1 optimizer)").arg(stateProblems)))
         << outcome->text().toStdString();
     EXPECT_LT(outcome->x(), message->x()) << "the load's outcome leads";
     EXPECT_LT(message->x(), reading->x());
