@@ -14,6 +14,8 @@
 #include "model/remotebackend.h"
 #include "widgets/verifypanel.h"
 
+#include "../support/launchedranks.h"
+
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
@@ -423,56 +425,6 @@ TEST_F(RemoteGui, TheBrowserListsWithoutOpeningFiles)
     EXPECT_EQ(browser.directory(), QFileInfo(dir).canonicalFilePath()); // still shown
 }
 
-namespace {
-
-std::string procFile(const std::string &path)
-{
-    std::string out;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
-        out.append(buf, size_t(n));
-    ::close(fd);
-    return out;
-}
-
-// The ranks of a verify job a server launched (`shardscope-cli verify … --json --quiet`).
-std::vector<pid_t> launchedRanks()
-{
-    std::vector<pid_t> out;
-    std::error_code ec;
-    for (const auto &e : std::filesystem::directory_iterator("/proc", ec)) {
-        const std::string name = e.path().filename().string();
-        if (name.find_first_not_of("0123456789") != std::string::npos)
-            continue;
-        const std::string cmd = procFile("/proc/" + name + "/cmdline");
-        std::vector<std::string> argv;
-        for (size_t at = 0; at < cmd.size();) {
-            const size_t end = std::min(cmd.find('\0', at), cmd.size());
-            argv.push_back(cmd.substr(at, end - at));
-            at = end + 1;
-        }
-        auto has = [&](const char *a) {
-            return std::find(argv.begin(), argv.end(), a) != argv.end();
-        };
-        if (!argv.empty() && argv[0].ends_with("shardscope-cli") && has("verify") &&
-            has("--json") && has("--quiet"))
-            out.push_back(pid_t(std::stoi(name)));
-    }
-    return out;
-}
-
-bool running(pid_t pid)
-{
-    const std::string line = procFile("/proc/" + std::to_string(pid) + "/stat");
-    const size_t close = line.rfind(')');
-    return close != std::string::npos && line.size() > close + 2 && line[close + 2] != 'Z';
-}
-
-} // namespace
-
 // The Verify panel of a remote window offers where it runs: on the host's threads or as a job
 // (here torchrun, 2 ranks, as `--ssh … verify --launch torchrun --ranks 2`), kept per host; the
 // job's result comes back (two ranks), and Cancel stops a hung job with none of its ranks left.
@@ -529,9 +481,10 @@ TEST_F(RemoteGui, VerifyRunsAsAJobFromTheWindowAndCancelStopsIt)
                     .contains(QStringLiteral("2 ranks")));
 
     // A job whose ranks hang (stopped), cancelled from the panel.
+    const pid_t server = pid_t(backend->session()->server().pid);
     panel->run();
     std::vector<pid_t> hung;
-    ASSERT_TRUE(waitFor([&] { return (hung = launchedRanks()).size() >= 2; }, 60'000));
+    ASSERT_TRUE(waitFor([&] { return (hung = procs::launchedRanks(server)).size() >= 2; }, 60'000));
     for (pid_t p : hung)
         ::kill(p, SIGSTOP);
     QPushButton *cancel = nullptr;
@@ -542,7 +495,10 @@ TEST_F(RemoteGui, VerifyRunsAsAJobFromTheWindowAndCancelStopsIt)
     QTest::mouseClick(cancel, Qt::LeftButton);
     ASSERT_TRUE(waitFor([&] { return !s->isJobRunning(); }, 30'000));
     EXPECT_TRUE(waitFor(
-        [&] { return std::none_of(hung.begin(), hung.end(), [](pid_t p) { return running(p); }); },
+        [&] {
+            return std::none_of(hung.begin(), hung.end(),
+                                [](pid_t p) { return procs::running(p); });
+        },
         15'000))
         << "a rank of the cancelled job is still running";
     EXPECT_EQ(s->verification()->result.world, 2); // the finished one stays shown

@@ -7,6 +7,8 @@
 #include "model/checkpointsession.h"
 #include "model/remotebackend.h"
 
+#include "../support/launchedranks.h"
+
 #include <shardscope/report.h>
 
 #include <QDir>
@@ -118,57 +120,6 @@ bool waitFor(CheckpointSession &session, Signal signal, QString *failure = nullp
         done.wait(50);
     }
     return !done.isEmpty();
-}
-
-// The ranks of a verify job a server launched (`shardscope-cli verify … --json --quiet`),
-// found by their command lines.
-// The whole of a small /proc file ("" when the process went meanwhile: read(2), which
-// says so, where a stream would throw).
-std::string procFile(const std::string &path)
-{
-    std::string out;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return out;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
-        out.append(buf, size_t(n));
-    ::close(fd);
-    return out;
-}
-
-// The ranks of a verify job a server launched (`shardscope-cli verify … --json --quiet`),
-// found by their command lines.
-std::vector<pid_t> launchedRanks()
-{
-    std::vector<pid_t> out;
-    std::error_code ec;
-    for (const auto &e : std::filesystem::directory_iterator("/proc", ec)) {
-        const std::string name = e.path().filename().string();
-        if (name.find_first_not_of("0123456789") != std::string::npos)
-            continue;
-        const std::string cmd = procFile("/proc/" + name + "/cmdline");
-        std::vector<std::string> argv;
-        for (size_t at = 0; at < cmd.size();) {
-            const size_t end = cmd.find('\0', at);
-            argv.push_back(cmd.substr(at, end - at));
-            at = end == std::string::npos ? cmd.size() : end + 1;
-        }
-        auto has = [&](const char *a) {
-            return std::find(argv.begin(), argv.end(), a) != argv.end();
-        };
-        if (!argv.empty() && argv[0].ends_with("shardscope-cli") && has("verify") &&
-            has("--quiet") && has("--json") && !has("--ssh"))
-            out.push_back(pid_t(std::stoi(name)));
-    }
-    return out;
-}
-
-bool running(pid_t pid)
-{
-    const std::string line = procFile("/proc/" + std::to_string(pid) + "/stat");
-    const size_t close = line.rfind(')');
-    return close != std::string::npos && line.size() > close + 2 && line[close + 2] != 'Z';
 }
 
 // The first jobEnded of a job of `kind` a spy saw (other jobs end around it): (ok, message).
@@ -444,7 +395,7 @@ TEST_F(RemoteWindow, AHungLaunchedJobIsCancelledAndTheConnectionStays)
     QElapsedTimer timer;
     timer.start();
     while (ranks.size() < 2 && !endedOf(ended, JobKind::Verify) && timer.elapsed() < Timeout) {
-        ranks = launchedRanks();
+        ranks = procs::launchedRanks(pid_t(backend->session()->server().pid));
         QTest::qWait(10);
     }
     ASSERT_EQ(ranks.size(), 2u) << "the job's two ranks did not start";
@@ -464,10 +415,10 @@ TEST_F(RemoteWindow, AHungLaunchedJobIsCancelledAndTheConnectionStays)
     EXPECT_EQ(cancelled->second, jobCancelledText());
     // The job is stopped there (SIGTERM, SIGCONT, SIGKILL), not left behind.
     timer.restart();
-    while (std::any_of(ranks.begin(), ranks.end(), running) && timer.elapsed() < 30'000)
+    while (std::any_of(ranks.begin(), ranks.end(), procs::running) && timer.elapsed() < 30'000)
         QTest::qWait(50);
     for (pid_t r : ranks)
-        if (running(r)) {
+        if (procs::running(r)) {
             ADD_FAILURE() << "rank " << r << " still runs";
             ::kill(r, SIGKILL);
         }
