@@ -3,6 +3,7 @@
 
 #include "backendrunner.h"
 #include "checkpointbackend.h"
+#include "keptlayout.h"
 #include "layerfamily.h"
 #include "reloadsummary.h"
 #include "remotebackend.h"
@@ -54,15 +55,6 @@ bool timing()
 {
     static const bool on = qEnvironmentVariableIsSet("SHARDSCOPE_TIMING");
     return on;
-}
-
-// A generated layout copied to where a report or repair names it; the error, or nothing.
-std::optional<Error> copyLayout(const QString &from, const QString &to)
-{
-    QFile in(from);
-    if (!in.open(QIODevice::ReadOnly))
-        return makeError(Error::Code::Io, "cannot read the generated layout").inFile(native(from));
-    return writeFileAtomically(native(to), in.readAll().toStdString());
 }
 
 } // namespace
@@ -826,8 +818,9 @@ void CheckpointSession::exportReport(ReportRequest request, const QString &path)
         {JobKind::Export, tr("Export %1").arg(fileName(path)), Lane::Long, {}},
         [backend, request, path, generated, kept](const JobControl &control) -> Result<QString> {
             // The report's reproduce command names the layout beside it.
+            KeptLayout beside;
             if (!generated.isEmpty() && (request.diff || request.values))
-                if (auto error = copyLayout(generated, kept))
+                if (auto error = beside.copy(generated, kept))
                     return *error;
             auto report = backend->report(request, control);
             if (!report)
@@ -835,6 +828,7 @@ void CheckpointSession::exportReport(ReportRequest request, const QString &path)
             // The previous report stays whole until the new one is complete.
             if (auto error = writeFileAtomically(native(path), report->text))
                 return *error;
+            beside.keep();
             return path;
         },
         [this](QString written) { Q_EMIT exported(written); });
@@ -862,15 +856,16 @@ void CheckpointSession::saveRepaired(FixRequest request)
         [backend, request, generated](const JobControl &control) -> Result<QString> {
             // The manifest's command and "Check it with:" name the layout beside the output,
             // which outlives the window.
+            // A repair that writes nothing (its output exists, say) leaves an earlier one's
+            // layout there as it was.
             const QString kept = QFile::decodeName(request.layout.c_str());
-            const bool copied = !generated.isEmpty() && kept != generated;
-            if (copied)
-                if (auto error = copyLayout(generated, kept))
+            KeptLayout beside;
+            if (!generated.isEmpty() && kept != generated)
+                if (auto error = beside.copy(generated, kept))
                     return *error;
             auto fixed = backend->fix(request, control);
-            const bool written = fixed && fixed->written;
-            if (copied && !written)
-                QFile::remove(kept); // nothing beside it names it
+            if (fixed && fixed->written)
+                beside.keep();
             if (!fixed)
                 return fixed.error();
             if (!fixed->written && !fixed->alreadyLoads)

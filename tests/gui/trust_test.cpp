@@ -310,6 +310,34 @@ TEST(TrustTest, ARepairNamesALayoutThatOutlivesTheWindow)
         << manifest.left(400).toStdString();
     // The window is gone: its check command still runs, and the repaired checkpoint passes.
     EXPECT_EQ(runCli(QProcess::splitCommand(check)), 0) << check.toStdString();
+
+    // A second repair into the same output writes nothing (it exists): the layout the first
+    // one's manifest names is left as it was, not taken with the failed job.
+    const QString keptText = readText(kept);
+    {
+        MainWindow w;
+        w.resize(1366, 768);
+        w.show();
+        openNegativeControl(w, copy);
+        CheckpointSession *s = w.session();
+        QString failure;
+        auto c = QObject::connect(s, &CheckpointSession::jobEnded,
+                                  [&](const JobInfo &job, bool ok, const QString &said) {
+                                      if (job.kind == JobKind::Repair && !ok)
+                                          failure = said;
+                                  });
+        w.saveRepaired(fixed);
+        ASSERT_TRUE(waitFor([&] { return !failure.isEmpty() && !s->isJobRunning(); }));
+        QObject::disconnect(c);
+        EXPECT_TRUE(failure.contains(QStringLiteral("exists"))) << failure.toStdString();
+    }
+    ASSERT_TRUE(QFileInfo::exists(kept)) << "a failed repair took the earlier one's layout";
+    EXPECT_EQ(readText(kept), keptText);
+    EXPECT_TRUE(
+        QDir(tmp.path())
+            .entryList({QStringLiteral("*shardscope-earlier*")}, QDir::AllEntries | QDir::Hidden)
+            .isEmpty());
+    EXPECT_EQ(runCli(QProcess::splitCommand(check)), 0) << check.toStdString();
 }
 
 // A kept parameter's row in the verification selects where its data is stored, says why it has

@@ -357,6 +357,8 @@ TEST(WalkThroughTest, TheReadmeWalkThroughByKeysAndClicks)
     press(&w, Qt::Key_E, Qt::ControlModifier);
     ASSERT_TRUE(waitFor([&] { return QFileInfo(report).size() > 0 && !s->isJobRunning(); }))
         << "no report at " << report.toStdString();
+    // The generated layout its reproduce line names lies beside it, and outlives the window.
+    EXPECT_TRUE(QFileInfo::exists(report + QStringLiteral(".layout.json")));
     press(&w, Qt::Key_C, Qt::ControlModifier | Qt::ShiftModifier);
     const QString command = QApplication::clipboard()->text();
     ASSERT_TRUE(command.contains(QStringLiteral("shardscope-cli verify ")))
