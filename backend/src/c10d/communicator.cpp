@@ -15,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -139,6 +140,10 @@ Result<std::unique_ptr<Communicator>> connect(const LaunchInfo &launch, CommBack
         return makeError(Error::Code::Unsupported,
                          "this build has no NCCL communicator; use --backend gloo");
 #endif
+    // A peer gone (a rank killed) makes the next write to its socket raise SIGPIPE, which would
+    // end this rank without a word; ignored, as Python (torch.distributed's usual host) ignores
+    // it, the write fails and the job names the lost rank.
+    std::signal(SIGPIPE, SIG_IGN);
     try {
         // Under torchrun the agent already serves a store on MASTER_PORT (as torch's own
         // env:// rendezvous does, join it as a client); otherwise rank 0 serves it.
