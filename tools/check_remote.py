@@ -513,6 +513,30 @@ TRACED = "execve,open,openat,creat,mkdir,mkdirat,rename,renameat,renameat2,unlin
 WRITES = re.compile(r"O_WRONLY|O_RDWR|O_CREAT|O_TRUNC")
 
 
+def listing_reads(log: Path, demo: Path) -> list:
+    """What a traced server that only listed opened under `demo` other than directories."""
+    problems, dirs = [], 0
+    for f in log.iterdir():
+        for line in f.read_text(errors="replace").splitlines():
+            m = re.match(r"\d+\s+(open|openat)\((.*)\)\s+= (-?\d+)", line)
+            if not m or int(m.group(3)) < 0:
+                continue
+            paths = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2))
+            if re.match(r"\d+,", m.group(2)):  # relative to a directory it opened
+                if paths and "O_DIRECTORY" not in m.group(2):
+                    problems.append(f"opened {paths[0]} inside a directory it listed")
+                continue
+            if not paths or not (Path(paths[0]) == demo or demo in Path(paths[0]).parents):
+                continue
+            if "O_DIRECTORY" in m.group(2):
+                dirs += 1
+            else:
+                problems.append(f"opened {paths[0]}")
+    if not dirs:
+        problems.append("the trace saw no directory of the demo opened (is the trace working?)")
+    return problems[:10]
+
+
 def case_confined(tally: Tally, s: Setup) -> int:
     """Through sshd, the server under strace: it writes nothing but fix's OUT and the user's
     cache, and runs nothing but itself and the launcher a verify --launch names."""
@@ -532,6 +556,12 @@ def case_confined(tally: Tally, s: Setup) -> int:
     traced.write_text(f"#!/bin/sh\ncd {home} && HOME={home} exec strace -f -qq -s 4096 "
                       f"-e trace={TRACED} -o {log}/trace.$$ {s.cli} \"$@\"\n")
     traced.chmod(0o755)
+    # The file browser's listing, in a trace of its own: it may read directories, never a file.
+    listed = s.tmp / "strace-list"
+    listed.mkdir()
+    traced_list = s.tmp / "traced-list-server"
+    traced_list.write_text(traced.read_text().replace(f"{log}/trace.", f"{listed}/trace."))
+    traced_list.chmod(0o755)
     cache = s.tmp / "remote-cache"
     try:
         env = dict(s.env, SHARDSCOPE_SSH=str(sshd.ssh))
@@ -543,6 +573,17 @@ def case_confined(tally: Tally, s: Setup) -> int:
         tally.unit("confined: verify --launch torchrun --ranks 2 through sshd",
                    [] if local[0] == remote[0] and normalise(local[1]) == normalise(remote[1])
                    else [f"exit {remote[0]}, here {local[0]}: {remote[2].strip()[-300:]}"])
+        if s.api:
+            rc, out, err = run([s.api, "--gtest_filter=Remote.ADirectoryIsListed*"],
+                               env=dict(env, SHARDSCOPE_TEST_DEMO=str(s.demo),
+                                        SHARDSCOPE_TEST_CLI=str(traced_list),
+                                        SHARDSCOPE_TEST_LAYOUT=str(s.layout),
+                                        SHARDSCOPE_TEST_HOST="shardscope-test"), timeout=300)
+            tally.unit("confined: the file browser's listing through sshd",
+                       [] if rc == 0 and "[  PASSED  ] 1 test" in out
+                       else [(out + err).strip()[-1500:]])
+            tally.unit("confined: a listing opens directories, never a file's bytes",
+                       listing_reads(listed, Path(s.demo).resolve()))
     finally:
         sshd.stop()
     allowed_dirs = [s.tmp / "fixed", cache, home / ".cache/shardscope"]
@@ -550,7 +591,7 @@ def case_confined(tally: Tally, s: Setup) -> int:
     beside = s.tmp / "fixed.layout.json"
     allowed_exec = {s.cli, str(Path(venv) / "torchrun")}
     writes, execs = set(), set()
-    for f in log.iterdir():
+    for f in [*log.iterdir(), *listed.iterdir()]:
         lines = f.read_text(errors="replace").splitlines()
         # The launcher's own processes (torchrun's python and what it forks before a rank's
         # exec) write its own scratch files: those are torchrun's, which the protocol named.
@@ -872,6 +913,8 @@ def by_digest(tally: Tally, s: Setup, env: dict, changed: Path, there, label: st
                       "--values"], env=env)
     if "by each stored tensor's SHA-256" not in out:
         problems.append("the text does not say the values were compared by digest")
+    if "kernels on" in out or "hashed on the host" not in out:
+        problems.append("the text's read: line says kernels compared what each host hashed")
     tally.unit(f"compare ({label}): --values across hosts by each tensor's SHA-256 "
                f"({checked} tensors, {differ} different)", problems[:10])
 

@@ -167,9 +167,13 @@ std::string renderValueDiffText(const ValueDiffResult &r)
     for (const TensorValueDiff &t : r.tensors)
         if (!t.device.empty() && t.device != "cpu")
             device = t.device;
-    out += "read:       " + std::to_string(r.bytesRead) + " bytes, " +
-           plural(size_t(r.processes), "process", "processes") + " × " +
-           plural(size_t(r.threads), "thread", "threads") + ", kernels on " + device + "\n";
+    if (r.method == "sha256") // no kernel compared anything: each host hashed its own bytes
+        out += "read:       " + std::to_string(r.bytesRead) +
+               " bytes, each hashed on the host that holds it\n";
+    else
+        out += "read:       " + std::to_string(r.bytesRead) + " bytes, " +
+               plural(size_t(r.processes), "process", "processes") + " × " +
+               plural(size_t(r.threads), "thread", "threads") + ", kernels on " + device + "\n";
     V shown = V::Identical;
     bool any = false;
     for (const ValueGroup &g : valueGroups(r)) {
