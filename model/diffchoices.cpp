@@ -39,14 +39,6 @@ QString loadActionName(LoadOutcome::Action action)
     return text(actionName(action));
 }
 
-bool isLoadProblem(const DiffEntry &e)
-{
-    // report/model.cpp's isProblem(): splits and renames the real load performs are the rules
-    // working, everything else it does not fill as stored is a problem.
-    return !e.realLoadFills || (e.status != LoadStatus::Ok && e.status != LoadStatus::Split &&
-                                e.status != LoadStatus::Rename);
-}
-
 size_t loadProblemCount(const DiffResult &diff)
 {
     return size_t(std::count_if(diff.entries.begin(), diff.entries.end(), isLoadProblem));

@@ -21,10 +21,8 @@ QList<RuleChoice> diffRules();
 QStringList strictnessNames();
 /** "loads", "raises", "silent", … */
 QString loadActionName(LoadOutcome::Action action);
-/** Whether the report counts the entry as a problem (shardscope-cli report's rule): the load
- *  does not fill it as stored, save by a split or rename its handlers perform. */
-bool isLoadProblem(const DiffEntry &entry);
-/** How many entries of `diff` are problems (isLoadProblem()). */
+/** How many entries of `diff` are problems (shardscope::isLoadProblem(), as the CLI and the
+ *  reports count them). */
 size_t loadProblemCount(const DiffResult &diff);
 /** One line: "Load: silent, 87 of 97 parameters filled, 10 silently kept at initial values,
  *  40 problems" (the problems counted as the report counts them). */

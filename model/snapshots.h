@@ -27,7 +27,7 @@ using ValuesSnapshot = std::shared_ptr<const shardscope::ValueDiffResult>;
  */
 std::shared_ptr<const DiffResult> freedOffThread(DiffResult &&value);
 
-/** A diff's problem entries (diffchoices.h's isLoadProblem()), folded as the report folds them:
+/** A diff's problem entries (shardscope::isLoadProblem()), folded as the report folds them:
  *  tens of thousands at DeepSeek-V3 scale with a rule off, folded off the GUI thread. */
 struct FoldedLoadProblems
 {

@@ -14,7 +14,15 @@ ground truth; the text must say the same:
   its numbers taken out);
 - what loads as the layout asks is counted per status, and the counts are the JSON's;
 - kept-at-init and unconsumed keys fold to exactly the JSON's lists;
-- `--all` lists every entry, kept key and unconsumed key, in the JSON's order.
+- `--all` lists every entry, kept key and unconsumed key, in the JSON's order;
+- the report (`report --json`) counts the problems the text lists: one definition, also where
+  the checkpoint is stored in bfloat16 and the model asks for float32 (a cast that keeps every
+  value is no problem; the reverse, which may change values, is).
+
+`diff A --against B` (B: A re-saved by real torch with its experts in bfloat16, its last two
+layers dropped, a vocabulary grown and a key added) says its changes folded as the report folds them:
+each line's pattern expands to exactly the JSON's keys of that kind, every change covered once;
+`--all` lists every change in the JSON's order.
 
 Exit 0 when every check holds, 1 otherwise.
 """
@@ -51,10 +59,50 @@ CONFIG = dict(mlf.DEEPSEEK_V3, num_hidden_layers=LAYERS, n_routed_experts=EXPERT
               first_k_dense_replace=2)
 
 
-def write_checkpoint(ckpt: Path) -> None:
+def state() -> dict:
     mlf.CONFIGS["deepseek_v3"] = CONFIG  # megatron_args() reads the family's config from there
-    model = mlf.deepseek_v3_model(CONFIG)
-    mlf.write_dcp(mlf.state_dict("deepseek_v3", "unfused", model), ckpt)
+    return mlf.state_dict("deepseek_v3", "unfused", mlf.deepseek_v3_model(CONFIG))
+
+
+def write_checkpoint(ckpt: Path) -> None:
+    mlf.write_dcp(state(), ckpt)
+
+
+def write_bf16(ckpt: Path) -> None:
+    """The same model's weights stored in bfloat16 (its optimizer states as they were)."""
+    import torch
+    sd = state()
+    sd["model"] = {k: v.to(torch.bfloat16) if v.is_floating_point() else v
+                   for k, v in sd["model"].items()}
+    mlf.write_dcp(sd, ckpt)
+
+
+def write_changed(ckpt: Path) -> None:
+    """The same state changed as a later run might save it: experts in bfloat16, the last two
+    layers gone, the vocabulary grown by 64 rows, one key more."""
+    import torch
+    sd = state()
+    last = (f".layers.{LAYERS - 2}.", f".layers.{LAYERS - 1}.")
+
+    def changed(d: dict) -> dict:
+        out = {}
+        for k, v in d.items():
+            if any(x in k for x in last):
+                continue
+            if isinstance(v, dict):
+                out[k] = changed(v)
+            elif torch.is_tensor(v) and ".experts." in k and v.is_floating_point():
+                out[k] = v.to(torch.bfloat16)
+            elif torch.is_tensor(v) and "word_embeddings.weight" in k:
+                out[k] = torch.cat([v, v[:64]])
+            else:
+                out[k] = v
+        return out
+
+    sd["model"] = changed(sd["model"])
+    sd["optimizer"] = changed(sd["optimizer"])
+    sd["model"]["module.extra_head.weight"] = torch.ones(4, 4)
+    mlf.write_dcp(sd, ckpt)
 
 
 def layout(cli: str, root: Path, cfg: dict, name: str) -> Path:
@@ -258,6 +306,56 @@ def check_all(what: str, text: str, d: dict) -> None:
           f"{what}: --all: healthy counts {got_counts}")
 
 
+def report_problems(cli: str, base: list[str], root: Path) -> int | None:
+    """The report's count of problem entries for the same diff."""
+    out = root / "report.json"
+    rc, _, err = run(cli, "report", *base, "-o", str(out))
+    if rc not in (0, 1):
+        check(False, f"report: exit {rc}: {err[-300:]}")
+        return None
+    return json.loads(out.read_text())["summary"]["problem_entries"]
+
+
+CHANGE = re.compile(r"  (added|removed|renamed|shape_changed|dtype_changed)  (\S+)(.*?)"
+                    r"(?:  \((\d+)\))?")
+
+
+def check_against(what: str, text: str, text_all: str, d: dict) -> None:
+    """The folded lines cover exactly the JSON's changes, each once; --all lists them."""
+    want = collections.Counter((c["kind"], c["key"]) for c in d["changes"])
+    details = collections.defaultdict(set)
+    for c in d["changes"]:
+        details[(c["kind"], c["key"])].add(c["detail"])
+    got: collections.Counter = collections.Counter()
+    lines = text.splitlines()
+    check(lines[0].endswith(f": {d['same']} same, {len(d['changes'])} changes"),
+          f"{what}: header {lines[0]!r}")
+    for line in lines[1:]:
+        if " is read by: " in line or line.startswith("--all lists all"):
+            continue
+        m = CHANGE.fullmatch(line)
+        if not m:
+            check(False, f"{what}: not a change line: {line!r}")
+            continue
+        keys = expand(m[2])
+        check(len(keys) == int(m[4] or 1), f"{what}: {line!r} counts {m[4]}, expands to "
+                                            f"{len(keys)}")
+        for k in keys:
+            got[(m[1], k)] += 1
+            if m[1] == "dtype_changed":  # "float32 -> bfloat16": no field to fold
+                for detail in details.get((m[1], k), ()):
+                    check(detail in m[3], f"{what}: {line!r} lacks {k}'s {detail!r}")
+    check(got == want, f"{what}: the folded lines cover {sum(got.values())} changes, the JSON "
+                       f"{sum(want.values())}; first apart: "
+                       f"{next(iter((got - want) or (want - got)), None)}")
+    listed = [(m[1], m[2]) for m in map(CHANGE.fullmatch, text_all.splitlines()[1:]) if m]
+    check(listed == [(c["kind"], c["key"]) for c in d["changes"]],
+          f"{what}: --all lists {len(listed)} changes, the JSON {len(d['changes'])}")
+    kinds = collections.Counter(c["kind"] for c in d["changes"])
+    check(all(kinds[k] > 0 for k in ("added", "removed", "shape_changed", "dtype_changed")),
+          f"{what}: the case lacks a kind of change: {dict(kinds)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cli", required=True)
@@ -272,21 +370,42 @@ def main() -> int:
         full = layout(a.cli, root, CONFIG, "full")
         # Two layers fewer than were saved: their keys are unconsumed model tensors.
         shallow = layout(a.cli, root, dict(CONFIG, num_hidden_layers=LAYERS - 2), "shallow")
+        bf16 = root / "dsv3-12x16-bf16"
+        if not bf16.exists():
+            write_bf16(bf16)
+        asks_bf16 = root / "bf16.layout.json"
+        rc, _, err = run(a.cli, "layout", "--from-config", str(root / "full.config.json"),
+                         "--dtype", "bfloat16", "-o", str(asks_bf16))
+        check(rc == 0, f"layout --dtype bfloat16: {err}")
         cases = {
             "mla_down_proj and swiglu off": (full, ["--disable-rule", "mla_down_proj",
                                                     "--disable-rule", "swiglu"]),
+            # Every weight cast: to float32 keeps each value, to bfloat16 may not.
+            "bfloat16 stored, float32 asked, swiglu off": (
+                full, ["--disable-rule", "swiglu"], bf16),
+            "float32 stored, bfloat16 asked, swiglu off": (
+                asks_bf16, ["--disable-rule", "swiglu"], ckpt),
             "swiglu off, shallower model, ignore_all": (
                 shallow, ["--disable-rule", "swiglu", "--no-strict-fsdp-dtensor-load",
                           "--strictness", "ignore_all"]),
         }
-        for what, (lay, flags) in cases.items():
-            base = [a.cli, "diff", str(ckpt), "--layout", str(lay), *flags]
+        for what, (lay, flags, *stored) in cases.items():
+            args = [str(stored[0] if stored else ckpt), "--layout", str(lay), *flags]
+            base = [a.cli, "diff", *args]
             rc_json, out, err = run(*base, "--json")
             if rc_json == 2:
                 raise SystemExit(f"{what}: diff could not read: {err}")
             d = json.loads(out)
             rc, text, err = run(*base)
             check(rc == rc_json == 1, f"{what}: exit {rc} (JSON {rc_json}): {err[-300:]}")
+            problems = sum(map(is_problem, d["entries"]))
+            reported = report_problems(a.cli, args, root)
+            check(reported == problems, f"{what}: the report counts {reported} problems, the "
+                                        f"text lists {problems}")
+            casts = collections.Counter(bool(e.get("narrowing")) for e in d["entries"]
+                                        if e["status"] == "cast")
+            if stored:
+                check(casts[stored[0] == ckpt] > 0, f"{what}: no such cast: {dict(casts)}")
             check_folded(what, text, d)
             rc, text_all, err = run(*base, "--all")
             check(rc == rc_json, f"{what}: --all: exit {rc}: {err[-300:]}")
@@ -297,6 +416,21 @@ def main() -> int:
                   f"{sum(map(is_problem, d['entries']))} problems, "
                   f"{len(d['unconsumed'])} unconsumed: {len(text.splitlines())} lines "
                   f"(--all: {len(text_all.splitlines())})")
+        changed = root / "dsv3-12x10-changed"
+        if not changed.exists():
+            write_changed(changed)
+        base = [a.cli, "diff", str(ckpt), "--against", str(changed)]
+        rc_json, out, err = run(*base, "--json")
+        check(rc_json == 1, f"--against: exit {rc_json}: {err[-300:]}")
+        d = json.loads(out) if out.strip() else {"changes": [], "same": 0}
+        rc, text, _ = run(*base)
+        rc_all, text_all, _ = run(*base, "--all")
+        check(rc == rc_all == rc_json, f"--against: exit {rc}, --all {rc_all}, JSON {rc_json}")
+        check_against("--against", text, text_all, d)
+        check(len(text.splitlines()) * 10 < len(text_all.splitlines()),
+              f"--against: {len(text.splitlines())} lines, --all {len(text_all.splitlines())}")
+        print(f"--against: {len(d['changes'])} changes: {len(text.splitlines())} lines "
+              f"(--all: {len(text_all.splitlines())})")
     finally:
         if not a.keep:
             shutil.rmtree(root, ignore_errors=True)

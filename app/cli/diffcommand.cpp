@@ -168,27 +168,10 @@ int runDiff(const DiffCommandOptions &o)
         auto d = jobs::checkpointDiff(*placed);
         if (!d)
             return fail(d.error());
-        if (o.json) {
+        if (o.json)
             std::cout << checkpointDiffToJson(*d);
-        } else {
-            std::cout << visibleName(d->first) << " against " << visibleName(d->second) << ": "
-                      << d->same << " same, " << d->changes.size() << " changes\n";
-            for (const auto &[name, r] :
-                 {std::pair{&d->first, &d->firstTorch}, std::pair{&d->second, &d->secondTorch}})
-                if (r->applies)
-                    std::cout << "  " << visibleName(*name)
-                              << " is read by: " << visibleText(r->explained()) << "\n";
-            for (const KeyChange &c : d->changes) {
-                std::cout << "  " << changeName(c.kind) << "  " << visibleName(c.key);
-                if (!c.otherKey.empty())
-                    std::cout << " -> " << visibleName(c.otherKey);
-                if (!c.rule.empty())
-                    std::cout << "  (rule " << visibleText(c.rule) << ")";
-                if (!c.detail.empty())
-                    std::cout << "  " << visibleText(c.detail);
-                std::cout << "\n";
-            }
-        }
+        else
+            printCheckpointDiffText(std::cout, *d, o.all);
         return d->clean() ? ExitHealthy : ExitProblems;
     }
 

@@ -13,23 +13,6 @@
 
 namespace shardscope::cli {
 
-bool isTextProblem(const DiffEntry &e)
-{
-    if (!e.realLoadFills || e.wrongSource)
-        return true;
-    switch (e.status) {
-    case LoadStatus::Ok:
-    case LoadStatus::Split:
-    case LoadStatus::Merge:
-    case LoadStatus::Rename:
-        return false;
-    case LoadStatus::Cast: // measured and every value survives: harmless
-        return e.narrowing && !(e.castLoss && e.castLoss->changed == 0);
-    default:
-        return true;
-    }
-}
-
 namespace {
 
 std::string countSuffix(size_t n)
@@ -134,7 +117,7 @@ void printDiffText(std::ostream &out, const DiffResult &d, bool all)
         const DiffEntry &e = d.entries[i];
         if (!e.looksInitial.empty())
             initial.push_back(i);
-        (isTextProblem(e) ? problems : healthy).push_back(i);
+        (isLoadProblem(e) ? problems : healthy).push_back(i);
     }
     if (!initial.empty()) {
         out << "\nLOADS VALUES THAT LOOK FRESHLY INITIALISED (" << initial.size() << "):\n";
@@ -199,6 +182,38 @@ void printDiffText(std::ostream &out, const DiffResult &d, bool all)
     if (!all)
         out << "--all lists all " << d.entries.size()
             << " entries one by one; --json gives every field\n";
+}
+
+void printCheckpointDiffText(std::ostream &out, const CheckpointDiff &d, bool all)
+{
+    out << visibleName(d.first) << " against " << visibleName(d.second) << ": " << d.same
+        << " same, " << d.changes.size() << " changes\n";
+    for (const auto &[name, r] :
+         {std::pair{&d.first, &d.firstTorch}, std::pair{&d.second, &d.secondTorch}})
+        if (r->applies)
+            out << "  " << visibleName(*name) << " is read by: " << visibleText(r->explained())
+                << "\n";
+    auto line = [&](KeyChange::Kind kind, std::string_view key, std::string_view other,
+                    std::string_view rule, std::string_view detail, size_t count) {
+        out << "  " << changeName(kind) << "  " << visibleName(key);
+        if (!other.empty() && other != key)
+            out << " -> " << visibleName(other);
+        if (!rule.empty())
+            out << "  (rule " << visibleText(rule) << ")";
+        if (!detail.empty())
+            out << "  " << visibleText(detail);
+        out << countSuffix(count) << "\n";
+    };
+    if (all) {
+        for (const KeyChange &c : d.changes)
+            line(c.kind, c.key, c.otherKey, c.rule, c.detail, 1);
+        return;
+    }
+    const std::vector<KeyChangeGroup> groups = foldKeyChanges(d);
+    for (const KeyChangeGroup &g : groups)
+        line(g.kind, g.pattern, g.otherPattern, g.rule, g.detail, g.changes.size());
+    if (groups.size() < d.changes.size())
+        out << "--all lists all " << d.changes.size() << " changes, one per line\n";
 }
 
 } // namespace shardscope::cli

@@ -316,8 +316,9 @@ int main(int argc, char **argv)
                   "Machine-readable output (shardscope.diff/1; with --values "
                   "shardscope.value-diff/1)");
     dif->add_flag("--all", diff.all,
-                  "Text: every entry, kept key and unconsumed key on its own line (default: "
-                  "problems folded as the report folds them, the rest counted per status)");
+                  "Text: every entry, kept key and unconsumed key on its own line, with "
+                  "--against every change (default: problems and changes folded as the "
+                  "report folds them, the rest counted per status)");
     CLI::App *rep = app.add_subcommand("report", "Write a fix report (.md, .html or .json)");
     addDiffOptions(rep);
     std::string reportPath;

@@ -145,6 +145,15 @@ struct DiffEntry
     std::string tiedTo;
 };
 
+/**
+ * Whether a load fills `e` the wrong way or not at all: what the real load does not fill (or
+ * fills from another parameter's key), and a cast to fewer bits not measured to keep every
+ * value. What it fills as the layout asks (ok, split, merge, rename, a cast that keeps every
+ * value) is the rules working. The one definition the CLI's text, the reports and the window
+ * count problems by.
+ */
+bool isLoadProblem(const DiffEntry &e);
+
 /** A checkpoint key no expected parameter consumes (a plain DCP load ignores it silently). */
 struct UnconsumedKey
 {

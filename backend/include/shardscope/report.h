@@ -69,6 +69,24 @@ struct UnconsumedKeyGroup
 };
 std::vector<UnconsumedKeyGroup> foldUnconsumed(const DiffResult &diff);
 
+/** Changes of a checkpoint diff folded as its report folds them. */
+struct KeyChangeGroup
+{
+    KeyChange::Kind kind = KeyChange::Kind::Added;
+    std::string rule;
+    std::string pattern;         ///< expands to exactly the members' keys
+    std::string otherPattern;    ///< renamed: the members' keys in the second, folded
+    std::string detail;          ///< the members' details, folded field by field
+    std::vector<size_t> changes; ///< into CheckpointDiff::changes, ascending
+};
+
+/**
+ * Changes of one kind and rule whose keys, other keys and details differ only in their numeric
+ * fields share a group, one group per exact pattern; removed first, then added, renamed, shape
+ * and dtype changes, otherwise in the changes' order. The report's change groups are these.
+ */
+std::vector<KeyChangeGroup> foldKeyChanges(const CheckpointDiff &diff);
+
 /** Every field of a DiffResult as JSON (schema "shardscope.diff/1"), indented by one space. */
 std::string diffToJson(const DiffResult &diff);
 

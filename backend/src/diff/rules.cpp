@@ -113,6 +113,23 @@ std::string_view changeName(KeyChange::Kind k)
     return names[size_t(k)];
 }
 
+bool isLoadProblem(const DiffEntry &e)
+{
+    if (!e.realLoadFills || e.wrongSource)
+        return true;
+    switch (e.status) {
+    case LoadStatus::Ok:
+    case LoadStatus::Split:
+    case LoadStatus::Merge:
+    case LoadStatus::Rename:
+        return false;
+    case LoadStatus::Cast: // a widening cast, or one measured to change no value: harmless
+        return e.narrowing && !(e.castLoss && e.castLoss->changed == 0);
+    default:
+        return true;
+    }
+}
+
 bool DiffResult::clean() const
 {
     if (outcome.action != LoadOutcome::Action::Loads)

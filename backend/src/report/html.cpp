@@ -418,7 +418,7 @@ std::string hValues(const ValueDiffResult &v)
 std::string htmlCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx,
                                  const ValueDiffResult *values)
 {
-    const auto groups = changeGroups(diff);
+    const auto groups = foldKeyChanges(diff);
     std::string h = htmlHead("ShardScope checkpoint comparison — " + diff.first);
     h += "<h1>ShardScope checkpoint comparison</h1>\n<p class=\"meta\">Checkpoint against "
          "checkpoint";
@@ -454,7 +454,7 @@ std::string htmlCheckpointReport(const CheckpointDiff &diff, const ReportContext
              hBadge(changeClass(g.kind), changeName(g.kind)) + hCode(g.pattern);
         if (!g.otherPattern.empty() && g.otherPattern != g.pattern)
             h += "→" + hCode(g.otherPattern);
-        h += "<span class=\"count\">" + plural(g.count, "key", "keys") +
+        h += "<span class=\"count\">" + plural(g.changes.size(), "key", "keys") +
              "</span></summary>\n<div class=\"body\"><dl>\n";
         h += "<dt>" + std::string(g.kind == KeyChange::Kind::Added ? "In second" : "In first") +
              "</dt><dd>" + hCode(g.pattern) + "</dd>\n";

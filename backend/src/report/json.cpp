@@ -218,13 +218,13 @@ std::string jsonCheckpointReport(const CheckpointDiff &diff, const ReportContext
                                  const ValueDiffResult *values)
 {
     json groups = json::array();
-    for (const ChangeGroup &g : changeGroups(diff))
+    for (const ChangeGroup &g : foldKeyChanges(diff))
         groups.push_back({{"kind", changeName(g.kind)},
                           {"pattern", g.pattern},
                           {"other_pattern", g.otherPattern},
                           {"rule", g.rule},
                           {"detail", g.detail},
-                          {"count", g.count}});
+                          {"count", g.changes.size()}});
     json summary = {{"first", diff.first},
                     {"second", diff.second},
                     {"same", diff.same},

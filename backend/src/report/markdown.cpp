@@ -242,7 +242,7 @@ std::string mdValues(const ValueDiffResult &v)
 std::string markdownCheckpointReport(const CheckpointDiff &diff, const ReportContext &ctx,
                                      const ValueDiffResult *values)
 {
-    const auto groups = changeGroups(diff);
+    const auto groups = foldKeyChanges(diff);
     std::string md = "# ShardScope checkpoint comparison\n\n| | |\n|---|---|\n";
     md += "| First | " + mdCode(diff.first, true) + " |\n";
     if (diff.firstTorch.applies)
@@ -267,8 +267,8 @@ std::string markdownCheckpointReport(const CheckpointDiff &diff, const ReportCon
         md += "- " + mdCode(changeName(g.kind)) + " " + mdCode(g.pattern);
         if (!g.otherPattern.empty() && g.otherPattern != g.pattern)
             md += " → " + mdCode(g.otherPattern);
-        if (g.count > 1)
-            md += " (" + std::to_string(g.count) + ")";
+        if (g.changes.size() > 1)
+            md += " (" + std::to_string(g.changes.size()) + ")";
         if (!g.rule.empty())
             md += ", rule " + mdCode(g.rule);
         if (!g.detail.empty())

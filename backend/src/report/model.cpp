@@ -74,18 +74,12 @@ std::vector<FoldGroup> foldItems(const std::vector<FoldInput> &items)
 }
 
 // Splits and renames that the real load performs are the rules working, not problems.
-bool isProblem(const DiffEntry &e)
-{
-    return !e.realLoadFills || (e.status != LoadStatus::Ok && e.status != LoadStatus::Split &&
-                                e.status != LoadStatus::Rename);
-}
-
 DiffModel buildModel(const DiffResult &diff)
 {
     DiffModel model;
     std::vector<size_t> problems;
     for (size_t i = 0; i < diff.entries.size(); ++i)
-        if (isProblem(diff.entries[i]))
+        if (isLoadProblem(diff.entries[i]))
             problems.push_back(i);
     model.problemEntries = problems.size();
     for (DiffEntryGroup &f : foldDiffEntries(diff, problems)) {
@@ -185,28 +179,6 @@ bool isCommand(std::string_view fix)
     return fix.find('\n') != std::string_view::npos;
 }
 
-std::vector<ChangeGroup> changeGroups(const CheckpointDiff &diff)
-{
-    std::vector<FoldInput> items;
-    for (const KeyChange &c : diff.changes)
-        items.push_back({std::to_string(int(c.kind)) + "/" + c.rule,
-                         c.key,
-                         {splitName(c.otherKey), splitText(c.detail)}});
-    std::vector<ChangeGroup> out;
-    for (FoldGroup &f : foldItems(items)) {
-        const KeyChange &first = diff.changes[f.members.front()];
-        out.push_back({first.kind, first.rule, std::move(f.pattern), std::move(f.texts[0]),
-                       std::move(f.texts[1]), f.members.size()});
-    }
-    auto rank = [](KeyChange::Kind k) {
-        return std::find(std::begin(kKinds), std::end(kKinds), k) - std::begin(kKinds);
-    };
-    std::stable_sort(out.begin(), out.end(), [&](const ChangeGroup &a, const ChangeGroup &b) {
-        return rank(a.kind) < rank(b.kind);
-    });
-    return out;
-}
-
 size_t countOf(const CheckpointDiff &diff, KeyChange::Kind k)
 {
     return size_t(std::count_if(diff.changes.begin(), diff.changes.end(),
@@ -217,6 +189,29 @@ size_t countOf(const CheckpointDiff &diff, KeyChange::Kind k)
 namespace shardscope {
 
 using report::FoldInput;
+
+std::vector<KeyChangeGroup> foldKeyChanges(const CheckpointDiff &diff)
+{
+    std::vector<FoldInput> items;
+    for (const KeyChange &c : diff.changes)
+        items.push_back({std::to_string(int(c.kind)) + "/" + c.rule,
+                         c.key,
+                         {splitName(c.otherKey), splitText(c.detail)}});
+    std::vector<KeyChangeGroup> out;
+    for (report::FoldGroup &f : report::foldItems(items)) {
+        const KeyChange &first = diff.changes[f.members.front()];
+        out.push_back({first.kind, first.rule, std::move(f.pattern), std::move(f.texts[0]),
+                       std::move(f.texts[1]), std::move(f.members)});
+    }
+    auto rank = [](KeyChange::Kind k) {
+        return std::find(std::begin(report::kKinds), std::end(report::kKinds), k) -
+               std::begin(report::kKinds);
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const KeyChangeGroup &a, const KeyChangeGroup &b) {
+        return rank(a.kind) < rank(b.kind);
+    });
+    return out;
+}
 
 std::vector<DiffEntryGroup> foldDiffEntries(const DiffResult &diff,
                                             const std::vector<size_t> &which)

@@ -110,12 +110,7 @@ inline constexpr KeyChange::Kind kKinds[] = {
     KeyChange::Kind::Removed, KeyChange::Kind::Added, KeyChange::Kind::Renamed,
     KeyChange::Kind::ShapeChanged, KeyChange::Kind::DtypeChanged};
 
-struct ChangeGroup
-{
-    KeyChange::Kind kind = KeyChange::Kind::Added;
-    std::string rule, pattern, otherPattern, detail;
-    size_t count = 0;
-};
+using ChangeGroup = KeyChangeGroup;
 
 KeyList foldKeys(const std::vector<std::string> &keys);
 /**
@@ -123,10 +118,7 @@ KeyList foldKeys(const std::vector<std::string> &keys);
  * fold exactly; its texts field by field (they describe the names, mostly by the same numbers).
  */
 std::vector<FoldGroup> foldItems(const std::vector<FoldInput> &items);
-/** Splits and renames that the real load performs are the rules working, not problems. */
-bool isProblem(const DiffEntry &e);
 DiffModel buildModel(const DiffResult &diff);
-std::vector<ChangeGroup> changeGroups(const CheckpointDiff &diff);
 size_t countOf(const CheckpointDiff &diff, KeyChange::Kind k);
 
 std::string strictnessFlag(const DiffOptions &o);
