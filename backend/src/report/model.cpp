@@ -73,7 +73,6 @@ std::vector<FoldGroup> foldItems(const std::vector<FoldInput> &items)
     return out;
 }
 
-// Splits and renames that the real load performs are the rules working, not problems.
 DiffModel buildModel(const DiffResult &diff)
 {
     DiffModel model;
