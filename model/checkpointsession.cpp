@@ -856,11 +856,13 @@ void CheckpointSession::saveRepaired(FixRequest request)
         [backend, request, generated](const JobControl &control) -> Result<QString> {
             // The manifest's command and "Check it with:" name the layout beside the output,
             // which outlives the window.
-            // A repair that writes nothing (its output exists, say) leaves an earlier one's
-            // layout there as it was.
+            // A repair that writes nothing leaves an earlier one's layout there as it was; one
+            // the fix refuses at once (its output exists) never touches it.
             const QString kept = QFile::decodeName(request.layout.c_str());
+            const bool refused =
+                !request.force && QFileInfo::exists(QFile::decodeName(request.output.c_str()));
             KeptLayout beside;
-            if (!generated.isEmpty() && kept != generated)
+            if (!generated.isEmpty() && kept != generated && !refused)
                 if (auto error = beside.copy(generated, kept))
                     return *error;
             auto fixed = backend->fix(request, control);

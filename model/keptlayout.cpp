@@ -5,6 +5,7 @@
 
 #include <QFile>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,13 @@
 #include <cstring>
 
 namespace shardscope::model {
+
+namespace {
+
+// Bigger than any layout: a file that size at OUT.layout.json is not one a job wrote.
+constexpr qint64 kMaxEarlier = 256 << 20;
+
+} // namespace
 
 KeptLayout::~KeptLayout()
 {
@@ -27,47 +35,56 @@ std::optional<Error> KeptLayout::copy(const QString &from, const QString &to)
             .inFile(QFile::encodeName(from).toStdString());
     const QByteArray content = in.readAll();
     const std::string target = QFile::encodeName(to).toStdString();
-    // A hard link, not a copy: the earlier file's bytes stay exactly as they were, and the
-    // rename over `to` that writes the new one leaves them here.
-    std::string aside = target + ".shardscope-earlier-" + std::to_string(::getpid());
-    std::remove(aside.c_str());
-    if (::link(target.c_str(), aside.c_str()) != 0) {
-        if (errno != ENOENT)
-            return makeError(Error::Code::Io,
-                             std::string("cannot keep the layout already there: ") +
-                                 std::strerror(errno))
+    std::optional<std::string> earlier;
+    struct stat st;
+    if (::stat(target.c_str(), &st) == 0) {
+        if (!S_ISREG(st.st_mode) || st.st_size > kMaxEarlier)
+            return makeError(Error::Code::Io, "is in the way of the layout the job writes there "
+                                              "(not a layout file); move it")
                 .inFile(target);
-        aside.clear(); // nothing there before
+        QFile old(to);
+        if (!old.open(QIODevice::ReadOnly))
+            return makeError(Error::Code::Io, "cannot read the layout already there (" +
+                                                  old.errorString().toStdString() + ")")
+                .inFile(target);
+        earlier = old.readAll().toStdString();
+    } else if (errno != ENOENT) {
+        return makeError(Error::Code::Io, std::string("cannot look at the layout already there: ") +
+                                              std::strerror(errno))
+            .inFile(target);
     }
-    if (auto error =
-            writeFileAtomically(target, std::string_view(content.data(), content.size()))) {
-        if (!aside.empty())
-            std::remove(aside.c_str());
+    if (auto error = writeFileAtomically(target, std::string_view(content.data(), content.size())))
         return error;
+    if (::stat(target.c_str(), &st) == 0) {
+        m_device = st.st_dev;
+        m_inode = st.st_ino;
     }
     m_to = target;
-    m_aside = std::move(aside);
+    m_earlier = std::move(earlier);
     return std::nullopt;
 }
 
 void KeptLayout::keep()
 {
-    if (!m_aside.empty())
-        std::remove(m_aside.c_str());
     m_to.clear();
-    m_aside.clear();
+    m_earlier.reset();
 }
 
 void KeptLayout::undo()
 {
     if (m_to.empty())
         return;
-    if (m_aside.empty())
-        std::remove(m_to.c_str());
-    else
-        std::rename(m_aside.c_str(), m_to.c_str()); // over the copy, in one step
+    struct stat st;
+    const bool ours =
+        ::stat(m_to.c_str(), &st) == 0 && st.st_dev == m_device && st.st_ino == m_inode;
+    if (ours) {
+        if (m_earlier)
+            (void)writeFileAtomically(m_to, *m_earlier); // as it was, or our copy stays
+        else
+            std::remove(m_to.c_str());
+    }
     m_to.clear();
-    m_aside.clear();
+    m_earlier.reset();
 }
 
 } // namespace shardscope::model
