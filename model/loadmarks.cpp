@@ -52,12 +52,6 @@ QString groupLoadText(LoadMark worst, quint64 count)
 
 namespace {
 
-bool isProblemStatus(LoadStatus s)
-{
-    return s == LoadStatus::ShapeMismatch || s == LoadStatus::Partial ||
-           s == LoadStatus::Unreadable || s == LoadStatus::WrongSource;
-}
-
 QString text(std::string_view s)
 {
     return QString::fromUtf8(s.data(), qsizetype(s.size()));
@@ -148,7 +142,7 @@ std::shared_ptr<const LoadMarkSet> loadMarks(std::shared_ptr<const DiffResult> d
             m = LoadMark::Problem;
         else if (e.status == LoadStatus::Unreadable)
             m = LoadMark::Unreadable;
-        else if (isProblemStatus(e.status) || e.wrongSource)
+        else if (isLoadProblem(e)) // a narrowing cast too: the one rule the counts use
             m = LoadMark::Problem;
         for (const DiffSource &s : e.sources)
             mark({s.key, m, &e}, s.entry);

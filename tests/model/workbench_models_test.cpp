@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <tuple>
 
 using namespace shardscope;
@@ -109,6 +110,39 @@ TEST(LoadMarksTest, EachKeyTakesTheWorstOfWhatTheLoadDoesWithIt)
     report->result.params[0].outcome = ParamCheck::Outcome::Mismatch;
     verified = loadMarks(diff, report);
     EXPECT_EQ(markOf(verified, "model.embed.weight"), LoadMark::Mismatch);
+}
+
+// The tree marks what the status bar and the reports count (shardscope::isLoadProblem): a cast
+// that may change values is a problem; a widening one, or one measured over every element to
+// change none, is not; one measured in part is still a problem.
+TEST(LoadMarksTest, ACastIsMarkedAsTheProblemCountsCountIt)
+{
+    auto d = std::make_shared<DiffResult>();
+    d->entries.push_back(entry("widening", LoadStatus::Cast, {"k.widening"}));
+    DiffEntry narrowing = entry("narrowing", LoadStatus::Cast, {"k.narrowing"});
+    narrowing.narrowing = true;
+    narrowing.shape = {4, 2};
+    d->entries.push_back(narrowing);
+    DiffEntry measured = narrowing;
+    measured.name = measured.param = "measured";
+    measured.sources[0].key = "k.measured";
+    measured.castLoss.emplace().count = 8;
+    d->entries.push_back(measured);
+    DiffEntry partly = measured;
+    partly.name = partly.param = "partly";
+    partly.sources[0].key = "k.partly";
+    partly.castLoss->count = 4;
+    d->entries.push_back(partly);
+    const auto marks = loadMarks(d, nullptr);
+    const std::map<std::string, LoadMark> want = {{"k.widening", LoadMark::Loaded},
+                                                  {"k.narrowing", LoadMark::Problem},
+                                                  {"k.measured", LoadMark::Loaded},
+                                                  {"k.partly", LoadMark::Problem}};
+    for (const DiffEntry &e : d->entries) {
+        const std::string &key = e.sources[0].key;
+        EXPECT_EQ(markOf(marks, key), want.at(key)) << key;
+        EXPECT_EQ(markOf(marks, key) == LoadMark::Problem, isLoadProblem(e)) << key;
+    }
 }
 
 TEST(LoadMarksTest, TheTreeShowsThemAndProblemsOnlyKeepsThem)

@@ -123,8 +123,15 @@ bool isLoadProblem(const DiffEntry &e)
     case LoadStatus::Merge:
     case LoadStatus::Rename:
         return false;
-    case LoadStatus::Cast: // a widening cast, or one measured to change no value: harmless
-        return e.narrowing && !(e.castLoss && e.castLoss->changed == 0);
+    case LoadStatus::Cast: { // a widening cast, or one measured to change no value: harmless
+        if (!e.narrowing)
+            return false;
+        // Measured over every element: a source that could not be read leaves it unmeasured.
+        int64_t elements = 1;
+        for (int64_t d : e.shape)
+            elements *= d;
+        return !(e.castLoss && e.castLoss->changed == 0 && e.castLoss->count >= elements);
+    }
     default:
         return true;
     }
