@@ -513,11 +513,28 @@ TRACED = "execve,open,openat,creat,mkdir,mkdirat,rename,renameat,renameat2,unlin
 WRITES = re.compile(r"O_WRONLY|O_RDWR|O_CREAT|O_TRUNC")
 
 
+def stitched(text: str) -> list[str]:
+    """strace -f's lines with each call another thread interrupted (`PID call(args
+    <unfinished ...>` … `PID <... call resumed>rest`) joined into one line."""
+    out, pending = [], {}
+    for line in text.splitlines():
+        m = re.match(r"(\d+)\s+(.*) <unfinished \.\.\.>$", line)
+        if m:
+            pending[m.group(1)] = m.group(2)
+            continue
+        m = re.match(r"(\d+)\s+<\.\.\. \w+ resumed>(.*)$", line)
+        if m and m.group(1) in pending:
+            out.append(f"{m.group(1)} {pending.pop(m.group(1))}{m.group(2)}")
+            continue
+        out.append(line)
+    return out
+
+
 def listing_reads(log: Path, demo: Path) -> list:
     """What a traced server that only listed opened under `demo` other than directories."""
     problems, dirs = [], 0
     for f in log.iterdir():
-        for line in f.read_text(errors="replace").splitlines():
+        for line in stitched(f.read_text(errors="replace")):
             m = re.match(r"\d+\s+(open|openat)\((.*)\)\s+= (-?\d+)", line)
             if not m or int(m.group(3)) < 0:
                 continue
@@ -592,7 +609,7 @@ def case_confined(tally: Tally, s: Setup) -> int:
     allowed_exec = {s.cli, str(Path(venv) / "torchrun")}
     writes, execs = set(), set()
     for f in [*log.iterdir(), *listed.iterdir()]:
-        lines = f.read_text(errors="replace").splitlines()
+        lines = stitched(f.read_text(errors="replace"))
         # The launcher's own processes (torchrun's python and what it forks before a rank's
         # exec) write its own scratch files: those are torchrun's, which the protocol named.
         launcher = {int(m.group(1)) for m in (re.match(r"(\d+)\s+execve\(\"([^\"]*)\"", x)

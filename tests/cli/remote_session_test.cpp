@@ -283,18 +283,15 @@ TEST_F(Remote, AProgressThatSaysStopCancelsAsHere)
     r.layout = layoutPath;
     r.openedLayout = layout;
     r.dp = 2;
-    // Stopped at its first progress, whatever the stage: the cancel travels while the server
-    // goes on, and one said late in a short job could find it done (seen under load in CI).
+    r.threads = 1;
+    // Stopped at its first progress, whatever the stage, with the whole job still ahead (one
+    // thread): the cancel travels while the server goes on, and one said at the verify stage of
+    // the small demo could find it done under load (seen in CI).
     JobControl control;
-    std::vector<std::string> seen;
-    control.progress = [&](const JobProgress &p) {
-        seen.emplace_back(p.stage);
-        return false;
-    };
+    control.progress = [](const JobProgress &) { return false; };
     auto there = session->runVerify(r, control);
     ASSERT_TRUE(there) << there.error().toString();
     EXPECT_TRUE(there->result.cancelled);
-    EXPECT_FALSE(seen.empty());
     // The session goes on.
     auto index = session->open(demo);
     EXPECT_TRUE(index) << index.error().toString();
