@@ -59,7 +59,7 @@ int DiffListModel::nextProblemRow(int from) const
         return -1;
     for (size_t row = size_t(std::max(from, 0)); row < m_diff->entries.size(); ++row) {
         const DiffEntry &e = m_diff->entries[row];
-        if (isLoadProblem(e) || e.wrongSource ||
+        if (isLoadProblem(e) ||
             std::binary_search(m_keptAtInit.begin(), m_keptAtInit.end(), std::string_view(e.name)))
             return int(row);
     }
@@ -134,8 +134,8 @@ QVariant DiffListModel::cellData(const QModelIndex &index, int role) const
         return text(statusName(e.status));
     case FillsRole:
         return e.realLoadFills && !e.wrongSource;
-    case ProblemRole: // as the report counts them (a cast included), and a wrong source
-        return isLoadProblem(e) || e.wrongSource;
+    case ProblemRole: // as the reports and the CLI count them
+        return isLoadProblem(e);
     case FixRole:
         return QString::fromStdString(e.fix);
     case SourcesRole:

@@ -103,7 +103,7 @@ int ProblemListModel::totalProblemCount() const
 {
     int n = m_index ? int(m_index->problems.size()) : 0;
     if (m_diff)
-        n += int(std::count_if(m_diff->entries.begin(), m_diff->entries.end(), isLoadProblem));
+        n += int(shardscope::model::loadProblemCount(*m_diff));
     return n;
 }
 

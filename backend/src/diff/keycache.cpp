@@ -38,8 +38,9 @@ std::shared_ptr<const SortedKeys> sortedKeys(const std::shared_ptr<const Checkpo
         std::lock_guard lock(s_mutex);
         std::erase_if(s_cache, [](const Cached &c) { return c.index.expired(); });
         for (const Cached &c : s_cache)
-            if (c.index.lock() == index && c.stripWrappers == stripWrappers &&
-                c.literalNames == literalNames)
+            // By owner, not lock(): no strong reference made under the lock.
+            if (!c.index.owner_before(index) && !index.owner_before(c.index) &&
+                c.stripWrappers == stripWrappers && c.literalNames == literalNames)
                 return c.keys;
     }
     // Made outside the lock: two diffs of different indexes need not wait for each other.

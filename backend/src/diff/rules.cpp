@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "shardscope/diff.h"
 
+#include "common/shapes.h"
+
 #include <array>
 
 namespace shardscope {
@@ -127,10 +129,8 @@ bool isLoadProblem(const DiffEntry &e)
         if (!e.narrowing)
             return false;
         // Measured over every element: a source that could not be read leaves it unmeasured.
-        int64_t elements = 1;
-        for (int64_t d : e.shape)
-            elements *= d;
-        return !(e.castLoss && e.castLoss->changed == 0 && e.castLoss->count >= elements);
+        return !(e.castLoss && e.castLoss->changed == 0 &&
+                 e.castLoss->count >= detail::product(e.shape));
     }
     default:
         return true;
