@@ -433,15 +433,6 @@ namespace {
 constexpr std::string_view kCompressedMagic = "SSIDXZ1\n";
 constexpr size_t kCompressedHeader = 32;
 
-// The entry's own checksum (its header's last field), which covers its key and body.
-uint64_t entryChecksum(std::span<const uint8_t> entry)
-{
-    uint64_t sum = 0;
-    if (entry.size() >= 40)
-        std::memcpy(&sum, entry.data() + 32, sizeof sum);
-    return sum;
-}
-
 } // namespace
 
 Result<CompressedEntry> keptCompressedEntry(const std::string &entryPath,
@@ -462,7 +453,7 @@ Result<CompressedEntry> keptCompressedEntry(const std::string &entryPath,
     std::memcpy(&size, bytes.data() + 8, 8);
     std::memcpy(&sum, bytes.data() + 16, 8);
     std::memcpy(&hash, bytes.data() + 24, 8);
-    if (size != entry.size() || sum != entryChecksum(entry))
+    if (size != entry.size() || sum != storedIndexChecksum(entry))
         return bad("the compressed form of an earlier entry");
     const std::span<const uint8_t> frame = bytes.subspan(kCompressedHeader);
     if (XXH3_64bits(frame.data(), frame.size()) != hash)
@@ -478,7 +469,7 @@ void keepCompressedEntry(const std::string &entryPath, std::span<const uint8_t> 
 {
     std::string header(kCompressedMagic);
     header.resize(kCompressedHeader);
-    const uint64_t size = entry.size(), sum = entryChecksum(entry),
+    const uint64_t size = entry.size(), sum = storedIndexChecksum(entry),
                    hash = XXH3_64bits(frame.data(), frame.size());
     std::memcpy(header.data() + 8, &size, 8);
     std::memcpy(header.data() + 16, &sum, 8);

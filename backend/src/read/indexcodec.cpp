@@ -442,6 +442,14 @@ Result<Header> readHeader(std::span<const uint8_t> bytes, const std::string &pat
 
 } // namespace
 
+uint64_t storedIndexChecksum(std::span<const uint8_t> bytes)
+{
+    uint64_t sum = 0;
+    if (bytes.size() >= kHeaderSize)
+        std::memcpy(&sum, bytes.data() + 32, sizeof sum);
+    return sum;
+}
+
 uint64_t indexChecksum(std::span<const uint8_t> bytes)
 {
     uint64_t keyBytes = 0;

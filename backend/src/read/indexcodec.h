@@ -57,6 +57,10 @@ HotVector<char> encodeIndex(const IndexCacheKey &key, const CheckpointIndex &ind
  *  the fuzzer, which must get past it to reach the body's decoder. 0 when there is no header. */
 uint64_t indexChecksum(std::span<const uint8_t> bytes);
 
+/** The checksum a cache file's header holds (what names an entry's contents), 0 when `bytes`
+ *  hold no header. */
+uint64_t storedIndexChecksum(std::span<const uint8_t> bytes);
+
 /** The header and key of a cache file; errors name `path` and the offset. Not checksummed:
  *  only compared, and the body is checked before it is used. */
 Result<IndexCacheKey> decodeIndexKey(std::span<const uint8_t> bytes, const std::string &path);

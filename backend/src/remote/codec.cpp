@@ -255,15 +255,6 @@ cacheEntryOf(const CheckpointIndex &index)
     return {};
 }
 
-// The entry's own checksum (its header's last field), which covers all of it.
-uint64_t entryChecksum(std::string_view entry)
-{
-    uint64_t sum = 0;
-    if (entry.size() >= 40)
-        std::memcpy(&sum, entry.data() + 32, sizeof sum);
-    return sum;
-}
-
 } // namespace
 
 IndexBlob indexBlob(const CheckpointIndex &index)
@@ -326,7 +317,9 @@ IndexBlob indexBlob(const CheckpointIndex &index)
 std::string entryIdentity(std::string_view entry)
 {
     char hex[24];
-    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)entryChecksum(entry));
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  (unsigned long long)storedIndexChecksum(
+                      std::span(reinterpret_cast<const uint8_t *>(entry.data()), entry.size())));
     return hex;
 }
 
