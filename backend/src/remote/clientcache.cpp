@@ -149,10 +149,8 @@ Result<ClientIndexCache::Kept> ClientIndexCache::kept(const std::string &identit
     const uint64_t entryAt = (kPrefix + n + 7) & ~uint64_t(7);
     if (bytes.size() < kPrefix || std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0 ||
         n > bytes.size() - kPrefix || entryAt > bytes.size() ||
-        XXH3_64bits(bytes.data() + kPrefix, n) != hash) {
-        drop(identity);
+        XXH3_64bits(bytes.data() + kPrefix, n) != hash) // open() drops it
         return makeError(Error::Code::Format, "not an index kept here, or cut short").inFile(path);
-    }
     ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); // most recently used
     Kept k;
     k.header = std::string_view(reinterpret_cast<const char *>(bytes.data()) + kPrefix, n);

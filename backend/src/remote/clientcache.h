@@ -34,7 +34,7 @@ public:
         std::span<const uint8_t> entry; ///< the persistent index's entry, 8-byte aligned
     };
     /** The index kept under `identity`: NotFound when it is gone; an error naming the file
-     *  (which is removed) when it is not a kept index. */
+     *  when it is not a kept index (open() removes it). */
     Result<Kept> kept(const std::string &identity) const;
     /** Its entry, decoded as an open from the persistent index decodes one
      *  (read/indexcache.h's openIndexEntry: checked whole, then viewing the mapped file), and

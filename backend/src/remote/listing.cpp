@@ -50,19 +50,25 @@ std::string home()
     return "/";
 }
 
-bool endsWith(const std::string &s, std::string_view suffix)
-{
-    return s.size() >= suffix.size() &&
-           s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
-}
-
 // What the names inside a directory say: a DCP .metadata, Megatron's mp_rank_* directories or
 // its root's latest_checkpointed_iteration.txt, safetensors (a file, or a sharded set's index).
 bool checkpointMember(const std::string &name)
 {
     return name == ".metadata" || name == "latest_checkpointed_iteration.txt" ||
-           name.starts_with("mp_rank_") || endsWith(name, ".safetensors") ||
-           endsWith(name, ".safetensors.index.json");
+           name.starts_with("mp_rank_") || name.ends_with(".safetensors") ||
+           name.ends_with(".safetensors.index.json");
+}
+
+/** Whether a name alone says checkpoint: a .safetensors, .pt, .pth or .bin file, an
+ *  `mp_rank_*` directory. */
+bool checkpointName(const std::string &name, bool directory)
+{
+    if (directory)
+        return name.starts_with("mp_rank_");
+    for (std::string_view suffix : {".safetensors", ".pt", ".pth", ".bin"})
+        if (name.ends_with(suffix))
+            return true;
+    return false;
 }
 
 bool holdsCheckpoint(int dirFd)
@@ -88,16 +94,6 @@ bool holdsCheckpoint(int dirFd)
 }
 
 } // namespace
-
-bool checkpointName(const std::string &name, bool directory)
-{
-    if (directory)
-        return name.starts_with("mp_rank_");
-    for (std::string_view suffix : {".safetensors", ".pt", ".pth", ".bin"})
-        if (endsWith(name, suffix))
-            return true;
-    return false;
-}
 
 Result<RemoteListing> listDirectory(const std::string &path, const CancelToken &cancel,
                                     size_t maxEntries)

@@ -16,10 +16,6 @@ namespace shardscope::detail::remote {
 Result<RemoteListing> listDirectory(const std::string &path, const CancelToken &cancel = {},
                                     size_t maxEntries = 20000);
 
-/** Whether a name alone says checkpoint: a .safetensors, .pt, .pth or .bin file, an
- *  `mp_rank_*` directory. */
-bool checkpointName(const std::string &name, bool directory);
-
 json listingToJson(const RemoteListing &listing);
 Result<RemoteListing> listingFromJson(const json &j);
 
