@@ -549,10 +549,7 @@ QString CheckpointSession::keptLayoutPath(const QString &output) const
 {
     if (!layoutIsGenerated())
         return m_layoutPath;
-    QString base = output;
-    while (base.size() > 1 && base.endsWith(QLatin1Char('/')))
-        base.chop(1);
-    return base + QStringLiteral(".layout.json");
+    return QFile::decodeName(layoutBesideOutput(native(output)).c_str());
 }
 
 QString CheckpointSession::repairLayoutPath(const QString &output) const

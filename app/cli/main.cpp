@@ -448,9 +448,7 @@ int main(int argc, char **argv)
             return ExitUnreadable;
         }
         target->server = serverPath;
-        shardscope::RemoteConnectOptions options;
-        options.noCache = noCache;
-        auto connected = shardscope::RemoteSession::connect(*target, options);
+        auto connected = connectTo(*target, noCache);
         if (!connected) {
             std::cerr << "shardscope-cli: " << connected.error().toString() << "\n";
             return ExitUnreadable;
