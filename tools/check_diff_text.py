@@ -77,6 +77,21 @@ def write_bf16(ckpt: Path) -> None:
     mlf.write_dcp(sd, ckpt)
 
 
+def widening_loads_exactly(ckpt: Path) -> bool:
+    """torch's own judgement of the bfloat16 -> float32 cast the text calls harmless: DCP's load
+    into float32 tensors gives every stored value exactly."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemReader
+    md = FileSystemReader(str(ckpt)).read_metadata().state_dict_metadata
+    keys = [k for k, v in md.items() if k.startswith("model.") and hasattr(v, "size")]
+    wide = {k: torch.zeros(tuple(md[k].size), dtype=torch.float32) for k in keys}
+    stored = {k: torch.zeros(tuple(md[k].size), dtype=md[k].properties.dtype) for k in keys}
+    for sd in (wide, stored):
+        dcp.load(sd, storage_reader=FileSystemReader(str(ckpt)), no_dist=True)
+    return bool(keys) and all(torch.equal(wide[k], stored[k].float()) for k in keys)
+
+
 def write_changed(ckpt: Path) -> None:
     """The same state changed as a later run might save it: experts in bfloat16, the last two
     layers gone, the vocabulary grown by 64 rows, one key more."""
@@ -406,6 +421,9 @@ def main() -> int:
                                         if e["status"] == "cast")
             if stored:
                 check(casts[stored[0] == ckpt] > 0, f"{what}: no such cast: {dict(casts)}")
+            if stored and stored[0] == bf16:
+                check(widening_loads_exactly(bf16), f"{what}: torch's load into float32 "
+                                                    "changes a value the text calls harmless")
             check_folded(what, text, d)
             rc, text_all, err = run(*base, "--all")
             check(rc == rc_json, f"{what}: --all: exit {rc}: {err[-300:]}")
